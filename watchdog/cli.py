@@ -1,0 +1,73 @@
+"""Command line: the verbs ``replay``, ``check``, ``run`` and ``demo``.
+
+Only argument parsing and exit codes live here; every verb hands its parsed arguments to a function in the
+module that owns the behaviour. Exit codes: 0 ok, 1 the verb ran but found a problem it reports (e.g. ``check``
+found none of the profile's metrics, ``demo`` did not end as expected), 2 bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from watchdog import __version__
+
+EPILOG = """\
+verbs:
+  replay   run the stall detector over a recorded CSV trace (offline, no cluster)
+  check    scrape one /metrics endpoint (URL, file or stdin) and show the engine series found
+  run      the watchdog itself: discover pods, scrape, detect, delete wedged pods + Events
+  demo     run the real watchdog against an embedded Kubernetes API emulator and 4 simulated vLLM pods
+
+'python -m watchdog VERB --help' explains each verb.
+"""
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm-watchdog",
+        description="Finds vLLM inference pods whose engine silently wedged (requests running, token counters "
+        "frozen for a window) and deletes them so their controller replaces them.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+
+    from watchdog import replay
+
+    replay.add_parser(verbs)
+    for module_name in ("check", "service", "demo"):
+        module = _optional_verb_module(module_name)
+        if module is not None:
+            module.add_parser(verbs)
+    return parser
+
+
+def _optional_verb_module(name: str):  # type: ignore[no-untyped-def]
+    import importlib
+
+    try:
+        return importlib.import_module(f"watchdog.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"watchdog.{name}":
+            return None
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the verb, return its exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
