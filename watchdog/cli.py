@@ -40,7 +40,7 @@ def _build_parser() -> argparse.ArgumentParser:
     replay.add_parser(verbs)
     for module_name in ("check", "service", "demo"):
         module = _optional_verb_module(module_name)
-        if module is not None:
+        if module is not None and hasattr(module, "add_parser"):
             module.add_parser(verbs)
     return parser
 

@@ -1,0 +1,1 @@
+"""Names vulture cannot see being used (called by frameworks or by reflection)."""

@@ -1,0 +1,194 @@
+"""``replay``: run the stall detector over a recorded CSV trace, offline.
+
+The CSV format (one row per scrape of one engine series, in time order)::
+
+    t,running,generation_tokens,prompt_tokens[,waiting][,heartbeat]
+
+``t`` is seconds (any monotonic origin); the other cells are the gauge/counter values, an empty cell meaning
+*unknown* (failed scrape or missing metric). Output: one JSON object per row on stdout with ``t``, ``state``,
+``stalled``, ``stalled_for_s`` and ``reason``. Bad input (unreadable file, missing column, non-numeric cell)
+gives one line on stderr naming file, line and column, and exit status 2; nothing is printed for a file that
+does not read cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, TextIO
+
+from watchdog.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S, DetectorState, Sample
+
+REQUIRED_COLUMNS = ("t", "running", "generation_tokens", "prompt_tokens")
+OPTIONAL_COLUMNS = ("waiting", "heartbeat")
+EXAMPLE = "example:seed-incident"
+
+HELP = """\
+Replay a recorded trace through the stall detector and print the verdict after every row.
+
+CSV format: a header row, then one row per scrape of ONE engine series, in time order.
+  required columns  t, running, generation_tokens, prompt_tokens
+  optional columns  waiting, heartbeat (vLLM: vllm:iteration_tokens_total_count)
+  t                 seconds on any monotonic origin (e.g. 0, 15, 30, ...)
+  empty cell        unknown (failed scrape or missing metric): never evidence of a stall
+  other columns     ignored (a note goes to stderr)
+
+Output: one JSON object per row:
+  {"t": 360.0, "state": "stalled", "stalled": true, "stalled_for_s": 120.0, "reason": "stalled: 21 ..."}
+state is one of idle, progressing, suspect, stalled, unknown.
+
+TRACE may be a file path, '-' for stdin, or 'example:seed-incident' for the bundled trace of the seed
+incident (21 requests running, token counters frozen).
+
+Exit status: 0 replayed, 2 bad usage or bad input (one line naming file, line and column).
+"""
+
+
+class TraceError(Exception):
+    """A trace that cannot be read; ``str()`` is one line naming file, line and column."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Samples read from a CSV trace, plus the columns that were ignored."""
+
+    samples: list[Sample]
+    ignored_columns: list[str]
+
+
+def _cell(raw: str, where: str, column: str) -> float | None:
+    text = raw.strip()
+    if text == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(f"{where}, column {column!r}: {text!r} is not a number") from None
+    return value
+
+
+def read_trace(stream: TextIO, name: str) -> Trace:
+    """Parse a CSV trace from ``stream`` (``name`` is used in errors). Raises :class:`TraceError`."""
+    reader = csv.reader(stream)
+    try:
+        header = next(reader, None)
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise TraceError(f"{name}:1: unreadable CSV: {exc}") from None
+    if header is None:
+        raise TraceError(f"{name}: empty file, expected a header row with {', '.join(REQUIRED_COLUMNS)}")
+    header = [h.strip() for h in header]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise TraceError(f"{name}:1: missing column(s) {', '.join(missing)} (header is {','.join(header)})")
+    index = {c: header.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in header}
+    ignored = [h for h in header if h not in index]
+    samples: list[Sample] = []
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row or all(not c.strip() for c in row):
+                continue
+            where = f"{name}:{line}"
+            if len(row) != len(header):
+                raise TraceError(f"{where}: {len(row)} cells, header has {len(header)}")
+            values = {c: _cell(row[i], where, c) for c, i in index.items()}
+            t = values["t"]
+            if t is None or not math.isfinite(t):
+                raise TraceError(f"{where}, column 't': a finite time in seconds is required")
+            samples.append(
+                Sample(
+                    t=t,
+                    running=values["running"],
+                    generation_tokens=values["generation_tokens"],
+                    prompt_tokens=values["prompt_tokens"],
+                    waiting=values.get("waiting"),
+                    heartbeat=values.get("heartbeat"),
+                )
+            )
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise TraceError(f"{name}:{reader.line_num}: unreadable CSV: {exc}") from None
+    return Trace(samples, ignored)
+
+
+def open_trace(source: str) -> Trace:
+    """Read the trace named by ``source``: a path, ``-`` (stdin) or ``example:seed-incident``."""
+    if source == "-":
+        return read_trace(sys.stdin, "<stdin>")
+    if source == EXAMPLE:
+        text = resources.files("watchdog").joinpath("examples/seed-incident.csv").read_text("utf-8")
+        return read_trace(io.StringIO(text), EXAMPLE)
+    try:
+        with open(source, encoding="utf-8", newline="") as stream:
+            return read_trace(stream, source)
+    except OSError as exc:
+        raise TraceError(f"{source}: cannot read: {exc.strerror or exc}") from None
+
+
+def replay(trace: Trace, window_s: float, min_samples: int, count_waiting: bool) -> list[dict[str, Any]]:
+    """The detector's verdict after each sample, as JSON-ready dicts."""
+    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting)
+    out = []
+    for sample in trace.samples:
+        v = state.observe(sample)
+        out.append(
+            {"t": sample.t, "state": v.state, "stalled": v.stalled, "stalled_for_s": v.stalled_for_s,
+             "reason": v.reason}
+        )
+    return out
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
+    return value
+
+
+def _min_samples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """The ``replay`` verb: exit 0 after printing every verdict, 2 on bad input."""
+    try:
+        trace = open_trace(args.trace)
+    except TraceError as exc:
+        print(f"vllm-watchdog replay: {exc}", file=sys.stderr)
+        return 2
+    if trace.ignored_columns:
+        print(f"vllm-watchdog replay: note: ignoring column(s) {', '.join(trace.ignored_columns)}", file=sys.stderr)
+    for row in replay(trace, args.window, args.min_samples, args.count_waiting):
+        print(json.dumps(row))
+    return 0
+
+
+def add_parser(verbs: Any) -> None:
+    """Register the ``replay`` verb on an ``argparse`` subparsers object."""
+    p: argparse.ArgumentParser = verbs.add_parser(
+        "replay", help="run the stall detector over a recorded CSV trace",
+        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("trace", metavar="TRACE", help="CSV file, '-' for stdin, or example:seed-incident")
+    p.add_argument("--window", type=_positive_float, default=DEFAULT_WINDOW_S, metavar="SECONDS",
+                   help="how long a busy engine may show no progress before it is stalled (default: %(default)s)")
+    p.add_argument("--min-samples", type=_min_samples, default=DEFAULT_MIN_SAMPLES, metavar="N",
+                   help="known busy samples needed inside the window (default: %(default)s)")
+    p.add_argument("--count-waiting", action="store_true",
+                   help="count waiting requests as busy too (for engines that report running 0 while wedged)")
+    p.set_defaults(handler=run_replay)
+
