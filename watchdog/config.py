@@ -1,0 +1,346 @@
+"""Settings, defined once: one table row gives a setting's flag, ``WATCHDOG_*`` env var, config-file key,
+type, default and help, so the three sources cannot drift.
+
+Precedence: built-in default < config file (YAML, camelCase keys) < environment < command-line flag.
+:func:`load_config` collects every problem before it fails and raises :class:`ConfigError` whose ``str()`` is
+one line per problem, each naming where it came from (file and line, env var, or flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+SettingType = Literal["float", "int", "bool", "str", "choice"]
+
+NAMESPACE_LABEL = "vllm-watchdog.io/enabled"
+EXCLUDE_ANNOTATION = "vllm-watchdog.io/exclude"
+PORT_ANNOTATION = "vllm-watchdog.io/metrics-port"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table. ``name`` is snake_case; the flag, env var and file key derive from it."""
+
+    name: str
+    type: SettingType
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    optional: bool = False  # None allowed (and is the default)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "WATCHDOG_" + self.name.upper()
+
+    @property
+    def key(self) -> str:
+        head, *rest = self.name.split("_")
+        return head + "".join(part.capitalize() for part in rest)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("kubeconfig", "str", None, "kubeconfig file; unset: in-cluster ServiceAccount, else ~/.kube/config",
+            optional=True),
+    Setting("context", "str", None, "kubeconfig context to use (default: the current context)", optional=True),
+    Setting("dry_run", "bool", False, "observe only: emit StalledPodDryRun Events, never delete (all namespaces)"),
+    Setting("window_seconds", "float", 120.0, "seconds a busy engine may show no progress before it is stalled",
+            minimum=1.0),
+    Setting("min_samples", "int", 3, "known busy samples needed inside the window", minimum=1),
+    Setting("count_waiting", "bool", False, "treat waiting requests as busy too (running may read 0 in a wedge)"),
+    Setting("scrape_interval_seconds", "float", 15.0, "seconds between cycles (discover, scrape, detect, act)",
+            minimum=1.0),
+    Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included",
+            minimum=0.1),
+    Setting("connect_timeout_seconds", "float", 1.0, "TCP connect timeout of one scrape, seconds", minimum=0.05),
+    Setting("max_body_bytes", "int", 8 * 1024 * 1024, "largest /metrics body accepted, after gzip", minimum=1024),
+    Setting("workers", "int", 32, "concurrent scrapes", minimum=1),
+    Setting("jitter_seconds", "float", 1.0, "random delay added to each cycle start, seconds", minimum=0.0),
+    Setting("require_controller", "bool", True, "skip pods without a controller owner reference (bare pods)"),
+    Setting("grace_period_seconds", "int", None, "deletion grace period; unset: the pod's own", minimum=0,
+            optional=True),
+    Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds", minimum=0.5),
+    Setting("listen_address", "str", "0.0.0.0:8080", "host:port serving /metrics, /healthz and /readyz"),
+    Setting("log_format", "choice", "json", "log format", choices=("json", "text")),
+    Setting("log_level", "choice", "info", "log level", choices=("debug", "info", "warning", "error")),
+)
+BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
+BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
+TARGET_KEYS = ("name", "podSelector", "profile", "port", "path", "metrics")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which pods to watch and how to scrape them. ``pod_selector``: a Kubernetes label selector string;
+    ``port``: a container port name or number; ``metrics``: custom metric names over ``profile`` (profiles.py)."""
+
+    name: str
+    pod_selector: str
+    profile: str = "vllm"
+    port: str = "http"
+    path: str = "/metrics"
+    metrics: Mapping[str, str] = field(default_factory=dict)
+
+
+DEFAULT_TARGETS: tuple[Target, ...] = (
+    Target("llmkube-vllm", "inference.llmkube.dev/runtime=vllm"),
+    Target("vllm", "app.kubernetes.io/name=vllm"),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The effective configuration: every row of :data:`SETTINGS` as an attribute, plus ``targets``."""
+
+    values: Mapping[str, Any]
+    targets: tuple[Target, ...] = DEFAULT_TARGETS
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "values":
+            raise AttributeError(name)
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready view for the start-up log line."""
+        out = dict(self.values)
+        out["targets"] = [target_to_dict(t) for t in self.targets]
+        return out
+
+
+class ConfigError(Exception):
+    """Invalid configuration; ``problems`` lists one line per problem, each naming its source."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+def target_to_dict(t: Target) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": t.name, "podSelector": t.pod_selector, "profile": t.profile, "port": t.port,
+                           "path": t.path}
+    if t.metrics:
+        out["metrics"] = dict(t.metrics)
+    return out
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per setting (``--window-seconds`` ...); each help names its env var and default."""
+    group = parser.add_argument_group("settings (flag > env var > config file > default)")
+    for s in SETTINGS:
+        default = "unset" if s.default is None else s.default
+        text = f"{s.help} [env {s.env}, file key {s.key}, default {default}]"
+        if s.type == "bool":
+            group.add_argument(s.flag, dest=s.name, action=argparse.BooleanOptionalAction, default=None, help=text)
+        else:
+            metavar = "|".join(s.choices) if s.choices else s.type.upper()
+            group.add_argument(s.flag, dest=s.name, default=None, metavar=metavar, help=text)
+
+
+def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The setting flags given on the command line (name -> raw value; absent flags are left out)."""
+    return {s.name: getattr(args, s.name) for s in SETTINGS if getattr(args, s.name, None) is not None}
+
+
+def _coerce(setting: Setting, raw: Any, where: str, problems: list[str]) -> Any:
+    """Convert ``raw`` (from YAML, env or a flag) to the setting's type; append a problem and return None."""
+    if raw is None or (isinstance(raw, str) and raw.strip() == "" and setting.optional):
+        if setting.optional:
+            return None
+        problems.append(f"{where}: a value is required")
+        return None
+    kind = setting.type
+    value: Any = raw
+    if kind == "bool":
+        if isinstance(raw, bool):
+            value = raw
+        elif isinstance(raw, str) and raw.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            value = raw.strip().lower() in ("true", "1", "yes", "on")
+        else:
+            problems.append(f"{where}: {raw!r} is not a boolean (true/false)")
+            return None
+    elif kind in ("int", "float"):
+        if isinstance(raw, bool):
+            problems.append(f"{where}: {raw!r} is not a number")
+            return None
+        try:
+            value = int(str(raw)) if kind == "int" else float(str(raw))
+        except ValueError:
+            what = "an integer" if kind == "int" else "a number"
+            problems.append(f"{where}: {raw!r} is not {what}")
+            return None
+        if value != value or value in (float("inf"), float("-inf")):
+            problems.append(f"{where}: {raw!r} is not a finite number")
+            return None
+        if setting.minimum is not None and value < setting.minimum:
+            problems.append(f"{where}: {raw!r} is below the minimum {setting.minimum:g}")
+            return None
+    else:
+        if not isinstance(raw, str | int | float):
+            problems.append(f"{where}: expected a string, got {type(raw).__name__}")
+            return None
+        value = str(raw)
+        if kind == "choice" and value not in setting.choices:
+            problems.append(f"{where}: {value!r} is not one of {', '.join(setting.choices)}")
+            return None
+    return value
+
+
+def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | None:
+    if not isinstance(raw, list) or not raw:
+        problems.append(f"{where}: targets must be a non-empty list of {{name, podSelector, profile, port, path}}")
+        return None
+    out = []
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            problems.append(f"{at}: expected a mapping with {', '.join(TARGET_KEYS)}")
+            continue
+        unknown = sorted(set(item) - set(TARGET_KEYS))
+        for key in unknown:
+            problems.append(f"{at}: unknown key {key!r}{_suggest(str(key), TARGET_KEYS)}")
+        name, selector = item.get("name"), item.get("podSelector")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{at}.name: a non-empty string is required")
+        if not isinstance(selector, str) or not selector.strip():
+            problems.append(f"{at}.podSelector: a non-empty label selector string is required (e.g. app=vllm)")
+        port = item.get("port", "http")
+        if not isinstance(port, str | int) or isinstance(port, bool) or str(port) == "":
+            problems.append(f"{at}.port: a container port name or number is required")
+        path = item.get("path", "/metrics")
+        if not isinstance(path, str) or not path.startswith("/") or "//" in path or "@" in path or ".." in path:
+            problems.append(f"{at}.path: {path!r} must be an absolute URL path like /metrics")
+        metrics = item.get("metrics", {})
+        if not isinstance(metrics, dict) or not all(isinstance(v, str) for v in metrics.values()):
+            problems.append(f"{at}.metrics: a mapping of field -> metric name is required")
+            metrics = {}
+        profile = item.get("profile", "vllm")
+        problems.extend(f"{at}: {p}" for p in _profile_problems(str(name), profile, metrics))
+        out.append(Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics)))
+    names = [t.name for t in out]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{where}: target name {dup!r} is used twice")
+    return tuple(out)
+
+
+def _profile_problems(name: str, profile: Any, metrics: Mapping[str, str]) -> list[str]:
+    from watchdog import profiles  # pure module, imported late to keep config importable on its own
+
+    try:
+        if metrics:
+            profiles.custom_profile(name, metrics, base=str(profile))
+        else:
+            profiles.get_profile(str(profile))
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+def _suggest(word: str, options: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
+    """Read the YAML file: key -> (value, 'file:line key'). Problems are appended, never raised."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as exc:
+        problems.append(f"{path}: cannot read config file: {exc.strerror or exc}")
+        return {}
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problems.append(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
+        return {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or node is None:
+        problems.append(f"{path}:1: the config file must be a mapping of settings")
+        return {}
+    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+    return {str(k): (v, f"{path}:{lines.get(k, 1)} key {k!r}") for k, v in data.items()}
+
+
+def load_config(
+    file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Config:
+    """Build the effective :class:`Config` from defaults, ``file``, ``env`` (default ``os.environ``) and
+    ``flags`` (setting name -> value, ``None`` = not given). Raises :class:`ConfigError` listing every problem."""
+    env = os.environ if env is None else env
+    flags = flags or {}
+    problems: list[str] = []
+    values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+    targets: tuple[Target, ...] = DEFAULT_TARGETS
+
+    file = file if file is not None else env.get("WATCHDOG_CONFIG") or None
+    if file:
+        for key, (raw, where) in _read_file(file, problems).items():
+            if key == "targets":
+                targets = _targets(raw, where, problems) or targets
+            elif key in BY_KEY:
+                values[BY_KEY[key].name] = _coerce(BY_KEY[key], raw, where, problems)
+            else:
+                problems.append(f"{where}: unknown setting{_suggest(key, [*BY_KEY, 'targets'])}")
+    for s in SETTINGS:
+        if s.env in env:
+            values[s.name] = _coerce(s, env[s.env], f"env {s.env}", problems)
+    if "WATCHDOG_TARGETS" in env:
+        raw = _yaml_value(env["WATCHDOG_TARGETS"], "env WATCHDOG_TARGETS", problems)
+        targets = _targets(raw, "env WATCHDOG_TARGETS", problems) or targets
+    for name, raw in flags.items():
+        if raw is not None:
+            values[name] = _coerce(BY_NAME[name], raw, BY_NAME[name].flag, problems)
+
+    if not problems:
+        problems.extend(_cross_checks(values))
+    if problems:
+        raise ConfigError(problems)
+    return Config(values, targets)
+
+
+def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        problems.append(f"{where}: not valid YAML/JSON")
+        return None
+
+
+def _cross_checks(v: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
+        problems.append(
+            f"windowSeconds ({v['window_seconds']:g}) must be at least 3 scrape intervals "
+            f"(3 x {v['scrape_interval_seconds']:g} s): a stall needs several scrapes of evidence"
+        )
+    if v["scrape_deadline_seconds"] >= v["scrape_interval_seconds"]:
+        problems.append(
+            f"scrapeDeadlineSeconds ({v['scrape_deadline_seconds']:g}) must be shorter than "
+            f"scrapeIntervalSeconds ({v['scrape_interval_seconds']:g})"
+        )
+    if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
+        problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
+    host, _, port = str(v["listen_address"]).rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        problems.append(f"listenAddress {v['listen_address']!r} must be host:port, e.g. 0.0.0.0:8080")
+    return problems
