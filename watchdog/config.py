@@ -341,6 +341,6 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
     if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
         problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
     host, _, port = str(v["listen_address"]).rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
         problems.append(f"listenAddress {v['listen_address']!r} must be host:port, e.g. 0.0.0.0:8080")
     return problems

@@ -1,0 +1,60 @@
+"""The watchdog's own Prometheus metrics (served on ``/metrics`` of its listen address).
+
+All live in :data:`REGISTRY`, not the process-global default registry, so tests and the benchmark can build
+several watchdogs in one process without clashes (:func:`new_metrics`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+SCRAPE_OUTCOMES = ("ok", "timeout", "refused", "http_status", "too_large", "bad_encoding", "parse", "connection")
+ENGINE_STATES = ("idle", "progressing", "suspect", "stalled", "unknown")
+DELETION_RESULTS = ("deleted", "dry_run", "not_found", "conflict", "aborted", "error")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Handles on every metric; see RUNBOOK.md for their meaning and suggested alerts."""
+
+    registry: CollectorRegistry
+    pods_watched: Gauge
+    scrapes: Counter
+    engines: Gauge
+    stalls: Counter
+    deletions: Counter
+    cycle_duration: Histogram
+    last_cycle: Gauge
+    event_failures: Counter
+    cycle_failures: Counter
+
+
+def new_metrics() -> Metrics:
+    """A fresh registry with every metric registered, label values pre-created at 0."""
+    r = CollectorRegistry()
+    m = Metrics(
+        registry=r,
+        pods_watched=Gauge("vllm_watchdog_pods_watched", "Pods scraped in the last cycle.", registry=r),
+        scrapes=Counter("vllm_watchdog_scrapes", "Scrapes of pod /metrics by outcome.", ["outcome"], registry=r),
+        engines=Gauge("vllm_watchdog_engines", "Engine series by detector state after the last cycle.", ["state"],
+                      registry=r),
+        stalls=Counter("vllm_watchdog_stalls", "Stall decisions (a pod with a stalled engine series).", registry=r),
+        deletions=Counter("vllm_watchdog_deletions", "Remediation attempts by result.", ["result"], registry=r),
+        cycle_duration=Histogram("vllm_watchdog_cycle_duration_seconds", "Wall time of one cycle, seconds.",
+                                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30), registry=r),
+        last_cycle=Gauge("vllm_watchdog_last_cycle_timestamp_seconds", "Unix time the last cycle completed.",
+                         registry=r),
+        event_failures=Counter("vllm_watchdog_event_failures", "Kubernetes Events that could not be created.",
+                               registry=r),
+        cycle_failures=Counter("vllm_watchdog_cycle_failures", "Cycles that ended in an error (logged).",
+                               registry=r),
+    )
+    for outcome in SCRAPE_OUTCOMES:
+        m.scrapes.labels(outcome)
+    for state in ENGINE_STATES:
+        m.engines.labels(state)
+    for result in DELETION_RESULTS:
+        m.deletions.labels(result)
+    return m
