@@ -35,25 +35,12 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
-    from watchdog import replay
+    from watchdog import check, replay, service
+    from watchdog.demo import runner
 
-    replay.add_parser(verbs)
-    for module_name in ("check", "service", "demo"):
-        module = _optional_verb_module(module_name)
-        if module is not None and hasattr(module, "add_parser"):
-            module.add_parser(verbs)
+    for module in (replay, check, service, runner):
+        module.add_parser(verbs)
     return parser
-
-
-def _optional_verb_module(name: str):  # type: ignore[no-untyped-def]
-    import importlib
-
-    try:
-        return importlib.import_module(f"watchdog.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"watchdog.{name}":
-            return None
-        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
