@@ -1,0 +1,161 @@
+"""KubeClient against the Kubernetes API emulator over real HTTP."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.simpod import SimPod
+from watchdog.kube import KubeClient, KubeError, KubeSettings, _plural
+
+
+@pytest.fixture
+def srv() -> Iterator[EmulatorServer]:
+    with EmulatorServer() as server:
+        server.create_namespace("ml", {"vllm-watchdog": "enabled"})
+        server.create_namespace("web")
+        yield server
+
+
+@pytest.fixture
+def kube(srv: EmulatorServer) -> KubeClient:
+    return KubeClient.from_settings(KubeSettings(host=srv.base_url, request_timeout_s=5))
+
+
+def pod(name: str, namespace: str = "ml", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "status": {"podIP": "127.0.0.2", "phase": "Running"}}
+
+
+def names(items: list[dict[str, Any]]) -> list[str]:
+    return sorted(f'{i["metadata"].get("namespace", "")}/{i["metadata"]["name"]}'.lstrip("/") for i in items)
+
+
+def test_lists_with_selectors_in_one_request_each(srv: EmulatorServer, kube: KubeClient) -> None:
+    srv.create_pod(pod("llm-0", app="vllm"))
+    srv.create_pod(pod("llm-1", namespace="web", app="vllm"))
+    srv.create_pod(pod("front", namespace="web", app="nginx"))
+    assert names(kube.list_pods("app=vllm")) == ["ml/llm-0", "web/llm-1"]
+    assert names(kube.list_pods("")) == ["ml/llm-0", "web/front", "web/llm-1"]
+    assert names(kube.list_namespaces("vllm-watchdog=enabled")) == ["ml"]
+    assert kube.api_requests == 3
+    log = srv.emulator.request_log
+    assert [(r.method, r.path) for r in log] == [("GET", "/api/v1/pods"), ("GET", "/api/v1/pods"),
+                                                 ("GET", "/api/v1/namespaces")]
+    assert "resourceVersion=0" in log[0].query and "labelSelector=app%3Dvllm" in log[0].query
+    assert log[0].query.count("&") == 1  # nothing else: no limit, no continue
+    first = kube.list_pods("app=vllm")[0]
+    assert first["metadata"]["uid"] and first["status"]["podIP"] == "127.0.0.2"  # plain API JSON dicts
+
+
+def test_get_pod(srv: EmulatorServer, kube: KubeClient) -> None:
+    created = srv.create_pod(pod("llm-0"))
+    got = kube.get_pod("ml", "llm-0")
+    assert got is not None and got["metadata"]["uid"] == created["metadata"]["uid"]
+    assert kube.get_pod("ml", "missing") is None
+    assert kube.api_requests == 2
+
+
+def test_delete_with_uid_precondition(srv: EmulatorServer, kube: KubeClient) -> None:
+    uid = srv.create_pod(pod("llm-0"))["metadata"]["uid"]
+    assert kube.delete_pod("ml", "llm-0", "not-the-uid", grace_period_s=30) == "conflict"
+    assert srv.get_pod("ml", "llm-0") is not None
+    assert kube.delete_pod("ml", "llm-0", uid, grace_period_s=None) == "deleted"
+    assert srv.get_pod("ml", "llm-0") is None
+    assert kube.delete_pod("ml", "llm-0", uid, grace_period_s=None) == "not_found"
+    assert kube.api_requests == 3 and srv.emulator.count_requests(verb="delete") == 3
+
+
+def test_delete_of_a_recreated_pod_is_a_conflict(srv: EmulatorServer, kube: KubeClient) -> None:
+    old_uid = srv.create_pod(pod("llm-0"))["metadata"]["uid"]
+    assert kube.delete_pod("ml", "llm-0", old_uid, grace_period_s=0) == "deleted"
+    srv.create_pod(pod("llm-0"))  # a StatefulSet re-creates the same name with a new uid
+    assert kube.delete_pod("ml", "llm-0", old_uid, grace_period_s=0) == "conflict"
+    assert srv.get_pod("ml", "llm-0") is not None
+
+
+def test_create_event_is_visible(srv: EmulatorServer, kube: KubeClient) -> None:
+    event = {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "llm-0.", "namespace": "ml"},
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "llm-0", "uid": "u1"},
+        "reason": "EngineStalled", "message": "running=21 for 300s, tokens frozen", "type": "Warning",
+        "source": {"component": "vllm-stall-watchdog"},
+    }
+    kube.create_event("ml", event)
+    events = srv.list_events("ml")
+    assert len(events) == 1
+    assert events[0]["reason"] == "EngineStalled" and events[0]["involvedObject"]["uid"] == "u1"
+    assert events[0]["metadata"]["name"].startswith("llm-0.")
+
+
+def test_get_object_for_owner_chain(srv: EmulatorServer, kube: KubeClient) -> None:
+    deploy = srv.create_object("/apis/apps/v1/namespaces/ml/deployments", {"metadata": {"name": "llm"}})
+    srv.create_object("/apis/apps/v1/namespaces/ml/replicasets", {"metadata": {"name": "llm-5d4f", "ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm", "uid": deploy["metadata"]["uid"]}]}})
+    rs = kube.get_object("apps/v1", "ReplicaSet", "ml", "llm-5d4f")
+    assert rs is not None and rs["metadata"]["ownerReferences"][0]["name"] == "llm"
+    owner = kube.get_object("apps/v1", "Deployment", "ml", "llm")
+    assert owner is not None and owner["metadata"]["uid"] == deploy["metadata"]["uid"]
+    assert kube.get_object("apps/v1", "StatefulSet", "ml", "llm") is None
+    assert kube.get_object("v1", "Namespace", "", "ml") is not None  # cluster-scoped path
+    assert [r.path for r in srv.emulator.request_log] == [
+        "/apis/apps/v1/namespaces/ml/replicasets/llm-5d4f", "/apis/apps/v1/namespaces/ml/deployments/llm",
+        "/apis/apps/v1/namespaces/ml/statefulsets/llm", "/api/v1/namespaces/ml",
+    ]
+
+
+def test_plurals() -> None:
+    assert [_plural("apps/v1", k) for k in ("ReplicaSet", "StatefulSet", "Deployment")] == [
+        "replicasets", "statefulsets", "deployments"]
+    assert _plural("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") == "leaderworkersets"
+    assert _plural("example.com/v1", "Policy") == "policies"
+    assert _plural("v1", "Namespace") == "namespaces"
+
+
+def test_errors_are_one_line_and_bounded() -> None:
+    refused = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2))
+    with pytest.raises(KubeError, match=r"^list pods 'app=vllm': .*Error") as info:
+        refused.list_pods("app=vllm")
+    assert "\n" not in str(info.value) and info.value.status == 0
+    with SimPod("127.0.0.2", 0, "hang") as hung:  # accepts the connection, never answers
+        kube = KubeClient.from_settings(KubeSettings(host=hung.url, request_timeout_s=0.5))
+        started = time.monotonic()
+        with pytest.raises(KubeError, match=r"^delete pod ml/llm-0: .*(Timeout|timed out)"):
+            kube.delete_pod("ml", "llm-0", "uid", grace_period_s=None)
+        assert time.monotonic() - started < 0.95  # one attempt only: no retry of the DELETE
+        assert kube.api_requests == 1
+
+
+def test_http_errors_keep_their_status(srv: EmulatorServer, kube: KubeClient) -> None:
+    with pytest.raises(KubeError, match=r"^list pods '=bad': HTTP 400 Bad Request: unable to parse") as info:
+        kube.list_pods("=bad")
+    assert info.value.status == 400
+
+
+def test_from_settings_with_kubeconfig(srv: EmulatorServer, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: emu, cluster: {{server: "{srv.base_url}"}}}}]
+users: [{{name: u, user: {{token: t0ken}}}}]
+contexts: [{{name: emu, context: {{cluster: emu, user: u}}}}]
+current-context: emu
+""")
+    kube = KubeClient.from_settings(KubeSettings(kubeconfig=str(kubeconfig), context="emu"))
+    assert names(kube.list_namespaces("")) == ["ml", "web"]
+    with pytest.raises(KubeError, match=r"^load configuration: .*nope"):
+        KubeClient.from_settings(KubeSettings(kubeconfig=str(tmp_path / "nope")))
+
+
+def test_from_settings_without_any_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(KubeError, match=r"^load configuration: not in a cluster \(.*\) and no usable kubeconfig"):
+        KubeClient.from_settings(KubeSettings())

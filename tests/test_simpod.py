@@ -1,0 +1,177 @@
+"""Simulated vLLM pods: modes, wire format, gzip, hang, runtime switching, standalone process."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from watchdog.demo.simpod import SimFleet, SimPod
+
+PROMPT, GEN = "vllm:prompt_tokens_total", "vllm:generation_tokens_total"
+RUNNING, WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+STEPS = "vllm:iteration_tokens_total_count"
+
+
+def fetch(url: str, gzip_ok: bool = False, timeout: float = 5) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzip_ok else {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status, dict(resp.headers), resp.read()
+
+
+def scrape(pod: SimPod) -> dict[tuple[str, str], float]:
+    """{(sample name, engine): value} for the samples labelled with an engine (and no other label but le)."""
+    text = fetch(pod.url + "/metrics")[2].decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if "engine" in s.labels and set(s.labels) == {"engine", "model_name"}:
+                samples[(s.name, s.labels["engine"])] = s.value
+    return samples
+
+
+@pytest.fixture
+def pod() -> Iterator[SimPod]:
+    with SimPod("127.0.0.2", 0, "progressing") as p:
+        yield p
+
+
+def test_loopback_address_other_than_127_0_0_1_binds(pod: SimPod) -> None:
+    assert re.fullmatch(r"http://127\.0\.0\.2:\d+", pod.url)
+    status, _, body = fetch(pod.url + "/health")
+    assert (status, body) == (200, b"")
+
+
+def test_progressing_counters_rise_between_scrapes(pod: SimPod) -> None:
+    first = scrape(pod)
+    time.sleep(0.2)
+    second = scrape(pod)
+    assert first[(RUNNING, "0")] == 20 and first[(WAITING, "0")] == 2
+    for name in (PROMPT, GEN, STEPS, "vllm:iteration_tokens_total_sum"):
+        assert second[(name, "0")] > first[(name, "0")], name
+    # about 1200 prompt tokens per second
+    assert 150 <= second[(PROMPT, "0")] - first[(PROMPT, "0")] <= 600
+    assert pod.scrapes == 2
+
+
+def test_idle_and_wedged_freeze_every_counter() -> None:
+    with SimFleet(["idle", "wedged"], engines=2) as fleet:
+        first = [scrape(p) for p in fleet]
+        time.sleep(0.2)
+        second = [scrape(p) for p in fleet]
+    assert [p.address for p in fleet] == ["127.0.0.2", "127.0.0.3"]
+    for before, after in zip(first, second, strict=True):
+        for engine in ("0", "1"):
+            for name in (PROMPT, GEN, STEPS, "vllm:iteration_tokens_total_sum"):
+                assert after[(name, engine)] == before[(name, engine)] > 0, (name, engine)
+    assert (second[0][(RUNNING, "0")], second[0][(RUNNING, "1")]) == (0, 0)
+    assert (second[1][(RUNNING, "0")], second[1][(WAITING, "1")]) == (21, 0)
+
+
+def test_prefill_moves_only_the_heartbeat() -> None:
+    with SimPod("127.0.0.2", 0, "prefill") as p:
+        first = scrape(p)
+        time.sleep(0.35)
+        second = scrape(p)
+    assert second[(RUNNING, "0")] == 1
+    assert (second[(PROMPT, "0")], second[(GEN, "0")]) == (first[(PROMPT, "0")], first[(GEN, "0")])
+    assert second[(STEPS, "0")] - first[(STEPS, "0")] >= 2
+    assert second[("vllm:iteration_tokens_total_sum", "0")] > first[("vllm:iteration_tokens_total_sum", "0")]
+
+
+def test_wedge_after_then_recover() -> None:
+    with SimPod("127.0.0.2", 0, "wedge_after", wedge_after_s=0.3) as p:
+        assert p.effective_mode() == "progressing" and scrape(p)[(RUNNING, "0")] == 20
+        time.sleep(0.45)
+        wedged = scrape(p)
+        time.sleep(0.15)
+        assert scrape(p) == wedged and wedged[(RUNNING, "0")] == 21
+        assert p.mode == "wedge_after" and p.effective_mode() == "wedged"
+        p.set_mode("progressing")
+        time.sleep(0.1)
+        assert scrape(p)[(PROMPT, "0")] > wedged[(PROMPT, "0")]
+
+
+def test_one_engine_can_wedge_alone() -> None:
+    with SimPod("127.0.0.2", 0, "progressing", engines=2) as p:
+        p.set_mode("wedged", engines=[1])
+        first = scrape(p)
+        time.sleep(0.15)
+        second = scrape(p)
+    assert second[(PROMPT, "0")] > first[(PROMPT, "0")]
+    assert second[(PROMPT, "1")] == first[(PROMPT, "1")] and second[(RUNNING, "1")] == 21
+
+
+def test_hang_accepts_but_never_answers_until_switched(pod: SimPod) -> None:
+    pod.set_mode("hang")
+    started = time.monotonic()
+    with socket.create_connection((pod.address, pod.port), timeout=1) as sock:  # the connection is accepted
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        with pytest.raises(TimeoutError):
+            sock.recv(1)
+    assert 0.9 <= time.monotonic() - started < 2
+    status, _, body = fetch(pod.url + "/sim/mode")  # control endpoint still answers
+    assert status == 200 and json.loads(body)["engines"] == [{"mode": "hang", "effective": "hang"}]
+    conn = http.client.HTTPConnection(pod.address, pod.port, timeout=5)
+    conn.request("POST", "/sim/mode?mode=progressing")
+    assert conn.getresponse().status == 200
+    assert fetch(pod.url + "/health", timeout=1)[0] == 200
+
+
+def test_gzip_when_asked(pod: SimPod) -> None:
+    _, headers, body = fetch(pod.url + "/metrics", gzip_ok=True)
+    assert headers["Content-Encoding"] == "gzip"
+    text = gzip.decompress(body).decode()
+    assert text.startswith("# HELP ") and "vllm:num_requests_running{" in text
+    _, plain_headers, plain = fetch(pod.url + "/metrics")
+    assert "Content-Encoding" not in plain_headers and plain.startswith(b"# HELP ")
+    assert plain_headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+
+
+def test_wire_format_matches_vllm_v1(pod: SimPod) -> None:
+    text = fetch(pod.url + "/metrics")[2].decode()
+    model = 'model_name="meta-llama/Llama-3.1-8B-Instruct"'
+    for line in ("# TYPE vllm:num_requests_running gauge", "# TYPE vllm:prompt_tokens_total counter",
+                 "# TYPE vllm:prompt_tokens_created gauge", "# TYPE vllm:iteration_tokens_total histogram",
+                 "# TYPE vllm:iteration_tokens_total_created gauge",
+                 "# TYPE vllm:time_to_first_token_seconds histogram",
+                 "# HELP vllm:generation_tokens_total Number of generation tokens processed."):
+        assert line + "\n" in text
+    assert re.search(r'^vllm:prompt_tokens_total\{engine="0",' + model + r"\} 1\.\d+e\+06$", text, re.M)
+    # labels sorted by name, ``le`` included, as in vLLM's output
+    assert re.search(r'^vllm:iteration_tokens_total_bucket\{engine="0",le="\+Inf",' + model + r"\} \d", text, re.M)
+    families = {f.name: f.type for f in text_string_to_metric_families(text)}
+    assert families["vllm:iteration_tokens_total"] == "histogram"
+    assert families["vllm:kv_cache_usage_perc"] == "gauge"
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        SimPod("10.0.0.1", 0)
+    with pytest.raises(ValueError, match="unknown mode 'stuck'"):
+        SimPod("127.0.0.2", 0, "stuck")
+
+
+def test_standalone_process() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "watchdog.demo.simpod", "--address", "127.0.0.3", "--port", "0",
+                             "--mode", "wedged", "--engines", "2"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        match = re.fullmatch(r"simpod listening on (http://127\.0\.0\.3:\d+) mode=wedged\n", proc.stdout.readline())
+        assert match
+        text = fetch(match.group(1) + "/metrics")[2].decode()
+        assert 'vllm:num_requests_running{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 21.0' in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0

@@ -1,0 +1,398 @@
+"""Kubernetes API emulator for the demo and the tests: kmock 0.8's ``KubernetesEmulator`` with its gaps filled.
+
+An in-memory emulator over real HTTP, not a cluster (no RBAC, admission, kubelet, garbage collection, Events
+aggregation). Reaching into ``kmock._internal`` (hence the pin ``kmock==0.8``), it adds: ``/api/v1/namespaces``
+(kmock's path parser, wrapped process-wide on import, gave 500); empty lists for the kinds in
+:data:`RESOURCES` (404 before); ``labelSelector`` on list and watch (``a=b``, ``a!=b``, ``a``, ``!a``,
+``a in (x)``, ``a notin (x)``); server-set ``uid``, ``resourceVersion``, ``creationTimestamp`` and
+``generateName`` with 201 on create; DeleteOptions ``preconditions`` (mismatch: 409 Conflict ``Status``);
+PUT replace (was 404); watch ``timeoutSeconds``; ``KubeEmulator.request_log``. Deleted pods vanish at once,
+whereas a real kubelet honours the grace period while the pod lingers with ``deletionTimestamp`` set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import re
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, NamedTuple, cast
+
+import aiohttp.web
+import attrs
+import kmock
+from kmock._internal import enums, parsing, references, rendering
+
+SEED_HEADER = "X-Emulator-Seed"  # requests carrying this header are not recorded in request_log
+
+# resource ("group/version/plural") -> (kind, namespaced)
+RESOURCES: dict[str, tuple[str, bool]] = {
+    "v1/namespaces": ("Namespace", False), "v1/pods": ("Pod", True), "v1/events": ("Event", True),
+    "events.k8s.io/v1/events": ("Event", True), "coordination.k8s.io/v1/leases": ("Lease", True),
+    "apps/v1/replicasets": ("ReplicaSet", True), "apps/v1/deployments": ("Deployment", True),
+    "apps/v1/statefulsets": ("StatefulSet", True),
+}
+
+_original_parse_path = parsing.parse_path
+
+
+def _parse_path(path: str) -> parsing.ParsedPath:
+    """kmock's parser with ``/api/v1/namespaces[/NAME[/status|finalize]]`` read as the namespaces resource."""
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and (len(parts) <= 4 or parts[4:] in (["status"], ["finalize"])):
+        name, sub = (parts + [None, None])[3:5]
+        return parsing.ParsedPath(group="", version="v1", plural="namespaces", name=name, subresource=sub)
+    return _original_parse_path(path)
+
+
+setattr(parsing, "parse_path", _parse_path)  # noqa: B010  (kmock's rendering calls parsing.parse_path)
+
+Requirement = tuple[str, str, frozenset[str]]  # (key, "in" | "notin" | "exists" | "!exists", values)
+_SET_TERM = re.compile(r"^([^\s!=(),]+)\s+(in|notin)\s*\((.*)\)$")
+
+
+def parse_selector(selector: str) -> list[Requirement]:
+    """Parse a label selector (``a=b,c!=d,e,!f,g in (x,y),h notin (z)``); raise ValueError when malformed."""
+    result: list[Requirement] = []
+    for raw in (t.strip() for t in re.split(r",(?![^()]*\))", selector)):
+        if not raw:
+            continue
+        if match := _SET_TERM.match(raw):
+            key, op = match.group(1), match.group(2)
+            values = frozenset(v.strip() for v in match.group(3).split(",") if v.strip())
+        elif raw.startswith("!"):
+            key, op, values = raw[1:], "!exists", frozenset()
+        elif "=" in raw:
+            key, sep, value = raw.replace("==", "=", 1).partition("!=" if "!=" in raw else "=")
+            op, values = ("notin" if sep == "!=" else "in"), frozenset([value.strip()])
+        else:
+            key, op, values = raw, "exists", frozenset()
+        key = key.strip()
+        if not key or any(c in key for c in " =!(),"):
+            raise ValueError(f"unable to parse requirement {raw!r} in label selector {selector!r}")
+        result.append((key, op, values))
+    return result
+
+
+def selector_matches(requirements: list[Requirement], labels: Mapping[str, str] | None) -> bool:
+    """True when ``labels`` satisfy every requirement (``!=``/``notin`` also match an absent key)."""
+    get = (labels or {}).get
+    return all({"in": get(k) in vs, "notin": get(k) not in vs, "exists": get(k) is not None,
+                "!exists": get(k) is None}[op] for k, op, vs in requirements)
+
+
+def _labels(obj: Any) -> Mapping[str, str]:
+    return ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
+
+
+def _status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> aiohttp.web.Response:
+    """A ``Status`` failure body as the apiserver sends it."""
+    body = {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "details": details or {}, "code": code}
+    return aiohttp.web.json_response(body, status=code)
+
+
+def _api_version(resource: references.resource) -> str:
+    return f"{resource.group}/{resource.version}".lstrip("/")
+
+
+def _kind(resource: references.resource) -> tuple[str, bool]:
+    """(kind, namespaced); for resources not in RESOURCES: the capitalized plural, namespaced."""
+    return RESOURCES.get(f"{_api_version(resource)}/{resource.plural}", (str(resource.plural).capitalize(), True))
+
+
+class ApiRequest(NamedTuple):
+    """One recorded API request: ``verb`` is list/watch/get/create/patch/replace/delete/other."""
+
+    method: str  # "GET", "DELETE", ...
+    path: str  # "/api/v1/namespaces/ns/pods/p"
+    query: str  # raw query string, "" when none
+    verb: str
+    resource: str  # plural, "group/plural" outside the core group ("pods", "apps/replicasets"); "" if none
+
+
+_VERBS = {"LIST": "list", "WATCH": "watch", "FETCH": "get", "CREATE": "create", "UPDATE": "patch", "DELETE": "delete"}
+
+
+@attrs.define(kw_only=True)
+class KubeEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator with the gaps listed in the module docstring closed. Runs inside one asyncio loop."""
+
+    request_log: list[ApiRequest] = attrs.field(factory=list, init=False)
+    _rv: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        for key, (kind, namespaced) in RESOURCES.items():
+            self.resources[key] = references.ResourceInfo(kind=kind, namespaced=namespaced)
+
+    def count_requests(self, verb: str | None = None, resource: str | None = None, method: str | None = None) -> int:
+        """How many recorded requests match all given filters (None = any)."""
+        return sum(1 for r in list(self.request_log)
+                   if (verb is None or r.verb == verb) and (resource is None or r.resource == resource)
+                   and (method is None or r.method == method.upper()))
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _record(self, request: rendering.Request) -> None:
+        if any(k.lower() == SEED_HEADER.lower() for k in request.headers):
+            return
+        res = request.resource
+        verb = _VERBS.get(request.action.value, "other") if request.action else "other"
+        verb = "replace" if request.method == enums.method.PUT and request.name else verb
+        resource = "" if res is None or not res.plural else f"{res.group}/{res.plural}".lstrip("/")
+        self.request_log.append(ApiRequest(request.method.value, request.url.path, request.url.query_string,
+                                           verb, resource))
+        if len(self.request_log) > 100_000:  # keep the newest entries only
+            del self.request_log[:10_000]
+
+    def _object(self, request: rendering.Request) -> kmock.Object | None:
+        """The stored, not deleted object the request's URL names, if any."""
+        if request.resource is None or request.name is None:
+            return None
+        key = (request.resource, request.namespace, request.name)
+        return self.objects[key] if key in self.objects and not self.objects[key].deleted else None
+
+    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        self._record(request)
+        action = request.action  # None for non-Kubernetes paths
+        if request.method == enums.method.PUT and request.name:
+            return await self._replace(request)
+        early: aiohttp.web.Response | None = None
+        if action in (enums.action.LIST, enums.action.WATCH):
+            try:
+                parse_selector(request.params.get("labelSelector", ""))
+            except ValueError as e:
+                early = _status(400, "BadRequest", str(e))
+        elif action == enums.action.CREATE and isinstance(request.data, dict):
+            early = self._stamp(request, request.data)
+        elif action == enums.action.UPDATE and isinstance(request.data, dict):
+            request.data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
+        elif action == enums.action.DELETE and request.name:
+            early = self._check_preconditions(request)
+        if early is not None:
+            return early
+        response = await super()._handle(request)
+        if action == enums.action.CREATE and response.status == 200 and not response.prepared:
+            response.set_status(201)
+        return response
+
+    def _stamp(self, request: rendering.Request, data: dict[str, Any]) -> aiohttp.web.Response | None:
+        """Fill server-side metadata on create; return a 422 response when the object has no name."""
+        assert request.resource is not None
+        kind, namespaced = _kind(request.resource)
+        meta = data.setdefault("metadata", {})
+        if request.namespace and namespaced:
+            meta.setdefault("namespace", request.namespace)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if not meta.get("name"):
+            return _status(422, "Invalid", "metadata.name: Required value: name or generateName is required")
+        data.setdefault("apiVersion", _api_version(request.resource))
+        data.setdefault("kind", kind)
+        meta.update(uid=str(uuid.uuid4()), resourceVersion=self._next_rv(),
+                    creationTimestamp=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return None
+
+    def _check_preconditions(self, request: rendering.Request) -> aiohttp.web.Response | None:
+        pre = request.data.get("preconditions") if isinstance(request.data, dict) else None
+        stored = self._object(request)
+        if not isinstance(pre, dict) or stored is None:
+            return None  # no preconditions, or kmock answers the 404
+        meta = stored.raw.get("metadata") or {}
+        details = {"name": request.name, "kind": request.resource.plural if request.resource else ""}
+        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            want = pre.get(field)
+            if want is not None and want != meta.get(field):
+                return _status(409, "Conflict", f"Precondition failed: {label} in precondition: {want}, "
+                               f"{label} in object meta: {meta.get(field, '')}", details)
+        return None
+
+    async def _replace(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        assert request.resource is not None
+        body = request.data
+        if not isinstance(body, dict):
+            return _status(400, "BadRequest", "the body of a replace (PUT) must be a JSON object")
+        details = {"name": request.name, "kind": request.resource.plural}
+        async with self._lock:
+            stored = self._object(request)
+            if stored is None:
+                return _status(404, "NotFound", f'{request.resource.plural} "{request.name}" not found', details)
+            meta = stored.raw.get("metadata") or {}
+            new_meta = body.setdefault("metadata", {})
+            if new_meta.get("resourceVersion") not in (None, "", meta.get("resourceVersion")):
+                return _status(409, "Conflict", f'Operation cannot be fulfilled on {request.resource.plural} '
+                               f'"{request.name}": the object has been modified', details)
+            new_meta.update({f: meta[f] for f in ("uid", "creationTimestamp", "namespace", "name") if f in meta})
+            new_meta["resourceVersion"] = self._next_rv()
+            body.setdefault("apiVersion", stored.raw.get("apiVersion"))
+            body.setdefault("kind", stored.raw.get("kind"))
+            stored.history.append(body)
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": body})
+        return aiohttp.web.json_response(body)
+
+    async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+        payload = await super()._serve_list(request)
+        assert isinstance(payload, dict) and request.resource is not None
+        requirements = parse_selector(request.params.get("labelSelector", ""))
+        items = [i for i in payload["items"] if selector_matches(requirements, _labels(i))]
+        return {"apiVersion": _api_version(request.resource), "kind": f"{_kind(request.resource)[0]}List",
+                "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+        requirements = parse_selector(request.params.get("labelSelector", ""))
+        timeout = request.params.get("timeoutSeconds")
+        deadline = asyncio.get_running_loop().time() + float(timeout) if timeout else None
+        inner = cast(AsyncGenerator[rendering.Payload, None], super()._serve_watch(request))
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        item = await anext(inner)
+                except (TimeoutError, StopAsyncIteration):
+                    return
+                if not isinstance(item, dict) or selector_matches(requirements, _labels(item.get("object"))):
+                    yield item
+        finally:
+            await inner.aclose()
+
+
+class EmulatorError(Exception):
+    """A seeding request to the emulator failed (one-line message: method, path, status, reason)."""
+
+
+class EmulatorClient:
+    """Sync helpers to seed/inspect an emulator at ``base_url`` (in this process or another) over HTTP.
+
+    Requests carry :data:`SEED_HEADER`, so they are not counted in ``request_log``. Non-2xx: EmulatorError.
+    """
+
+    def __init__(self, base_url: str = "") -> None:
+        self.base_url = base_url.rstrip("/")
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """Send one unrecorded request; return (HTTP status, decoded JSON body or None)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method.upper(),
+                                     headers={"Content-Type": "application/json", SEED_HEADER: "1"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                raw, status = resp.read(), resp.status
+        except urllib.error.HTTPError as e:
+            raw, status = e.read(), e.code
+        return status, (json.loads(raw) if raw else None)
+
+    def _ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, answer = self.request(method, path, body)
+        if not 200 <= status < 300:
+            reason = answer.get("message", "") if isinstance(answer, dict) else ""
+            raise EmulatorError(f"{method} {path}: HTTP {status}: {str(reason)[:200]}")
+        return answer
+
+    def create_object(self, api_path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to a collection path (``/apis/apps/v1/namespaces/NS/replicasets``); return it stored."""
+        return cast(dict[str, Any], self._ok("POST", api_path, body))
+
+    def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self.create_object("/api/v1/namespaces", {"metadata": {"name": name, "labels": dict(labels or {})}})
+
+    def create_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """Create a pod in ``pod["metadata"]["namespace"]`` (default "default"); return it with its uid."""
+        namespace = pod.get("metadata", {}).get("namespace") or "default"
+        return self.create_object(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, answer = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        return answer if status == 200 else None
+
+    def list_objects(self, api_path: str) -> list[dict[str, Any]]:
+        """Items of a list path, e.g. ``/api/v1/pods`` or ``/apis/events.k8s.io/v1/namespaces/NS/events``."""
+        return cast(list[dict[str, Any]], self._ok("GET", api_path)["items"])
+
+    def list_events(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """core/v1 Events, of one namespace or all."""
+        return self.list_objects(f"/api/v1/namespaces/{namespace}/events" if namespace else "/api/v1/events")
+
+    def patch_object(self, api_path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch one object (``/api/v1/namespaces/NS/pods/NAME``); return the new state."""
+        return cast(dict[str, Any], self._ok("PATCH", api_path, patch))
+
+
+class EmulatorServer(EmulatorClient):
+    """Run a :class:`KubeEmulator` over HTTP in a background thread with its own asyncio loop (for sync code).
+
+    ``with EmulatorServer() as srv:`` starts it; ``srv.base_url`` is ``http://127.0.0.1:PORT`` (no auth);
+    ``srv.emulator`` is the emulator itself (``request_log``, ``count_requests``).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__()
+        self.host, self.port = host, port
+        self.emulator = KubeEmulator()
+        self._thread: threading.Thread | None = None
+        self._ready, self._stop = threading.Event(), threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        """Start serving; return the base URL. Raises EmulatorError if it is not up within ``timeout_s``."""
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="kube-emulator", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout_s) or self._error is not None:
+            raise EmulatorError(f"emulator did not start on {self.host}:{self.port}: {self._error!r}")
+        return self.base_url
+
+    async def _main(self) -> None:
+        try:
+            async with self.emulator, kmock.Server(self.emulator, host=self.host, port=self.port or None) as srv:
+                self.port, self.base_url = srv.port, f"http://{self.host}:{srv.port}"
+                if srv.server.runner is not None:  # open watches would hold stop() for aiohttp's default 60 s
+                    srv.server.runner._shutdown_timeout = 0.5
+                self._ready.set()
+                await asyncio.get_running_loop().run_in_executor(None, self._stop.wait)
+        except BaseException as e:  # reported by start(); the thread ends either way
+            self._error = e
+            self._ready.set()
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (at most ~10 s)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> EmulatorServer:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m watchdog.demo.emulator --port N``: serve until SIGTERM/SIGINT; prints the URL when ready."""
+    parser = argparse.ArgumentParser(prog="python -m watchdog.demo.emulator",
+                                     description="Kubernetes API emulator (kmock-based; not a real cluster).")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (default 0: any free port, printed)")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with EmulatorServer(args.host, args.port) as server:
+        print(f"emulator listening on {server.base_url}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""I/O: the official ``kubernetes`` client behind a small interface that returns plain dicts (API JSON).
+
+Every call sends exactly one HTTP request with a bounded timeout (``KubeSettings.request_timeout_s``, total
+per request), reads the body with ``_preload_content=False`` and ``json.loads`` (no model deserialization),
+and never retries (urllib3 retries are disabled, so a DELETE is sent at most once). Failures raise
+:class:`KubeError` except where a method documents a result value (404 -> None / "not_found", 409 ->
+"conflict").
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+DeleteResult = Literal["deleted", "not_found", "conflict"]
+
+# (apiVersion, kind) -> plural for the owner kinds we expect; others use a simple lower-case plural.
+_PLURALS = {
+    ("apps/v1", "ReplicaSet"): "replicasets",
+    ("apps/v1", "Deployment"): "deployments",
+    ("apps/v1", "StatefulSet"): "statefulsets",
+    ("apps/v1", "DaemonSet"): "daemonsets",
+    ("batch/v1", "Job"): "jobs",
+    ("v1", "Pod"): "pods",
+}
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed. ``str()`` is one line: call, HTTP status (0 if none), reason, message."""
+
+    def __init__(self, call: str, status: int, reason: str, message: str = "") -> None:
+        self.call, self.status, self.reason, self.message = call, status, reason, message
+        text = f"{call}: HTTP {status} {reason}" if status else f"{call}: {reason}"
+        text = f"{text}: {message}" if message else text
+        super().__init__(" ".join(text.split())[:300])
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """How to reach the API server.
+
+    ``host``: a plain base URL such as ``http://127.0.0.1:PORT`` without auth (tests/demo against the emulator);
+    wins over everything else. ``kubeconfig``/``context``: a kubeconfig file and optional context. Neither:
+    in-cluster service account, then the default kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``).
+    ``request_timeout_s``: total timeout of each request, seconds.
+    """
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    host: str | None = None
+    request_timeout_s: float = 10.0
+
+
+def _plural(api_version: str, kind: str) -> str:
+    known = _PLURALS.get((api_version, kind))
+    if known:
+        return known
+    lower = kind.lower()
+    if lower.endswith(("s", "x", "ch", "sh")):
+        return lower + "es"
+    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+        return lower[:-1] + "ies"
+    return lower + "s"
+
+
+def _message(body: Any) -> str:
+    """The ``message`` of a Status body, else a short excerpt of the body."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not body:
+        return ""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return " ".join(str(body).split())[:120]
+    return str(parsed.get("message", ""))[:200] if isinstance(parsed, dict) else str(body)[:200]
+
+
+class KubeClient:
+    """Thread-safe wrapper of one ``kubernetes.client.ApiClient``; build it with :meth:`from_settings`."""
+
+    def __init__(self, api_client: client.ApiClient, request_timeout_s: float = 10.0) -> None:
+        if request_timeout_s <= 0:
+            raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s}")
+        self._api = api_client
+        self._core = client.CoreV1Api(api_client)
+        self._timeout = request_timeout_s
+        self._count = 0
+        self._count_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, s: KubeSettings) -> KubeClient:
+        """Build a client (see :class:`KubeSettings`); raise KubeError if no configuration can be loaded."""
+        cfg = client.Configuration()
+        try:
+            if s.host:
+                cfg.host = s.host.rstrip("/")
+            elif s.kubeconfig:
+                config.load_kube_config(config_file=s.kubeconfig, context=s.context, client_configuration=cfg)
+            else:
+                try:
+                    config.load_incluster_config(client_configuration=cfg)
+                except ConfigException as in_cluster:
+                    try:
+                        config.load_kube_config(context=s.context, client_configuration=cfg)
+                    except (ConfigException, OSError) as kubeconfig:
+                        raise KubeError("load configuration", 0, f"not in a cluster ({in_cluster}) and no usable "
+                                        f"kubeconfig ({kubeconfig})") from kubeconfig
+        except (ConfigException, OSError, ValueError) as e:
+            raise KubeError("load configuration", 0, f"kubeconfig {s.kubeconfig!r}: {e}") from e
+        cfg.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
+        return cls(client.ApiClient(cfg), s.request_timeout_s)
+
+    @property
+    def api_requests(self) -> int:
+        """API requests sent by this client so far (including failed ones)."""
+        return self._count
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one API call; return the decoded JSON body. Raise KubeError (ApiException keeps its status)."""
+        with self._count_lock:
+            self._count += 1
+        try:
+            resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
+            try:
+                data = resp.data
+            finally:
+                resp.release_conn()
+        except ApiException as e:
+            raise KubeError(what, e.status or 0, str(e.reason or "error"), _message(e.body)) from e
+        except urllib3.exceptions.HTTPError as e:
+            reason = getattr(e, "reason", None) or e
+            raise KubeError(what, 0, f"{type(reason).__name__}: {reason}") from e
+        try:
+            return json.loads(data) if data else {}
+        except ValueError as e:
+            raise KubeError(what, 0, f"invalid JSON in response: {e}") from e
+
+    def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
+        """Namespaces matching ``label_selector`` ("" = all); one request served from the watch cache."""
+        body = self._call(f"list namespaces {label_selector!r}", self._core.list_namespace,
+                          label_selector=label_selector, resource_version="0")
+        return list(body.get("items") or [])
+
+    def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
+        """Pods of all namespaces matching ``label_selector`` ("" = all): ONE request, ``resourceVersion=0``
+        (served from the apiserver's watch cache, possibly slightly stale; use :meth:`get_pod` before acting)."""
+        body = self._call(f"list pods {label_selector!r}", self._core.list_pod_for_all_namespaces,
+                          label_selector=label_selector, resource_version="0")
+        return list(body.get("items") or [])
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A fresh read of one pod (quorum read, never cached); None when it does not exist (404)."""
+        return self._get(f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
+
+    def _get(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = self._call(what, fn, *args, **kwargs)
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+        return result
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult:
+        """Delete a pod only if its ``metadata.uid`` is still ``uid`` (DeleteOptions preconditions).
+
+        Returns "deleted" (2xx), "not_found" (404: already gone) or "conflict" (409: the uid differs, i.e. the
+        name now belongs to a new pod). ``grace_period_s`` None keeps the pod's own grace period. Sent once,
+        never retried; raises KubeError on anything else (5xx, 403, timeout, connection error).
+        """
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        if grace_period_s is not None:
+            options["gracePeriodSeconds"] = grace_period_s
+        try:
+            self._call(f"delete pod {namespace}/{name}", self._core.delete_namespaced_pod, name, namespace,
+                       body=options)
+        except KubeError as e:
+            if e.status == 404:
+                return "not_found"
+            if e.status == 409:
+                return "conflict"
+            raise
+        return "deleted"
+
+    def get_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """GET one object by apiVersion ("v1", "apps/v1", ...) and kind; ``namespace`` "" for cluster-scoped.
+
+        Meant for owner chains (ReplicaSet -> Deployment, StatefulSet, ...). The plural is derived from the
+        kind (known kinds, else the lower-case English plural). None on 404; raises KubeError otherwise.
+        """
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        scope = f"/namespaces/{urllib.parse.quote(namespace, safe='')}" if namespace else ""
+        path = f"{base}{scope}/{_plural(api_version, kind)}/{urllib.parse.quote(name, safe='')}"
+        return self._get(f"get {kind} {namespace}/{name}", self._api.call_api, path, "GET",
+                         header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create a core/v1 Event in ``namespace``; raises KubeError on failure (callers treat it as best effort)."""
+        self._call(f"create event in {namespace}", self._core.create_namespaced_event, namespace, body)
