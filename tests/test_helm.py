@@ -1,0 +1,486 @@
+"""The Helm chart, checked with the real tools (helm lint/template, kubernetes-validate) and by asserting on the
+rendered objects: RBAC exactly as specified, PSS-restricted security context, single replica, probes, the
+config checksum, the fail guards, the values schema, and that the ConfigMap the chart renders is read by the
+watchdog (watchdog.config.load_config) as exactly what the values set (no drift between chart and code).
+
+helm is found or fetched by tests/tools.py. Rendered output is cached per module; the file runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tools
+import yaml
+
+from watchdog.config import BY_KEY, DEFAULT_TARGETS, SETTINGS, ConfigError, load_config, target_to_dict
+
+REPO = tools.REPO
+CHART = REPO / "helm" / "vllm-stall-watchdog"
+VALUES_DIR = REPO / "tests" / "helm_values"
+PRODUCTION = VALUES_DIR / "production.yaml"
+RELEASE, NAMESPACE = "vsw", "vllm-stall-watchdog"
+CONFIG_DIR = "/etc/vllm-stall-watchdog"
+UID = 65532
+# Settings the chart deliberately does not expose under `config:` (listenAddress is fixed by the chart to the
+# port its probes, Service and NetworkPolicy use; in-cluster the watchdog uses its ServiceAccount).
+NOT_IN_CHART = {"kubeconfig", "context", "listenAddress"}
+
+# The ClusterRole, as (apiGroup, resource, verb) triples: any extra, missing or wildcard entry fails.
+EXPECTED_RBAC = {
+    *(("", "pods", v) for v in ("get", "list", "watch", "delete")),
+    *(("", "namespaces", v) for v in ("get", "list", "watch")),
+    *(("", "events", v) for v in ("create", "patch")),
+    *(("events.k8s.io", "events", v) for v in ("create", "patch")),
+    *(("apps", r, "get") for r in ("replicasets", "deployments", "statefulsets")),
+}
+
+
+@cache
+def helm_bin() -> str:
+    try:
+        return tools.helm()
+    except tools.ToolMissing as exc:
+        pytest.fail(str(exc))
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm_bin(), *args], capture_output=True, text=True, timeout=120)
+
+
+@cache
+def template(*args: str) -> str:
+    """``helm template`` output (cached per argument list); fails the test on a non-zero exit."""
+    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def template_fails(*args: str) -> str:
+    """Run ``helm template`` expecting failure; return its stderr."""
+    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *args)
+    assert done.returncode != 0, f"helm template {' '.join(args)} should have failed:\n{done.stdout[:2000]}"
+    return done.stderr
+
+
+def objects(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def one(text: str, kind: str) -> dict[str, Any]:
+    found = [o for o in objects(text) if o["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def kinds(text: str) -> list[str]:
+    return sorted(o["kind"] for o in objects(text))
+
+
+VALUES_FILES = sorted(VALUES_DIR.glob("*.yaml"))
+VARIANTS = [pytest.param((), id="default"), *(pytest.param(("-f", str(p)), id=p.stem) for p in VALUES_FILES)]
+
+
+@pytest.fixture(scope="module")
+def default() -> str:
+    return template()
+
+
+@pytest.fixture(scope="module")
+def production() -> str:
+    return template("-f", str(PRODUCTION))
+
+
+@pytest.fixture(scope="module")
+def production_values() -> dict[str, Any]:
+    return yaml.safe_load(PRODUCTION.read_text())
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return json.loads((CHART / "values.schema.json").read_text())
+
+
+# --- the real tools -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_helm_lint_strict(values: tuple[str, ...]) -> None:
+    done = helm("lint", "--strict", str(CHART), *values)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 chart(s) failed" in done.stdout
+
+
+def _validate(path: Path) -> subprocess.CompletedProcess[str]:
+    from kubernetes_validate.utils import latest_version
+
+    return subprocess.run(
+        [tools.kubernetes_validate(), "--strict", "-k", "1.29.0", "-k", latest_version(), str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_rendered_manifests_pass_kubernetes_validate_strict(values: tuple[str, ...], tmp_path: Path) -> None:
+    rendered = template(*values)
+    path = tmp_path / "rendered.yaml"
+    path.write_text(rendered)
+    done = _validate(path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ERROR" not in done.stdout
+    # Every built-in object was validated against both versions; only the ServiceMonitor CRD has no schema.
+    builtin = [o for o in objects(rendered) if o["kind"] != "ServiceMonitor"]
+    assert done.stdout.count("passed for resource") == 2 * len(builtin)
+    assert "against version 1.29" in done.stdout
+
+
+def test_kubernetes_validate_really_rejects_an_unknown_field(default: str, tmp_path: Path) -> None:
+    """The validator is not a no-op: a misplaced field in the rendered Deployment fails --strict."""
+    deployment = one(default, "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["readOnlyRootFileSystem"] = True  # wrong case
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(deployment))
+    done = _validate(path)
+    assert done.returncode != 0 and "readOnlyRootFileSystem" in done.stdout
+
+
+# --- RBAC -----------------------------------------------------------------------------------------------
+
+
+def rbac_triples(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    triples = set()
+    for rule in role["rules"]:
+        assert set(rule) <= {"apiGroups", "resources", "verbs"}, "unexpected rule fields (resourceNames? "
+        f"nonResourceURLs?): {rule}"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    triples.add((group, resource, verb))
+    return triples
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_cluster_role_is_exactly_the_least_privilege_set(values: tuple[str, ...]) -> None:
+    role = one(template(*values), "ClusterRole")
+    triples = rbac_triples(role)
+    assert not [t for t in triples if "*" in t], "wildcards are never granted"
+    assert triples == EXPECTED_RBAC, f"extra: {triples - EXPECTED_RBAC}, missing: {EXPECTED_RBAC - triples}"
+
+
+def test_every_rbac_rule_has_its_own_comment() -> None:
+    lines = (CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
+    rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+    assert len(rules) == 5
+    assert all(lines[i - 1].strip().startswith("#") for i in rules)
+
+
+def test_cluster_role_binding_binds_the_service_account(production: str) -> None:
+    binding = one(production, "ClusterRoleBinding")
+    role, account = one(production, "ClusterRole"), one(production, "ServiceAccount")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "vllm-watchdog", "namespace": NAMESPACE}]
+    assert account["metadata"]["name"] == "vllm-watchdog"
+    pod = one(production, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "vllm-watchdog"
+
+
+def test_existing_service_account_needs_a_name() -> None:
+    assert "serviceAccount.name is required" in template_fails("--set", "serviceAccount.create=false")
+    rendered = template("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing")
+    assert "ServiceAccount" not in kinds(rendered)
+    assert one(rendered, "ClusterRoleBinding")["subjects"][0]["name"] == "existing"
+
+
+# --- Deployment -----------------------------------------------------------------------------------------
+
+
+def test_deployment_is_one_replica_recreate(default: str) -> None:
+    spec = one(default, "Deployment")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+
+
+def test_replica_count_zero_pauses() -> None:
+    assert one(template("--set", "replicaCount=0"), "Deployment")["spec"]["replicas"] == 0
+
+
+@pytest.mark.parametrize("replicas", ["2", "3"])
+def test_more_than_one_replica_is_refused_for_lack_of_leader_election(replicas: str) -> None:
+    stderr = template_fails("--set", f"replicaCount={replicas}")
+    assert f"replicaCount={replicas}" in stderr
+    assert "leader election, which this version does not have" in stderr
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_pod_security_is_restricted(values: tuple[str, ...]) -> None:
+    pod = one(template(*values), "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["tmp"]["mountPath"] == "/tmp" and "emptyDir" in volumes["tmp"]
+    assert not any("hostPath" in v for v in pod["volumes"])
+    assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+
+
+def test_token_is_mounted_on_the_pod_only(default: str) -> None:
+    assert one(default, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    assert one(default, "ServiceAccount")["automountServiceAccountToken"] is False
+
+
+def test_container_runs_the_watchdog_on_its_config_file(default: str) -> None:
+    pod = one(default, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"] == ["run", "--config", f"{CONFIG_DIR}/config.yaml"]
+    assert "command" not in container  # the image's ENTRYPOINT (python -m watchdog) runs
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "config")
+    assert mount["mountPath"] == CONFIG_DIR and mount["readOnly"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == "config")
+    config_map = one(default, "ConfigMap")
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert list(config_map["data"]) == ["config.yaml"]
+    assert container["image"] == "vllm-stall-watchdog:0.1.0"  # tag defaults to appVersion
+
+
+def test_image_digest_wins_over_tag(production: str, production_values: dict[str, Any]) -> None:
+    image = production_values["image"]
+    container = one(production, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"{image['repository']}@{image['digest']}"
+    assert container["imagePullPolicy"] == "Always"
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_probes_and_ports(values: tuple[str, ...]) -> None:
+    rendered = template(*values)
+    (container,) = one(rendered, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["ports"] == [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    service = one(rendered, "Service")["spec"]
+    assert service["ports"] == [{"name": "http-metrics", "port": 8080, "targetPort": "http-metrics",
+                                 "protocol": "TCP"}]
+    pod_labels = one(rendered, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["selector"].items() <= pod_labels.items()
+
+
+def test_production_values_reach_the_pod(production: str, production_values: dict[str, Any]) -> None:
+    deployment = one(production, "Deployment")
+    meta, pod = deployment["spec"]["template"]["metadata"], deployment["spec"]["template"]["spec"]
+    assert meta["labels"]["tier"] == "ops" and meta["labels"]["team"] == "ml-platform"
+    assert meta["annotations"]["fluentbit.io/parser"] == "json"
+    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName", "imagePullSecrets"):
+        assert pod[key] == production_values[key]
+    assert pod["containers"][0]["resources"] == production_values["resources"]
+    assert all(o["metadata"]["labels"]["team"] == "ml-platform" for o in objects(production))
+
+
+# --- config checksum ------------------------------------------------------------------------------------
+
+
+def checksum(*args: str) -> str:
+    annotations = one(template(*args), "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    value = annotations["checksum/config"]
+    assert len(value) == 64
+    return str(value)
+
+
+def test_checksum_follows_the_config() -> None:
+    base = checksum()
+    assert checksum() == base
+    assert checksum("--set", "podLabels.x=y") == base  # not part of the ConfigMap: no restart
+    assert checksum("--set", "config.windowSeconds=300") != base
+    assert checksum("--set", "config.dryRun=true") != base
+    assert checksum("--set", "config.targets[0].name=x", "--set", "config.targets[0].podSelector=app=x") != base
+
+
+# --- values schema --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--set", "config.windowSeconds=abc"), "windowSeconds"),
+        (("--set", "config.dryRun=maybe"), "dryRun"),
+        (("--set-string", "replicaCount=1"), "replicaCount"),
+        (("--set", "config.logFormat=xml"), "logFormat"),
+        (("--set", "config.targets[0].profile=tgi"), "profile"),
+        (("--set", "config.windowSecond=300"), "windowSecond"),  # typo: unknown key
+        (("--set", "image.tags=1"), "tags"),
+        (("--set", "leaderElection.enabled=true"), "leaderElection"),
+        (("--set", "config.kubeconfig=/root/.kube/config"), "kubeconfig"),
+        (("--set", "config.targets[0].selector=app=x"), "selector"),
+    ],
+    ids=["wrong-type-number", "wrong-type-bool", "wrong-type-int", "bad-enum", "bad-profile", "unknown-config-key",
+         "unknown-image-key", "unknown-top-key", "kubeconfig-not-allowed", "unknown-target-key"],
+)
+def test_schema_rejects_wrong_types_and_unknown_keys(args: tuple[str, str], needle: str) -> None:
+    assert needle in template_fails(*args)
+    lint = helm("lint", "--strict", str(CHART), *args)
+    assert lint.returncode != 0 and needle in lint.stdout + lint.stderr
+
+
+def walk_schema(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, node
+    for key, child in node.get("properties", {}).items():
+        yield from walk_schema(child, f"{path}.{key}".lstrip("."))
+    if isinstance(node.get("items"), dict):
+        yield from walk_schema(node["items"], f"{path}[]")
+
+
+def test_every_declared_object_in_the_schema_is_closed(schema: dict[str, Any]) -> None:
+    open_objects = [p or "<root>" for p, n in walk_schema(schema) if "properties" in n
+                    and n.get("additionalProperties") is not False]
+    assert not open_objects
+
+
+def test_chart_config_exposes_every_watchdog_setting(schema: dict[str, Any]) -> None:
+    """A setting added to watchdog/config.py must be added to the chart (schema and values.yaml) too."""
+    wanted = {s.key for s in SETTINGS} - NOT_IN_CHART | {"targets"}
+    assert set(schema["properties"]["config"]["properties"]) == wanted
+    assert set(yaml.safe_load((CHART / "values.yaml").read_text())["config"]) == wanted
+
+
+def test_every_values_key_is_documented(schema: dict[str, Any]) -> None:
+    """Each key of values.yaml that the schema declares has a comment line right above it."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    stack: list[tuple[int, str]] = []
+    undocumented, seen = [], 0
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("#") or stripped.startswith("-") or ":" not in stripped:
+            continue
+        indent, key = len(line) - len(stripped), stripped.split(":", 1)[0]
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        node: dict[str, Any] | None = schema
+        for _, parent in stack:
+            node = (node or {}).get("properties", {}).get(parent)
+        stack.append((indent, key))
+        if node is None or key not in node.get("properties", {}):
+            continue  # inside a free-form map or a list (targets, resources, labels)
+        seen += 1
+        if not lines[i - 1].lstrip().startswith("#"):
+            undocumented.append(".".join(k for _, k in stack))
+    assert seen > 40 and not undocumented
+
+
+# --- no drift between the chart's ConfigMap and what the watchdog reads ---------------------------------
+
+
+def config_from(rendered: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
+    text = one(rendered, "ConfigMap")["data"]["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return load_config(file=str(path), env={}), yaml.safe_load(text)
+
+
+def test_watchdog_reads_exactly_the_values_the_chart_was_given(
+    production: str, production_values: dict[str, Any], tmp_path: Path
+) -> None:
+    config, raw = config_from(production, tmp_path)
+    given = production_values["config"]
+    for key, value in given.items():
+        if key != "targets":
+            assert getattr(config, BY_KEY[key].name) == value, key
+    assert config.listen_address == "0.0.0.0:8080"
+    assert set(raw) == set(given) | {"listenAddress"}
+    defaults = {"profile": "vllm", "port": "http", "path": "/metrics"}
+    expected = [{**defaults, **t, "port": str(t.get("port", "http"))} for t in given["targets"]]
+    assert [target_to_dict(t) for t in config.targets] == expected
+    # Every non-target setting really differs from the code default, so this test cannot pass by accident.
+    same = [k for k, v in given.items() if k != "targets" and v == BY_KEY[k].default]
+    assert not same
+
+
+def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path) -> None:
+    config, raw = config_from(default, tmp_path)
+    code = load_config(env={})
+    assert dict(config.values) == dict(code.values)
+    assert config.targets == DEFAULT_TARGETS
+    assert "gracePeriodSeconds" not in raw  # null in values: left to the pod's own grace period
+
+
+@pytest.mark.parametrize(
+    ("settings", "needle"),
+    [
+        ({"windowSeconds": 30, "scrapeIntervalSeconds": 15}, "at least 3 x config.scrapeIntervalSeconds"),
+        ({"scrapeDeadlineSeconds": 15, "scrapeIntervalSeconds": 15}, "must be shorter than"),
+        ({"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3}, "must not exceed"),
+    ],
+)
+def test_chart_refuses_what_the_watchdog_would_refuse(settings: dict[str, float], needle: str,
+                                                      tmp_path: Path) -> None:
+    """The chart fails at install time on the cross-setting rules the watchdog checks at start-up (instead of
+    a CrashLoopBackOff); the watchdog agrees that the same settings are invalid."""
+    args = [a for k, v in settings.items() for a in ("--set", f"config.{k}={v}")]
+    assert needle in template_fails(*args)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    with pytest.raises(ConfigError):
+        load_config(file=str(path), env={})
+
+
+# --- optional objects -----------------------------------------------------------------------------------
+
+
+def test_optional_objects_are_off_by_default(default: str) -> None:
+    assert kinds(default) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service",
+                              "ServiceAccount"]
+
+
+def test_service_monitor_scrapes_the_metrics_port(production: str) -> None:
+    monitor = one(production, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["endpoints"] == [{"port": "http-metrics", "path": "/metrics", "interval": "15s",
+                                             "scrapeTimeout": "5s"}]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= one(production, "Service")["metadata"][
+        "labels"].items()
+
+
+def test_network_policy_allows_only_scrapes_dns_apiserver_and_metrics(production: str) -> None:
+    policy = one(production, "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["ingress"] == [{"ports": [{"port": "http-metrics", "protocol": "TCP"}],
+                                  "from": [{"namespaceSelector": {"matchLabels": {
+                                      "kubernetes.io/metadata.name": "monitoring"}}}]}]
+    scrape, dns, api = policy["egress"]
+    assert scrape["to"] == [{"namespaceSelector": {"matchExpressions": [
+        {"key": "vllm-watchdog.io/enabled", "operator": "In", "values": ["true", "dry-run"]}]}}]
+    # The ports of the production targets: http, 30000, metrics (numbers stay numbers).
+    assert scrape["ports"] == [{"port": "http", "protocol": "TCP"}, {"port": 30000, "protocol": "TCP"},
+                               {"port": "metrics", "protocol": "TCP"}]
+    assert dns["ports"] == [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert api["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}, {"ipBlock": {"cidr": "172.20.0.0/28"}}]
+    assert [p["port"] for p in api["ports"]] == [443, 6443]
+
+
+def test_network_policy_explicit_scrape_ports_and_open_apiserver() -> None:
+    rendered = template("--set", "networkPolicy.enabled=true", "--set", "networkPolicy.scrapePorts={8000,metrics}")
+    policy = one(rendered, "NetworkPolicy")["spec"]
+    scrape, _dns, api = policy["egress"]
+    assert scrape["ports"] == [{"port": 8000, "protocol": "TCP"}, {"port": "metrics", "protocol": "TCP"}]
+    assert "to" not in api  # no cidrs: any destination on the API server ports
+    assert "from" not in policy["ingress"][0]
+
+
+def test_notes_tell_how_to_opt_in_dry_run_first() -> None:
+    done = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
+    assert done.returncode == 0, done.stderr
+    notes = done.stdout.split("NOTES:", 1)[1]
+    assert "kubectl label namespace NAMESPACE vllm-watchdog.io/enabled=dry-run" in notes
+    assert "kubectl get events -A --field-selector reason=StalledPodDryRun" in notes
+    assert "vllm-watchdog.io/enabled=true --overwrite" in notes
