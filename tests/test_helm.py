@@ -9,6 +9,7 @@ helm is found or fetched by tests/tools.py. Rendered output is cached per module
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from functools import cache
@@ -484,3 +485,51 @@ def test_notes_tell_how_to_opt_in_dry_run_first() -> None:
     assert "kubectl label namespace NAMESPACE vllm-watchdog.io/enabled=dry-run" in notes
     assert "kubectl get events -A --field-selector reason=StalledPodDryRun" in notes
     assert "vllm-watchdog.io/enabled=true --overwrite" in notes
+
+
+# --- RUNBOOK.md commands agree with this chart and this code --------------------------------------------
+
+RUNBOOK = (REPO / "RUNBOOK.md").read_text()
+
+
+def test_runbook_helm_settings_are_real_values() -> None:
+    """Every ``--set key=value`` the runbook tells an operator to type renders with this chart."""
+    settings = set(re.findall(r"--set ([\w.\[\]]+=[^\s`|]+)", RUNBOOK))
+    typo = "config.windowSecond=300"  # the runbook's example of a typo the schema rejects
+    assert typo in settings and "windowSecond" in template_fails("--set", typo)
+    settings.discard(typo)
+    assert len(settings) >= 6, settings
+    for setting in sorted(settings):
+        template("--set", setting)  # fails on an unknown key (closed schema) or a refused value
+
+
+def test_runbook_uses_this_charts_names() -> None:
+    assert "helm install vllm-stall-watchdog ./helm/vllm-stall-watchdog" in RUNBOOK
+    rendered = template()  # release name differs; the runbook's release name equals the chart name
+    names = {o["metadata"]["name"] for o in objects(
+        helm("template", "vllm-stall-watchdog", str(CHART)).stdout)}
+    assert names == {"vllm-stall-watchdog"}
+    assert "deploy/vllm-stall-watchdog" in RUNBOOK and "svc/vllm-stall-watchdog" in RUNBOOK
+    assert "serviceaccount:vllm-stall-watchdog:vllm-stall-watchdog" in RUNBOOK
+    assert one(rendered, "Service")["spec"]["ports"][0]["name"] in RUNBOOK
+
+
+def test_runbook_metrics_are_the_watchdogs_metrics() -> None:
+    """The runbook documents every metric the watchdog exposes, under its exposed name, and no other."""
+    from watchdog.metrics import new_metrics
+
+    families = new_metrics().registry.collect()
+    exposed = {f.name + "_total" if f.type == "counter" else f.name for f in families}
+    mentioned = set(re.findall(r"\bvllm_watchdog_[a-z_]+[a-z]", RUNBOOK))
+    assert mentioned == exposed, f"only in RUNBOOK: {mentioned - exposed}, undocumented: {exposed - mentioned}"
+
+
+def test_runbook_verbs_exist() -> None:
+    from watchdog.cli import main
+
+    verbs = set(re.findall(r"python -m watchdog (\w+)", RUNBOOK))
+    assert {"check", "replay"} <= verbs
+    for verb in verbs:
+        with pytest.raises(SystemExit) as exit_info:
+            main([verb, "--help"])
+        assert exit_info.value.code == 0, verb
