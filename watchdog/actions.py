@@ -5,7 +5,9 @@
 1. asks the pure :class:`~watchdog.policy.DeletionPolicy` (dry-run, one decision per stall episode);
 2. in dry-run, records ``StalledPodDryRun`` Events and stops;
 3. GETs the pod afresh (never the cache) and aborts if it is gone or changed: UID, IP, phase, terminating;
-4. re-scrapes the engine once and aborts if the series is unknown now, went idle, or any counter moved;
+4. re-scrapes the engine once and aborts if the series is unknown now (running or every progress counter
+   missing or not a finite non-negative number, as the detector reads it), went idle (with ``countWaiting``,
+   waiting requests count as busy), or any counter moved;
 5. deletes with ``preconditions.uid`` (a pod re-created under the same name is never hit) and the pod's own
    grace period unless configured; 404 and 409 mean nothing to do; other API errors are not retried (the next
    cycle decides again from a fresh GET);
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watchdog.detector import Verdict
+from watchdog.detector import PROGRESS_COUNTERS, Verdict
 from watchdog.discovery import OwnerRef, ScrapeTarget, controller_of
 from watchdog.kube import KubeClient, KubeError
 from watchdog.metrics import Metrics
@@ -48,11 +51,27 @@ class Remediation:
     detail: str
 
 
-def progressed(before: EngineSnapshot, now: EngineSnapshot) -> str | None:
-    """Why ``now`` shows the engine is no longer stalled compared to ``before``, or None if still frozen."""
-    if now.running is not None and now.running <= 0:
+def _known(value: float | None) -> float | None:
+    """``value`` as the detector reads it: None unless a finite, non-negative number."""
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def unknown(now: EngineSnapshot) -> str | None:
+    """Why ``now`` gives no evidence (the detector's ``unknown``), or None when it does."""
+    if _known(now.running) is None:
+        return "running missing"
+    if all(_known(getattr(now, name)) is None for name in PROGRESS_COUNTERS):
+        return "every progress counter missing"
+    return None
+
+
+def progressed(before: EngineSnapshot, now: EngineSnapshot, count_waiting: bool = False) -> str | None:
+    """Why ``now`` shows the engine is no longer stalled compared to ``before``, or None if still frozen.
+    ``count_waiting``: waiting requests keep the engine busy (as in the detector)."""
+    running, waiting = _known(now.running), (_known(now.waiting) or 0.0) if count_waiting else 0.0
+    if running is not None and running + waiting <= 0:
         return "engine went idle"
-    for name in ("generation_tokens", "prompt_tokens", "heartbeat"):
+    for name in PROGRESS_COUNTERS:
         a, b = getattr(before, name), getattr(now, name)
         if a is not None and b is not None and a != b:
             return f"{name} moved from {a:g} to {b:g}"
@@ -60,12 +79,13 @@ def progressed(before: EngineSnapshot, now: EngineSnapshot) -> str | None:
 
 
 class Remediator:
-    """Deletes stalled pods through :meth:`remediate` only. ``grace_period_s`` None keeps the pod's own."""
+    """Deletes stalled pods through :meth:`remediate` only. ``grace_period_s`` None keeps the pod's own;
+    ``count_waiting``: the detector's setting, so the re-scrape judges idleness the same way."""
 
     def __init__(self, kube: KubeClient, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics,
-                 grace_period_s: int | None = None) -> None:
+                 grace_period_s: int | None = None, count_waiting: bool = False) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
-        self.grace_period_s = grace_period_s
+        self.grace_period_s, self.count_waiting = grace_period_s, count_waiting
         self.instance = socket.gethostname()
 
     def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, window_s: float) -> Remediation:
@@ -83,9 +103,11 @@ class Remediator:
         if changed:
             return self._done("aborted", f"pod {target.ref} changed since the decision: {changed}")
         now = self.rescrape(target, series.key)
-        if now is None:
-            return self._done("aborted", f"re-scrape of {target.url} gave no evidence; retrying next cycle")
-        moved = progressed(series, now)
+        missing = "no series" if now is None else unknown(now)
+        if now is None or missing:
+            return self._done("aborted", f"re-scrape of {target.url} gave no evidence ({missing}); "
+                              "retrying next cycle")
+        moved = progressed(series, now, self.count_waiting)
         if moved:
             return self._done("aborted", f"engine recovered before deletion: {moved}")
 

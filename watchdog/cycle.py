@@ -77,7 +77,8 @@ class Watchdog:
             connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
             max_bytes=config.max_body_bytes))
         self.policy = DeletionPolicy(global_dry_run=config.dry_run)
-        self.remediator = Remediator(kube, self.policy, self._rescrape, self.metrics, config.grace_period_seconds)
+        self.remediator = Remediator(kube, self.policy, self._rescrape, self.metrics, config.grace_period_seconds,
+                                     count_waiting=config.count_waiting)
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="scrape")
         self.pods: dict[str, PodState] = {}
         self.ever_ready: set[str] = set()

@@ -183,7 +183,9 @@ def discover(
             meta, status = pod.get("metadata") or {}, pod.get("status") or {}
             uid = str(meta.get("uid") or "")
             if uid and uid in seen:
-                continue  # matched an earlier target
+                continue  # matched an earlier target: taken or skipped (counted) there
+            if uid:
+                seen.add(uid)
             if uid and _is_ready(status):
                 ready.add(uid)
             reason = _skip_reason(pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller)
@@ -194,7 +196,6 @@ def discover(
                 skipped[reason] += 1
                 continue
             assert port is not None
-            seen.add(uid)
             restarts = sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or [])
             targets.append(ScrapeTarget(
                 uid=uid, namespace=str(meta["namespace"]), name=str(meta.get("name")), ip=str(status["podIP"]),
