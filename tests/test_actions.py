@@ -8,16 +8,17 @@ from typing import Any
 
 import pytest
 
-from watchdog.actions import MAX_MESSAGE, Remediator, event_body, progressed
+from watchdog.actions import Remediator, progressed
 from watchdog.config import NAMESPACE_LABEL, Target
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import pod_manifest, seed_deployment, seed_statefulset
 from watchdog.detector import Verdict
 from watchdog.discovery import ScrapeTarget, discover
+from watchdog.events import MAX_MESSAGE, event_body
 from watchdog.kube import KubeClient, KubeError
 from watchdog.metrics import DELETION_RESULTS, Metrics, new_metrics
 from watchdog.parsing import EngineSnapshot
-from watchdog.policy import DeletionPolicy
+from watchdog.policy import DeletionPolicy, Rails
 
 NS = "ml"
 SNAP = EngineSnapshot(labels=(("engine", "0"), ("model_name", "llama")), running=21.0, waiting=0.0,
@@ -78,9 +79,18 @@ def target_of(api: EmulatorServer, pod: dict[str, Any]) -> ScrapeTarget:
     return target
 
 
+def open_policy(**kw: Any) -> DeletionPolicy:
+    """A policy past warm-up whose rails are all open unless ``kw`` (Rails fields) narrows them; the rails
+    themselves are tested in test_policy.py and test_rails_e2e.py."""
+    rails = Rails(**{"min_pod_age_s": 0.0, "max_deletions": 100, "max_per_namespace": 100, **kw})
+    policy = DeletionPolicy(rails, started=-1e9)
+    policy.begin_cycle(-1e9, watched=1, bad=0)
+    return policy
+
+
 def remediator(kube: Any, rescrape: Rescrape | None = None, **kw: Any) -> tuple[Remediator, Metrics]:
     metrics = new_metrics()
-    return Remediator(kube, DeletionPolicy(**kw), rescrape or Rescrape(), metrics), metrics
+    return Remediator(kube, open_policy(**kw), rescrape or Rescrape(), metrics), metrics
 
 
 def events(api: EmulatorServer, namespace: str = NS) -> list[tuple[str, str, str]]:
@@ -262,7 +272,8 @@ def test_aborts_when_the_rescrape_does_not_confirm(api: EmulatorServer, kube_cli
     assert api.list_events(NS) == []
     assert results(metrics) == {"aborted": 1.0}
     # Not recorded as acted on: the next cycle decides again.
-    assert rem.policy.decide(target.uid, SNAP.key, "enforce").action == "delete"
+    assert rem.policy.decide(uid=target.uid, series=SNAP.key, namespace=NS, namespace_mode="enforce", owner=None,
+                             pod_age_s=1e6, now=1e9).action == "delete"
 
 
 def test_aborts_when_the_fresh_get_shows_the_pod_terminating(api: EmulatorServer,
@@ -401,7 +412,7 @@ def test_configured_grace_period_is_sent(api: EmulatorServer, kube_client: KubeC
         return kube_client.delete_pod(*args)
 
     kube = Wrapper(kube_client, delete_pod=spy)
-    rem = Remediator(kube, DeletionPolicy(), Rescrape(), new_metrics(), grace_period_s=7)  # type: ignore[arg-type]
+    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)  # type: ignore[arg-type]
     target = target_of(api, seeded["pod"])
     assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "deleted"
     assert sent == [(NS, target.name, target.uid, 7)]
@@ -412,7 +423,7 @@ def test_waiting_requests_keep_the_engine_busy_with_count_waiting(api: EmulatorS
                                                                   count_waiting: bool, result: str) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     queued = dataclasses.replace(SNAP, running=0.0, waiting=5.0)
-    rem = Remediator(kube_client, DeletionPolicy(), Rescrape(queued), new_metrics(), count_waiting=count_waiting)
+    rem = Remediator(kube_client, open_policy(), Rescrape(queued), new_metrics(), count_waiting=count_waiting)
     outcome = rem.remediate(target_of(api, seeded["pod"]), queued, VERDICT, WINDOW)
     assert outcome.result == result
     if result == "aborted":

@@ -1,19 +1,24 @@
-"""The one place that deletes pods and records Events (I/O).
+"""The one place that deletes pods (I/O).
 
 :meth:`Remediator.remediate` is the single choke point for every deletion. In order it:
 
-1. asks the pure :class:`~watchdog.policy.DeletionPolicy` (dry-run, one decision per stall episode);
+1. asks the pure :class:`~watchdog.policy.DeletionPolicy`: one decision per stall episode, dry-run, pause,
+   leadership, warm-up, minimum pod age, the mass-stall breaker and the deletion budgets. A deferral gets one
+   ``StalledPodDeletionDeferred`` Event per episode and rule, a metric, and is retried next cycle;
 2. in dry-run, records ``StalledPodDryRun`` Events and stops;
 3. GETs the pod afresh (never the cache) and aborts if it is gone or changed: UID, IP, phase, terminating;
 4. re-scrapes the engine once and aborts if the series is unknown now (running or every progress counter
    missing or not a finite non-negative number, as the detector reads it), went idle (with ``countWaiting``,
    waiting requests count as busy), or any counter moved;
-5. deletes with ``preconditions.uid`` (a pod re-created under the same name is never hit) and the pod's own
-   grace period unless configured; 404 and 409 mean nothing to do; other API errors are not retried (the next
-   cycle decides again from a fresh GET);
-6. records ``StalledPodDeleted`` Events on the pod and on its top controller owner.
+5. checks leadership once more, then deletes (or, with ``action: evict``, evicts through the Eviction API so
+   PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete) with ``preconditions.uid`` (a
+   pod re-created under the same name is never hit) and the pod's own grace period unless configured; 404 and
+   409 mean nothing to do; other API errors are not retried (the next cycle decides again from a fresh GET);
+6. charges the budgets, records ``StalledPodDeleted`` Events on the pod and its top controller owner, and tells
+   the node escalation (if enabled) which node the pod ran on.
 
-Events are best effort: a failure is logged and counted, never raised, and never blocks the delete.
+Events are best effort (:mod:`watchdog.events`): a failure is logged and counted, never raised, and never
+blocks the delete.
 """
 
 from __future__ import annotations
@@ -21,24 +26,22 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 from watchdog.detector import PROGRESS_COUNTERS, Verdict
-from watchdog.discovery import OwnerRef, ScrapeTarget, controller_of
+from watchdog.discovery import ScrapeTarget
+from watchdog.events import EventRecorder
 from watchdog.kube import KubeClient, KubeError
 from watchdog.metrics import Metrics
 from watchdog.parsing import EngineSnapshot
-from watchdog.policy import REASON_DELETED, REASON_DRY_RUN, DeletionPolicy
+from watchdog.policy import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, DeletionPolicy
 
-COMPONENT = "vllm-stall-watchdog"
-MAX_MESSAGE = 1024
-MAX_OWNER_DEPTH = 5
 log = logging.getLogger("watchdog.actions")
 
-Result = Literal["deleted", "dry_run", "not_found", "conflict", "aborted", "error", "skip"]
+Result = Literal["deleted", "evicted", "dry_run", "deferred", "not_found", "conflict", "aborted", "error", "skip"]
 #: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
 Rescrape = Callable[[ScrapeTarget, str], EngineSnapshot | None]
 
@@ -78,53 +81,104 @@ def progressed(before: EngineSnapshot, now: EngineSnapshot, count_waiting: bool 
     return None
 
 
-class Remediator:
-    """Deletes stalled pods through :meth:`remediate` only. ``grace_period_s`` None keeps the pod's own;
-    ``count_waiting``: the detector's setting, so the re-scrape judges idleness the same way."""
+class Escalation(Protocol):
+    """What node escalation needs from the remediator (see watchdog/escalation.py)."""
 
-    def __init__(self, kube: KubeClient, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics,
-                 grace_period_s: int | None = None, count_waiting: bool = False) -> None:
+    def on_deletion(self, node_name: str | None, pod_uid: str, pod_ref: str) -> str: ...
+
+
+def pod_age_s(target: ScrapeTarget, wall_now: float) -> float | None:
+    """Seconds since ``metadata.creationTimestamp`` (wall clock, as the API reports it); None if unknown."""
+    if not target.created:
+        return None
+    try:
+        created = dt.datetime.strptime(target.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+    return wall_now - created.timestamp()
+
+
+class Remediator:
+    """Deletes stalled pods through :meth:`remediate` only.
+
+    ``grace_period_s`` None keeps the pod's own; ``count_waiting``: the detector's setting, so the re-scrape
+    judges idleness the same way; ``action``: delete | evict; ``leader``: returns whether this replica holds
+    the lease (always True without leader election); ``clock``: monotonic seconds; ``wall_clock``: Unix
+    seconds (pod age only); ``escalation``: node escalation or None.
+    """
+
+    def __init__(self, kube: KubeClient, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
+                 grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
+                 leader: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time, escalation: Escalation | None = None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
-        self.grace_period_s, self.count_waiting = grace_period_s, count_waiting
-        self.instance = socket.gethostname()
+        self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
+        self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
+        self.events = EventRecorder(kube, metrics)
 
     def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, window_s: float) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on)."""
-        decision = self.policy.decide(target.uid, series.key, target.mode)
+        now = self.clock()
+        decision = self.policy.decide(
+            uid=target.uid, series=series.key, namespace=target.namespace, namespace_mode=target.mode,
+            owner=target.owner_key, pod_age_s=pod_age_s(target, self.wall_clock()), now=now, leader=self.leader())
         if decision.action == "skip":
             return Remediation("skip", decision.why)
         evidence = (f"engine series {{{series.key}}} of pod {target.ref}: {verdict.reason}; window {window_s:g} s")
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key)
-            self._events(target, REASON_DRY_RUN, f"DRY-RUN, would delete ({decision.why}): {evidence}")
+            self.events.on_pod_and_owner(target, REASON_DRY_RUN, f"DRY-RUN, would delete ({decision.why}): {evidence}")
             return self._done("dry_run", f"would delete {target.ref}: {decision.why}")
+        if decision.action == "defer":
+            return self._defer(target, series.key, decision.rule, decision.why, evidence)
 
         changed = self._changed(target)
         if changed:
             return self._done("aborted", f"pod {target.ref} changed since the decision: {changed}")
-        now = self.rescrape(target, series.key)
-        missing = "no series" if now is None else unknown(now)
-        if now is None or missing:
+        fresh = self.rescrape(target, series.key)
+        missing = "no series" if fresh is None else unknown(fresh)
+        if fresh is None or missing:
             return self._done("aborted", f"re-scrape of {target.url} gave no evidence ({missing}); "
                               "retrying next cycle")
-        moved = progressed(series, now, self.count_waiting)
+        moved = progressed(series, fresh, self.count_waiting)
         if moved:
             return self._done("aborted", f"engine recovered before deletion: {moved}")
+        if not self.leader():
+            return self._defer(target, series.key, "not_leader", "lost the leader Lease before acting", evidence)
+        return self._remove(target, series.key, evidence, now)
 
+    def _remove(self, target: ScrapeTarget, key: str, evidence: str, now: float) -> Remediation:
+        verb = "evict" if self.action == "evict" else "delete"
         try:
-            result = self.kube.delete_pod(target.namespace, target.name, target.uid, self.grace_period_s)
+            if verb == "evict":
+                result: str = self.kube.evict_pod(target.namespace, target.name, target.uid, self.grace_period_s)
+            else:
+                result = self.kube.delete_pod(target.namespace, target.name, target.uid, self.grace_period_s)
         except KubeError as exc:
-            return self._done("error", f"delete {target.ref} failed, not retried: {exc}")
-        if result != "deleted":
+            return self._done("error", f"{verb} {target.ref} failed, not retried: {exc}")
+        if result == "blocked":
+            return self._defer(target, key, "pdb", "the Eviction API refused (a PodDisruptionBudget would be "
+                               "violated); never falling back to delete", evidence)
+        if result not in ("deleted", "evicted"):
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
-            return self._done(result, f"nothing deleted for {target.ref}: {why}")
-        self.policy.record(target.uid, series.key)
-        self._events(target, REASON_DELETED, f"deleted: {evidence}")
-        return self._done("deleted", f"deleted {target.ref} (uid {target.uid})")
+            return self._done("not_found" if result == "not_found" else "conflict",
+                              f"nothing {verb}d for {target.ref}: {why}")
+        self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
+                                    owner=target.owner_key)
+        self.events.on_pod_and_owner(target, REASON_DELETED, f"{verb}d: {evidence}", action="Delete")
+        if self.escalation is not None:
+            self.escalation.on_deletion(target.node, target.uid, target.ref)
+        return self._done("evicted" if verb == "evict" else "deleted", f"{verb}d {target.ref} (uid {target.uid})")
+
+    def _defer(self, target: ScrapeTarget, key: str, rule: str, why: str, evidence: str) -> Remediation:
+        self.metrics.deferrals.labels(rule).inc()
+        if self.policy.first_deferral(target.uid, key, rule):
+            self.events.on_pod_and_owner(target, REASON_DEFERRED, f"deletion deferred ({why}): {evidence}")
+        return self._done("deferred", f"{target.ref}: {why}")
 
     def _done(self, result: Result, detail: str) -> Remediation:
         self.metrics.deletions.labels(result).inc()
-        log.log(logging.WARNING if result in ("deleted", "dry_run", "error") else logging.INFO,
+        log.log(logging.WARNING if result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
                 "remediation %s: %s", result, detail, extra={"result": result})
         return Remediation(result, detail)
 
@@ -145,63 +199,3 @@ class Remediator:
         if status.get("podIP") != target.ip:
             return f"pod IP is now {status.get('podIP')}"
         return None
-
-    def _top_owner(self, target: ScrapeTarget) -> OwnerRef | None:
-        """Walk controller owner references up (ReplicaSet -> Deployment, ...); stop where a GET fails."""
-        ref = target.owner
-        for _ in range(MAX_OWNER_DEPTH):
-            if ref is None:
-                return None
-            try:
-                obj = self.kube.get_object(ref.api_version, ref.kind, target.namespace, ref.name)
-            except KubeError as exc:
-                log.info("owner chain stops at %s/%s: %s", ref.kind, ref.name, exc)
-                return ref
-            parent = controller_of((obj or {}).get("metadata") or {})
-            if parent is None:
-                return ref
-            ref = parent
-        return ref
-
-    def _events(self, target: ScrapeTarget, reason: str, message: str) -> None:
-        involved = [{"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid}]
-        try:
-            owner = self._top_owner(target)
-        except Exception:  # best effort: never let the owner walk break the cycle
-            log.exception("owner chain walk failed for %s", target.ref)
-            owner = None
-        if owner is not None:
-            involved.append({"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name,
-                             "uid": owner.uid})
-        for obj in involved:
-            body = event_body(target.namespace, obj, reason, message, self.instance)
-            try:
-                self.kube.create_event(target.namespace, body)
-            except Exception as exc:  # best effort by design
-                self.metrics.event_failures.inc()
-                log.warning("could not record %s Event on %s %s/%s: %s", reason, obj["kind"], target.namespace,
-                            obj["name"], exc)
-
-
-def event_body(namespace: str, involved: dict[str, str], reason: str, message: str, instance: str,
-               now: dt.datetime | None = None) -> dict[str, Any]:
-    """A core/v1 Event (type Warning) on ``involved`` ({apiVersion, kind, name, uid}); message cut to 1 KiB."""
-    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if len(message.encode()) > MAX_MESSAGE:
-        message = message.encode()[: MAX_MESSAGE - 3].decode("utf-8", "ignore") + "..."
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
-        "involvedObject": {**involved, "namespace": namespace},
-        "reason": reason,
-        "message": message,
-        "type": "Warning",
-        "action": "Delete" if reason == REASON_DELETED else "None",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }

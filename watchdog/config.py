@@ -1,5 +1,5 @@
-"""Settings, defined once: one table row gives a setting's flag, ``WATCHDOG_*`` env var, config-file key,
-type, default and help, so the three sources cannot drift.
+"""Configuration loading: the settings table (:mod:`watchdog.settings`) from defaults, a YAML file, the
+environment and flags.
 
 Precedence: built-in default < config file (YAML, camelCase keys) < environment < command-line flag.
 :func:`load_config` collects every problem before it fails and raises :class:`ConfigError` whose ``str()`` is
@@ -11,92 +11,30 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
-SettingType = Literal["float", "int", "bool", "str", "choice"]
-
-NAMESPACE_LABEL = "vllm-watchdog.io/enabled"
-EXCLUDE_ANNOTATION = "vllm-watchdog.io/exclude"
-PORT_ANNOTATION = "vllm-watchdog.io/metrics-port"
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One row of the settings table. ``name`` is snake_case; the flag, env var and file key derive from it."""
-
-    name: str
-    type: SettingType
-    default: Any
-    help: str
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    optional: bool = False  # None allowed (and is the default)
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def env(self) -> str:
-        return "WATCHDOG_" + self.name.upper()
-
-    @property
-    def key(self) -> str:
-        head, *rest = self.name.split("_")
-        return head + "".join(part.capitalize() for part in rest)
-
-
-SETTINGS: tuple[Setting, ...] = (
-    Setting("kubeconfig", "str", None, "kubeconfig file; unset: in-cluster ServiceAccount, else ~/.kube/config",
-            optional=True),
-    Setting("context", "str", None, "kubeconfig context to use (default: the current context)", optional=True),
-    Setting("dry_run", "bool", False, "observe only: emit StalledPodDryRun Events, never delete (all namespaces)"),
-    Setting("window_seconds", "float", 120.0, "seconds a busy engine may show no progress before it is stalled",
-            minimum=1.0),
-    Setting("min_samples", "int", 3, "known busy samples needed inside the window", minimum=1),
-    Setting("count_waiting", "bool", False, "treat waiting requests as busy too (running may read 0 in a wedge)"),
-    Setting("scrape_interval_seconds", "float", 15.0, "seconds between cycles (discover, scrape, detect, act)",
-            minimum=1.0),
-    Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included",
-            minimum=0.1),
-    Setting("connect_timeout_seconds", "float", 1.0, "TCP connect timeout of one scrape, seconds", minimum=0.05),
-    Setting("max_body_bytes", "int", 8 * 1024 * 1024, "largest /metrics body accepted, after gzip", minimum=1024),
-    Setting("workers", "int", 32, "concurrent scrapes", minimum=1),
-    Setting("jitter_seconds", "float", 1.0, "random delay added to each cycle start, seconds", minimum=0.0),
-    Setting("require_controller", "bool", True, "skip pods without a controller owner reference (bare pods)"),
-    Setting("grace_period_seconds", "int", None, "deletion grace period; unset: the pod's own", minimum=0,
-            optional=True),
-    Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds", minimum=0.5),
-    Setting("listen_address", "str", "0.0.0.0:8080", "host:port serving /metrics, /healthz and /readyz"),
-    Setting("log_format", "choice", "json", "log format", choices=("json", "text")),
-    Setting("log_level", "choice", "info", "log level", choices=("debug", "info", "warning", "error")),
+from watchdog.settings import (  # re-exported: the rest of the code imports them from here
+    BY_KEY,
+    BY_NAME,
+    DEFAULT_TARGETS,
+    EXCLUDE_ANNOTATION,
+    NAMESPACE_LABEL,
+    PORT_ANNOTATION,
+    SETTINGS,
+    TARGET_KEYS,
+    Setting,
+    Target,
 )
-BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
-BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
-TARGET_KEYS = ("name", "podSelector", "profile", "port", "path", "metrics")
 
-
-@dataclass(frozen=True)
-class Target:
-    """Which pods to watch and how to scrape them. ``pod_selector``: a Kubernetes label selector string;
-    ``port``: a container port name or number; ``metrics``: custom metric names over ``profile`` (profiles.py)."""
-
-    name: str
-    pod_selector: str
-    profile: str = "vllm"
-    port: str = "http"
-    path: str = "/metrics"
-    metrics: Mapping[str, str] = field(default_factory=dict)
-
-
-DEFAULT_TARGETS: tuple[Target, ...] = (
-    Target("llmkube-vllm", "inference.llmkube.dev/runtime=vllm"),
-    Target("vllm", "app.kubernetes.io/name=vllm"),
-)
+__all__ = [
+    "BY_KEY", "BY_NAME", "DEFAULT_TARGETS", "EXCLUDE_ANNOTATION", "NAMESPACE_LABEL", "PORT_ANNOTATION", "SETTINGS",
+    "TARGET_KEYS", "Config", "ConfigError", "Setting", "Target", "add_flags", "flags_from_args", "load_config",
+]
 
 
 @dataclass(frozen=True)
@@ -340,6 +278,13 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         )
     if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
         problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
+    if v["breaker_fraction"] > 1:
+        problems.append(f"breakerFraction ({v['breaker_fraction']:g}) is a fraction of the watched pods: 0..1")
+    if v["max_deletions_per_namespace"] > v["max_deletions"]:
+        problems.append("maxDeletionsPerNamespace must not exceed maxDeletions (the cluster-wide budget)")
+    if not re.fullmatch(r"[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?:(NoSchedule|PreferNoSchedule|NoExecute)",
+                        str(v["node_taint"])):
+        problems.append(f"nodeTaint {v['node_taint']!r} must be key[=value]:NoSchedule|PreferNoSchedule|NoExecute")
     host, _, port = str(v["listen_address"]).rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
         problems.append(f"listenAddress {v['listen_address']!r} must be host:port, e.g. 0.0.0.0:8080")

@@ -21,14 +21,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from watchdog.actions import Remediation, Remediator
+from watchdog.actions import Escalation, Remediation, Remediator
+from watchdog.budget import restore_budget
 from watchdog.config import NAMESPACE_LABEL, Config
 from watchdog.detector import DetectorState, Sample, Verdict
 from watchdog.discovery import ScrapeTarget, discover
 from watchdog.kube import KubeClient
 from watchdog.metrics import Metrics, new_metrics
 from watchdog.parsing import EngineSnapshot, ParseResult, parse_exposition
-from watchdog.policy import DeletionPolicy
+from watchdog.policy import DeletionPolicy, Rails
 from watchdog.profiles import Profile, custom_profile, get_profile
 from watchdog.scrape import ScrapeError, ScrapeLimits, Scraper
 
@@ -66,22 +67,38 @@ class CycleReport:
     duration_s: float = 0.0
 
 
+def rails_from(config: Config) -> Rails:
+    """The policy's limits from the configuration."""
+    return Rails(
+        window_s=config.window_seconds, global_dry_run=config.dry_run, paused=config.paused,
+        max_deletions=config.max_deletions, max_per_namespace=config.max_deletions_per_namespace,
+        budget_window_s=config.deletion_window_seconds, breaker_fraction=config.breaker_fraction,
+        breaker_min_pods=config.breaker_min_pods, breaker_cooldown_s=config.breaker_cooldown_seconds,
+        min_pod_age_s=config.min_pod_age_seconds)
+
+
 class Watchdog:
     """Holds the state between cycles. ``clock``: seconds, monotonic (injectable for tests)."""
 
     def __init__(self, config: Config, kube: KubeClient, *, metrics: Metrics | None = None,
-                 scraper: Scraper | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.config, self.kube, self.clock = config, kube, clock
+                 scraper: Scraper | None = None, clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time, leader: Callable[[], bool] = lambda: True,
+                 escalation: Escalation | None = None) -> None:
+        self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.metrics = metrics or new_metrics()
         self.scraper = scraper or Scraper(ScrapeLimits(
             connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
             max_bytes=config.max_body_bytes))
-        self.policy = DeletionPolicy(global_dry_run=config.dry_run)
-        self.remediator = Remediator(kube, self.policy, self._rescrape, self.metrics, config.grace_period_seconds,
-                                     count_waiting=config.count_waiting)
+        self.policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
+        self.remediator = Remediator(
+            kube, self.policy, self._rescrape, self.metrics, grace_period_s=config.grace_period_seconds,
+            count_waiting=config.count_waiting, action=config.action, leader=leader, clock=clock,
+            wall_clock=wall_clock, escalation=escalation)
+        self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="scrape")
         self.pods: dict[str, PodState] = {}
         self.ever_ready: set[str] = set()
+        self.first_seen: dict[str, float] = {}  # pod UID -> monotonic time this process first watched it
         self.last_success: float | None = None  # monotonic time the last cycle completed
         self._profiles: dict[str, Profile] = {
             t.name: custom_profile(t.name, t.metrics, base=t.profile) if t.metrics else get_profile(t.profile)
@@ -97,7 +114,7 @@ class Watchdog:
         """Discover, scrape, detect and act once. Raises only when discovery itself fails (KubeError)."""
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
-        namespaces = self.kube.list_namespaces(NAMESPACE_LABEL)
+        namespaces = self.kube.list_namespaces(self.namespace_selector)
         pods_by_target = [(t, self.kube.list_pods(t.pod_selector)) for t in self.config.targets]
         found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
                          require_controller=self.config.require_controller)
@@ -107,19 +124,48 @@ class Watchdog:
         report.pods, report.skipped = len(found.targets), found.skipped
 
         results = list(self.pool.map(self._scrape, found.targets))
+        judged: list[tuple[ScrapeTarget, PodState]] = []
+        bad = 0
         for target, (outcome, parsed) in zip(found.targets, results, strict=True):
             report.scrapes[outcome] += 1
             self.metrics.scrapes.labels(outcome).inc()
             try:
-                self._judge(target, parsed, report)
+                pod = self._judge(target, parsed, report)
             except Exception:  # one pod's trouble never stops the cycle
                 log.exception("judging pod %s failed", target.ref)
+                continue
+            judged.append((target, pod))
+            states = {e.verdict.state for e in pod.engines.values() if e.verdict}
+            bad += parsed is None or not states or bool(states & {"stalled", "unknown"})
+            first_seen = self.first_seen.setdefault(target.uid, self.clock())
+            if target.uid in found.ready_uids and target.owner_key:
+                self.policy.owner_ready(target.owner_key, first_seen)
+
+        self._rails_for_cycle(len(found.targets), bad)
+        for target, pod in judged:
+            try:
+                self._act(target, pod, report)
+            except Exception:  # one pod's trouble never stops the cycle
+                log.exception("acting on pod %s failed", target.ref)
 
         report.api_requests = self.kube.api_requests - requests_before
         report.duration_s = time.perf_counter() - started
         self._publish(report)
         self.last_success = self.clock()
         return report
+
+    def _rails_for_cycle(self, watched: int, bad: int) -> None:
+        now = self.clock()
+        if not self.policy.budget_known:
+            self.policy.budget_known = restore_budget(self.kube, self.policy, now, self.wall_clock())
+        self.policy.begin_cycle(now, watched=watched, bad=bad)
+        if self.policy.breaker_tripped:
+            log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled or unknown (threshold %.0f%%, "
+                      "at least %d pods): deleting nothing until it stays below for %g s", bad, watched,
+                      100 * self.config.breaker_fraction, self.config.breaker_min_pods,
+                      self.config.breaker_cooldown_seconds)
+        self.metrics.breaker_open.set(int(self.policy.breaker_open(now)))
+        self.metrics.leader.set(int(self.leader()))
 
     def _scrape(self, target: ScrapeTarget) -> tuple[str, ParseResult | None]:
         try:
@@ -139,9 +185,10 @@ class Watchdog:
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:
             del self.pods[uid]
+        self.first_seen = {uid: t for uid, t in self.first_seen.items() if uid in live}
         self.policy.forget_pods(live)
 
-    def _judge(self, target: ScrapeTarget, parsed: ParseResult | None, report: CycleReport) -> None:
+    def _judge(self, target: ScrapeTarget, parsed: ParseResult | None, report: CycleReport) -> PodState:
         pod = self.pods.get(target.uid)
         if pod is None or pod.restart_count != target.restart_count:
             if pod is not None:
@@ -169,9 +216,11 @@ class Watchdog:
             if verdict.state != previous:
                 log.info("pod %s series {%s}: %s -> %s: %s", target.ref, key, previous, verdict.state,
                          verdict.reason)
+                if verdict.stalled:
+                    self.metrics.stalls.inc()
             if not verdict.stalled:
                 self.policy.episode_over(target.uid, key)
-        self._act(target, pod, report)
+        return pod
 
     def _act(self, target: ScrapeTarget, pod: PodState, report: CycleReport) -> None:
         for _key, engine in sorted(pod.engines.items()):
@@ -180,9 +229,8 @@ class Watchdog:
             result = self.remediator.remediate(target, engine.last, engine.verdict, self.config.window_seconds)
             if result.result == "skip":
                 continue  # this stall episode was already acted on
-            self.metrics.stalls.inc()
             report.remediations.append((target.ref, result))
-            if result.result == "deleted":
+            if result.result in ("deleted", "evicted"):
                 self.pods.pop(target.uid, None)
                 return  # one deletion per pod
 

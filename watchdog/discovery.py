@@ -60,6 +60,8 @@ class ScrapeTarget:
     restart_count: int
     owner: OwnerRef | None
     metrics: Mapping[str, str] = field(default_factory=dict)
+    created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC)
+    node: str | None = None  # spec.nodeName
 
     @property
     def url(self) -> str:
@@ -69,6 +71,11 @@ class ScrapeTarget:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def owner_key(self) -> str | None:
+        """``namespace/Kind/name`` of the controller owner (the unit of the per-owner deletion rule)."""
+        return f"{self.namespace}/{self.owner.kind}/{self.owner.name}" if self.owner else None
 
 
 @dataclass
@@ -201,6 +208,7 @@ def discover(
                 uid=uid, namespace=str(meta["namespace"]), name=str(meta.get("name")), ip=str(status["podIP"]),
                 port=port, path=target.path, target=target.name, profile=target.profile,
                 mode=modes[str(meta["namespace"])], restart_count=restarts, owner=controller_of(meta),
-                metrics=target.metrics,
+                metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
+                node=(pod.get("spec") or {}).get("nodeName"),
             ))
     return Discovery(targets, ready, skipped)

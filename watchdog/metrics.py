@@ -12,7 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 SCRAPE_OUTCOMES = ("ok", "timeout", "refused", "http_status", "too_large", "bad_encoding", "parse", "connection")
 ENGINE_STATES = ("idle", "progressing", "suspect", "stalled", "unknown")
-DELETION_RESULTS = ("deleted", "dry_run", "not_found", "conflict", "aborted", "error")
+DELETION_RESULTS = ("deleted", "evicted", "dry_run", "deferred", "not_found", "conflict", "aborted", "error")
+DEFERRAL_RULES = ("paused", "not_leader", "warm_up", "min_age", "breaker", "budget", "namespace_budget", "owner",
+                  "budget_unknown", "pdb")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class Metrics:
     last_cycle: Gauge
     event_failures: Counter
     cycle_failures: Counter
+    deferrals: Counter
+    breaker_open: Gauge
+    leader: Gauge
 
 
 def new_metrics() -> Metrics:
@@ -50,6 +55,11 @@ def new_metrics() -> Metrics:
                                registry=r),
         cycle_failures=Counter("vllm_watchdog_cycle_failures", "Cycles that ended in an error (logged).",
                                registry=r),
+        deferrals=Counter("vllm_watchdog_deferrals", "Deletions deferred by a safety rail, by rule.", ["rule"],
+                          registry=r),
+        breaker_open=Gauge("vllm_watchdog_breaker_open", "1 while the mass-stall breaker is open.", registry=r),
+        leader=Gauge("vllm_watchdog_leader", "1 while this replica may act (holds the Lease, or no election).",
+                     registry=r),
     )
     for outcome in SCRAPE_OUTCOMES:
         m.scrapes.labels(outcome)
@@ -57,4 +67,6 @@ def new_metrics() -> Metrics:
         m.engines.labels(state)
     for result in DELETION_RESULTS:
         m.deletions.labels(result)
+    for rule in DEFERRAL_RULES:
+        m.deferrals.labels(rule)
     return m

@@ -36,6 +36,7 @@ from watchdog.demo.simpod import SimPod
 pytestmark = pytest.mark.e2e
 
 ENFORCE, DRY_RUN, UNLABELLED = "llm", "llm-canary", "llm-unlabelled"
+OPEN_RAILS = {"maxDeletions": 10, "maxDeletionsPerNamespace": 10, "breakerFraction": 1.0, "minPodAgeSeconds": 0}
 
 
 class HookPod(SimPod):
@@ -147,7 +148,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         try:
             _build(world)
             port = _free_port()
-            config = write_config(tmp / "config.yaml", **{**FAST_SETTINGS, "listenAddress": f"127.0.0.1:{port}"})
+            # The safety rails are proven in tests/test_rails_e2e.py; here they are opened wide so that each
+            # scenario of this world is judged on its own (5 of 9 watched pods look bad on purpose).
+            config = write_config(tmp / "config.yaml", **{**FAST_SETTINGS, **OPEN_RAILS,
+                                                          "listenAddress": f"127.0.0.1:{port}"})
             kubeconfig = write_kubeconfig(tmp / "kubeconfig", api.base_url)
             log_path = tmp / "watchdog.log"
             with open(log_path, "w") as log:
