@@ -87,15 +87,15 @@ class Escalation(Protocol):
     def on_deletion(self, node_name: str | None, pod_uid: str, pod_ref: str) -> str: ...
 
 
-def pod_age_s(target: ScrapeTarget, wall_now: float) -> float | None:
-    """Seconds since ``metadata.creationTimestamp`` (wall clock, as the API reports it); None if unknown."""
-    if not target.created:
-        return None
+def pod_age_s(target: ScrapeTarget, wall_now: float, seen_for_s: float = 0.0) -> float | None:
+    """Seconds since ``metadata.creationTimestamp`` (wall clock, as the API reports it), but never less than
+    ``seen_for_s`` (how long this process has watched the pod, monotonic), so a wall clock jumping back cannot
+    hold a wedged pod for hours. None when the timestamp is unknown and the pod was never seen before."""
     try:
         created = dt.datetime.strptime(target.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
     except ValueError:
-        return None
-    return wall_now - created.timestamp()
+        return seen_for_s or None
+    return max(wall_now - created.timestamp(), seen_for_s)
 
 
 class Remediator:
@@ -116,12 +116,15 @@ class Remediator:
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
         self.events = EventRecorder(kube, metrics)
 
-    def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, window_s: float) -> Remediation:
-        """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on)."""
+    def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, window_s: float, *,
+                  seen_for_s: float = 0.0) -> Remediation:
+        """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
+        ``seen_for_s``: seconds (monotonic) this process has watched the pod."""
         now = self.clock()
+        age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
             uid=target.uid, series=series.key, namespace=target.namespace, namespace_mode=target.mode,
-            owner=target.owner_key, pod_age_s=pod_age_s(target, self.wall_clock()), now=now, leader=self.leader())
+            owner=target.owner_key, pod_age_s=age, now=now, leader=self.leader())
         if decision.action == "skip":
             return Remediation("skip", decision.why)
         evidence = (f"engine series {{{series.key}}} of pod {target.ref}: {verdict.reason}; window {window_s:g} s")

@@ -226,7 +226,9 @@ class Watchdog:
         for _key, engine in sorted(pod.engines.items()):
             if engine.verdict is None or not engine.verdict.stalled or engine.last is None:
                 continue
-            result = self.remediator.remediate(target, engine.last, engine.verdict, self.config.window_seconds)
+            seen_for = self.clock() - self.first_seen.get(target.uid, self.clock())
+            result = self.remediator.remediate(target, engine.last, engine.verdict, self.config.window_seconds,
+                                               seen_for_s=seen_for)
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

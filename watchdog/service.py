@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -23,9 +24,11 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from watchdog.config import ConfigError, add_flags, flags_from_args, load_config
+from watchdog.config import Config, ConfigError, add_flags, flags_from_args, load_config
 from watchdog.cycle import Watchdog
+from watchdog.escalation import NodeEscalator, NodeStallHistory
 from watchdog.kube import KubeClient, KubeError, KubeSettings
+from watchdog.leader import LeaderElector
 from watchdog.logs import setup_logging
 
 log = logging.getLogger("watchdog.service")
@@ -129,21 +132,45 @@ def run_service(args: argparse.Namespace) -> int:
     except KubeError as exc:
         print(f"vllm-watchdog run: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
         return 2
-    watchdog = Watchdog(config, kube)
+    elector = _elector(config, kube)
+    escalation = None
+    if config.node_escalation:
+        escalation = NodeEscalator(kube, NodeStallHistory(config.node_escalation_threshold,
+                                                          config.node_escalation_window_seconds),
+                                   taint=config.node_taint, dry_run=config.dry_run)
+    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation)
     if args.once:
         try:
+            if elector is not None:
+                elector.step()
             watchdog.run_cycle()
         except Exception as exc:
             log.error("cycle failed: %s", exc)
             return 1
         finally:
+            if elector is not None:
+                elector.stop()
             watchdog.close()
         return 0
-    return _serve(config.listen_address, config.scrape_interval_seconds, config.jitter_seconds, watchdog)
+    return _serve(config.listen_address, config.scrape_interval_seconds, config.jitter_seconds, watchdog, elector)
 
 
-def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog) -> int:
+def _elector(config: Config, kube: KubeClient) -> LeaderElector | None:
+    """The Lease campaign when leader election is on (Lease in leaderElectionNamespace, $POD_NAMESPACE or
+    default), with client-go's timings: 15 s lease, 10 s renew deadline, 2 s retry."""
+    if not config.leader_election:
+        return None
+    namespace = config.leader_election_namespace or os.environ.get("POD_NAMESPACE") or "default"
+    elector = LeaderElector(kube, namespace, name=config.lease_name)
+    log.info("leader election on: Lease %s/%s as %s", namespace, config.lease_name, elector.identity)
+    return elector
+
+
+def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
+           elector: LeaderElector | None) -> int:
     server = start_http(address, watchdog, interval_s)
+    if elector is not None:
+        elector.start()
     log.info("serving /metrics /healthz /readyz on %s:%d", *server.server_address[:2])
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -158,6 +185,8 @@ def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog)
     finally:
         log.info("stopping")
         scheduler.shutdown(wait=False)
+        if elector is not None:
+            elector.stop()  # releases the Lease so a standby takes over at once
         server.shutdown()
         watchdog.close()
     return 0
