@@ -1,0 +1,80 @@
+"""The deletion budget survives a restart: two watchdog processes in sequence against the Kubernetes API emulator
+(kmock-based; not a cluster) and simulated vLLM pods on loopback.
+
+The first process uses up the cluster budget (2 deletions); the second one reads its predecessor's
+``StalledPodDeleted`` Events back and defers the third stall instead of deleting it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
+from watchdog.demo.simpod import SimPod
+
+pytestmark = pytest.mark.e2e
+
+
+def run_watchdog(config: Path, kubeconfig: Path, log: Path, until: float, done: object) -> str:
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "--config", str(config),
+                                 "--kubeconfig", str(kubeconfig)], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            deadline = time.monotonic() + until
+            while time.monotonic() < deadline and proc.poll() is None and not done():  # type: ignore[operator]
+                time.sleep(0.25)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(10)
+    return log.read_text()
+
+
+def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer, tmp_path: Path) -> None:
+    api = emulator
+    sims = [SimPod("127.0.0.2", 0, "progressing"), SimPod("127.0.0.3", 0, "wedged")]
+    for sim in sims:
+        sim.start()
+    try:
+        healthy, wedged = sims
+        pods = {}
+        for i in range(7):
+            api.create_namespace(f"ok-{i}", {"vllm-watchdog.io/enabled": "true"})
+            seed_deployment(api, f"ok-{i}", "llama", healthy.address, healthy.port)
+        for name in ("a", "b"):
+            api.create_namespace(f"team-{name}", {"vllm-watchdog.io/enabled": "true"})
+            pods[name] = seed_deployment(api, f"team-{name}", "llama", wedged.address, wedged.port)["pod"]
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.base_url)
+        config = write_config(tmp_path / "config.yaml", **{**FAST_SETTINGS, "minPodAgeSeconds": 0,
+                                                            "deletionWindowSeconds": 600})
+
+        def gone(name: str) -> bool:
+            meta = pods[name]["metadata"]
+            return api.get_pod(meta["namespace"], meta["name"]) is None
+
+        first = run_watchdog(config, kubeconfig, tmp_path / "first.log", 30, lambda: gone("a") and gone("b"))
+        assert gone("a") and gone("b"), first[-2000:]
+
+        api.create_namespace("team-c", {"vllm-watchdog.io/enabled": "true"})
+        pods["c"] = seed_deployment(api, "team-c", "llama", wedged.address, wedged.port)["pod"]
+
+        def deferred() -> bool:
+            return any(e["reason"] == "StalledPodDeletionDeferred" for e in api.list_events("team-c"))
+
+        second = run_watchdog(config, kubeconfig, tmp_path / "second.log", 30, deferred)
+        assert "deletion budget restored from own Events: 2 deletions" in second, second[-2000:]
+        assert not gone("c")
+        [event] = [e for e in api.list_events("team-c") if e["involvedObject"]["kind"] == "Pod"]
+        assert event["reason"] == "StalledPodDeletionDeferred"
+        assert "cluster budget used: 2 deletions" in event["message"]
+    finally:
+        for sim in sims:
+            sim.stop()
