@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from watchdog.demo.emulator import EmulatorClient, EmulatorError, EmulatorServer, parse_selector, selector_matches
+from watchdog.demo.emulator import EmulatorClient, EmulatorError, EmulatorServer
+from watchdog.demo.emulator_extra import parse_selector, selector_matches
 
 
 @pytest.fixture
@@ -232,3 +233,112 @@ def test_stop_does_not_wait_for_open_watches() -> None:
     assert time.monotonic() - started < 3
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_field_selector_filters_lists_and_watches(srv: EmulatorServer) -> None:
+    for ns, name, reason, kind in (("ml", "e1", "StalledPodDeleted", "Pod"), ("web", "e2", "StalledPodDeleted", "Node"),
+                                   ("ml", "e3", "Scheduled", "Pod")):
+        srv.create_object(f"/api/v1/namespaces/{ns}/events", {"metadata": {"name": name}, "reason": reason,
+                                                              "involvedObject": {"kind": kind, "name": "x"}})
+    srv.create_pod({**pod("p1"), "spec": {"nodeName": "gpu-1", "hostNetwork": True}})
+    srv.create_pod(pod("p2"))
+    cases = {
+        "/api/v1/events?fieldSelector=reason%3DStalledPodDeleted": ["e1", "e2"],
+        "/api/v1/events?fieldSelector=reason%3D%3DStalledPodDeleted,involvedObject.kind%3DPod": ["e1"],
+        "/api/v1/events?fieldSelector=involvedObject.kind!%3DPod": ["e2"],
+        "/api/v1/namespaces/ml/events?fieldSelector=metadata.name%3De3": ["e3"],
+        "/api/v1/events?fieldSelector=metadata.namespace%3Dweb": ["e2"],
+        "/api/v1/events?fieldSelector=": ["e1", "e2", "e3"],
+        "/api/v1/pods?fieldSelector=spec.nodeName%3Dgpu-1": ["p1"],
+        "/api/v1/pods?fieldSelector=spec.nodeName%3D": ["p2"],  # absent reads as ""
+        "/api/v1/pods?fieldSelector=spec.hostNetwork%3Dtrue": ["p1"],  # booleans as the apiserver prints them
+        "/api/v1/pods?fieldSelector=spec.nodeName%3Dgpu-1&labelSelector=app%3Dx": [],
+    }
+    for path, expected in cases.items():
+        status, body = call(srv, "GET", path)
+        assert status == 200 and names(body["items"]) == expected, path
+    for bad in ("reason", "a%3Db%3Dc", "%3Dx", "a..b%3Dx"):
+        status, body = call(srv, "GET", f"/api/v1/events?fieldSelector={bad}")
+        assert status == 400 and "invalid field selector" in body["message"], bad
+    watch = "/api/v1/events?watch=true&timeoutSeconds=1&fieldSelector=reason%3DScheduled"
+    req = urllib.request.Request(srv.base_url + watch)
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        lines = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+    assert [e["object"]["metadata"]["name"] for e in lines] == ["e3"]
+
+
+def test_nodes_are_cluster_scoped(srv: EmulatorServer) -> None:
+    status, created = call(srv, "POST", "/api/v1/nodes", {"metadata": {"name": "gpu-1", "labels": {"gpu": "h100"}}})
+    assert status == 201 and created["kind"] == "Node" and "namespace" not in created["metadata"]
+    srv.create_object("/api/v1/nodes", {"metadata": {"name": "cpu-1"}})
+    assert names(call(srv, "GET", "/api/v1/nodes")[1]["items"]) == ["cpu-1", "gpu-1"]
+    assert names(call(srv, "GET", "/api/v1/nodes?labelSelector=gpu")[1]["items"]) == ["gpu-1"]
+    status, got = call(srv, "GET", "/api/v1/nodes/gpu-1")
+    assert status == 200 and got["metadata"]["uid"] == created["metadata"]["uid"]
+    assert call(srv, "GET", "/api/v1/nodes/nope")[0] == 404
+    taint = {"key": "a", "effect": "NoSchedule"}
+    status, patched = call(srv, "PATCH", "/api/v1/nodes/gpu-1", {"spec": {"taints": [taint]}})
+    assert status == 200 and patched["spec"]["taints"] == [taint]
+    assert [(r.verb, r.resource) for r in srv.emulator.request_log][-1] == ("patch", "nodes")
+
+
+def test_patch_with_a_resource_version_is_optimistic(srv: EmulatorServer) -> None:
+    created = srv.create_object("/api/v1/nodes", {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a"}]}})
+    rv = created["metadata"]["resourceVersion"]
+    status, patched = call(srv, "PATCH", "/api/v1/nodes/n", {"metadata": {"resourceVersion": rv},
+                                                              "spec": {"taints": [{"key": "a"}, {"key": "b"}]}})
+    assert status == 200 and patched["spec"]["taints"] == [{"key": "a"}, {"key": "b"}]  # lists are replaced
+    assert int(patched["metadata"]["resourceVersion"]) == int(rv) + 1
+    assert patched["metadata"]["uid"] == created["metadata"]["uid"]
+    status, body = call(srv, "PATCH", "/api/v1/nodes/n", {"metadata": {"resourceVersion": rv}, "spec": {"taints": []}})
+    assert (status, body["reason"], body["code"]) == (409, "Conflict", 409)
+    assert "the object has been modified" in body["message"]
+    assert call(srv, "GET", "/api/v1/nodes/n")[1]["spec"]["taints"] == [{"key": "a"}, {"key": "b"}]
+    assert call(srv, "PATCH", "/api/v1/nodes/nope", {"metadata": {"resourceVersion": rv}})[0] == 404
+    status, plain = call(srv, "PATCH", "/api/v1/nodes/n", {"metadata": {"labels": {"x": "y"}}})  # no rv: applies
+    assert status == 200 and plain["spec"]["taints"] == [{"key": "a"}, {"key": "b"}]
+
+
+def eviction(name: str, uid: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+    if uid is not None:
+        body["deleteOptions"] = {"preconditions": {"uid": uid}}
+    return body
+
+
+def test_eviction_subresource(srv: EmulatorServer) -> None:
+    uid = srv.create_pod(pod("p1"))["metadata"]["uid"]
+    srv.create_pod(pod("p2"))
+    path = "/api/v1/namespaces/ns1/pods/p1/eviction"
+    status, body = call(srv, "POST", path, eviction("p1", "other-uid"))
+    assert status == 409 and body["reason"] == "Conflict" and "Precondition failed: UID" in body["message"]
+    srv.emulator.eviction_blocked = {"ns1/p1"}
+    status, body = call(srv, "POST", path, eviction("p1", uid))
+    assert (status, body["kind"], body["reason"], body["code"]) == (429, "Status", "TooManyRequests", 429)
+    assert "disruption budget" in body["message"] and body["details"]["causes"][0]["reason"] == "DisruptionBudget"
+    assert srv.get_pod("ns1", "p1") is not None
+    srv.emulator.eviction_blocked = True
+    assert call(srv, "POST", "/api/v1/namespaces/ns1/pods/p2/eviction", eviction("p2"))[0] == 429
+    srv.emulator.eviction_blocked = False
+    assert call(srv, "POST", path, eviction("p2", uid))[0] == 400  # body names another pod
+    status, body = call(srv, "POST", path, eviction("p1", uid))
+    assert (status, body["kind"], body["status"]) == (201, "Status", "Success")
+    assert srv.get_pod("ns1", "p1") is None and srv.get_pod("ns1", "p2") is not None
+    assert call(srv, "POST", path, eviction("p1", uid))[0] == 404
+    assert call(srv, "POST", "/api/v1/namespaces/ns1/pods/p2/eviction", eviction("p2"))[0] == 201  # no precondition
+    assert [r.verb for r in srv.emulator.request_log] == ["evict"] * 7
+    assert srv.emulator.count_requests(verb="delete") == 0
+
+
+def test_eviction_of_a_pod_with_finalizers_marks_it_terminating(srv: EmulatorServer) -> None:
+    srv.create_pod({**pod("p1"), "metadata": {"name": "p1", "namespace": "ns1", "finalizers": ["x/y"]}})
+    assert call(srv, "POST", "/api/v1/namespaces/ns1/pods/p1/eviction", eviction("p1"))[0] == 201
+    stored = srv.get_pod("ns1", "p1")
+    assert stored is not None and stored["metadata"]["deletionTimestamp"]
+
+
+def test_served_requests_do_not_pile_up_in_kmock(srv: EmulatorServer) -> None:
+    for _ in range(50):
+        call(srv, "GET", "/api/v1/pods")
+    assert len(srv.emulator.request_log) == 50
+    assert srv.emulator._requests == [] and all(not getattr(p, "_requests", []) for p in srv.emulator._payloads)

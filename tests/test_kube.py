@@ -159,3 +159,130 @@ def test_from_settings_without_any_configuration(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(KubeError, match=r"^load configuration: not in a cluster \(.*\) and no usable kubeconfig"):
         KubeClient.from_settings(KubeSettings())
+
+
+def test_evict_pod_results(srv: EmulatorServer, kube: KubeClient) -> None:
+    uid = srv.create_pod(pod("llm-0"))["metadata"]["uid"]
+    srv.create_pod(pod("llm-1"))
+    assert kube.evict_pod("ml", "llm-0", "not-the-uid", grace_period_s=None) == "conflict"
+    srv.emulator.eviction_blocked = {"ml/llm-0"}  # a PodDisruptionBudget says no
+    assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=None) == "blocked"
+    assert srv.get_pod("ml", "llm-0") is not None
+    srv.emulator.eviction_blocked = set()
+    assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=30) == "evicted"
+    assert srv.get_pod("ml", "llm-0") is None and srv.get_pod("ml", "llm-1") is not None
+    assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=30) == "not_found"
+    log = srv.emulator.request_log
+    assert {(r.method, r.path, r.verb) for r in log} == {("POST", "/api/v1/namespaces/ml/pods/llm-0/eviction", "evict")}
+    assert kube.api_requests == 4 and len(log) == 4  # each sent once, none retried
+    srv.emulator.eviction_blocked = True  # every eviction
+    other = srv.get_pod("ml", "llm-1")
+    assert other is not None and kube.evict_pod("ml", "llm-1", other["metadata"]["uid"], None) == "blocked"
+    refused = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2))
+    with pytest.raises(KubeError, match=r"^evict pod ml/llm-1: ") as info:  # anything else raises
+        refused.evict_pod("ml", "llm-1", "uid", grace_period_s=None)
+    assert info.value.status == 0 and refused.api_requests == 1
+
+
+def test_eviction_body_is_policy_v1_with_uid_precondition(srv: EmulatorServer, kube: KubeClient,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[Any] = []
+    original = kube._core.create_namespaced_pod_eviction
+
+    def spy(name: str, namespace: str, body: Any, **kw: Any) -> Any:
+        sent.append(body)
+        return original(name, namespace, body, **kw)
+
+    monkeypatch.setattr(kube._core, "create_namespaced_pod_eviction", spy)
+    uid = srv.create_pod(pod("llm-0"))["metadata"]["uid"]
+    assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=7) == "evicted"
+    assert sent == [{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "llm-0", "namespace": "ml"},
+                     "deleteOptions": {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid},
+                                       "gracePeriodSeconds": 7}}]
+
+
+def test_list_events_with_a_field_selector(srv: EmulatorServer, kube: KubeClient) -> None:
+    def event(namespace: str, name: str, reason: str, kind: str) -> None:
+        srv.create_object(f"/api/v1/namespaces/{namespace}/events", {
+            "metadata": {"name": name}, "reason": reason, "involvedObject": {"kind": kind, "name": "x"}})
+
+    event("ml", "e1", "StalledPodDeleted", "Pod")
+    event("web", "e2", "StalledPodDeleted", "Deployment")
+    event("default", "e3", "StalledNodeTainted", "Node")
+    event("ml", "e4", "Scheduled", "Pod")
+    assert names(kube.list_events("reason=StalledPodDeleted")) == ["ml/e1", "web/e2"]
+    assert names(kube.list_events("reason=StalledPodDeleted,involvedObject.kind=Pod")) == ["ml/e1"]
+    assert names(kube.list_events("involvedObject.kind!=Pod")) == ["default/e3", "web/e2"]
+    assert len(kube.list_events("")) == 4
+    assert kube.api_requests == 4
+    log = srv.emulator.request_log
+    assert {r.path for r in log} == {"/api/v1/events"}
+    assert log[0].query == "fieldSelector=reason%3DStalledPodDeleted"
+    with pytest.raises(KubeError, match=r"^list events 'reason': HTTP 400 .*invalid field selector") as info:
+        kube.list_events("reason")
+    assert info.value.status == 400
+
+
+LEASE = {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+
+
+def test_lease_get_create_replace_and_conflicts(srv: EmulatorServer, kube: KubeClient) -> None:
+    assert kube.get_lease("ml", "leader") is None
+    created = kube.create_lease("ml", LEASE)
+    assert created["metadata"]["namespace"] == "ml" and created["spec"]["holderIdentity"] == "a"
+    with pytest.raises(KubeError, match=r"^create lease ml/leader: HTTP 409") as info:
+        kube.create_lease("ml", LEASE)
+    assert info.value.status == 409
+    got = kube.get_lease("ml", "leader")
+    assert got is not None and got["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    replaced = kube.replace_lease("ml", "leader", {**got, "spec": {"holderIdentity": "b"}})
+    assert replaced["spec"] == {"holderIdentity": "b"} and replaced["metadata"]["uid"] == created["metadata"]["uid"]
+    assert replaced["metadata"]["resourceVersion"] != got["metadata"]["resourceVersion"]
+    with pytest.raises(KubeError, match=r"^replace lease ml/leader: HTTP 409") as info:
+        kube.replace_lease("ml", "leader", {**got, "spec": {"holderIdentity": "c"}})  # stale resourceVersion
+    assert info.value.status == 409
+    assert kube.get_lease("ml", "leader")["spec"] == {"holderIdentity": "b"}  # type: ignore[index]
+    with pytest.raises(KubeError) as info:
+        kube.replace_lease("ml", "nope", {**got, "metadata": {"name": "nope"}})
+    assert info.value.status == 404
+    assert [(r.method, r.verb) for r in srv.emulator.request_log] == [
+        ("GET", "get"), ("POST", "create"), ("POST", "create"), ("GET", "get"), ("PUT", "replace"),
+        ("PUT", "replace"), ("GET", "get"), ("PUT", "replace")]
+
+
+def test_node_get_and_patch_taints_with_resource_version(srv: EmulatorServer, kube: KubeClient) -> None:
+    existing = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    srv.create_object("/api/v1/nodes", {"metadata": {"name": "gpu-1", "labels": {"zone": "a"}},
+                                        "spec": {"taints": [existing], "podCIDR": "10.0.0.0/24"}})
+    assert kube.get_node("nope") is None
+    node = kube.get_node("gpu-1")
+    assert node is not None and node["kind"] == "Node" and "namespace" not in node["metadata"]
+    ours = {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}
+    patched = kube.patch_node_taints("gpu-1", [existing, ours], node["metadata"]["resourceVersion"])
+    assert patched["spec"] == {"taints": [existing, ours], "podCIDR": "10.0.0.0/24"}
+    assert patched["metadata"]["labels"] == {"zone": "a"}
+    with pytest.raises(KubeError, match=r"^patch node gpu-1 taints: HTTP 409 Conflict") as info:
+        kube.patch_node_taints("gpu-1", [existing], node["metadata"]["resourceVersion"])  # stale
+    assert info.value.status == 409
+    assert kube.get_node("gpu-1")["spec"]["taints"] == [existing, ours]  # type: ignore[index]
+    with pytest.raises(ValueError, match="resourceVersion"):
+        kube.patch_node_taints("gpu-1", [], "")
+    patch = [r for r in srv.emulator.request_log if r.method == "PATCH"]
+    assert [r.path for r in patch] == ["/api/v1/nodes/gpu-1"] * 2
+
+
+def test_node_taints_are_sent_as_a_json_merge_patch(srv: EmulatorServer, kube: KubeClient,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    rv = srv.create_object("/api/v1/nodes", {"metadata": {"name": "gpu-1"}})["metadata"]["resourceVersion"]
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    original = kube._core.patch_node
+
+    def spy(name: str, body: Any, **kw: Any) -> Any:
+        calls.append((body, kw))
+        return original(name, body, **kw)
+
+    monkeypatch.setattr(kube._core, "patch_node", spy)
+    taint = {"key": "k", "effect": "NoSchedule"}
+    kube.patch_node_taints("gpu-1", [taint], rv)
+    assert calls[0][0] == {"metadata": {"resourceVersion": rv}, "spec": {"taints": [taint]}}
+    assert calls[0][1]["_content_type"] == "application/merge-patch+json"

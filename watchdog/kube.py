@@ -4,7 +4,7 @@ Every call sends exactly one HTTP request with a bounded timeout (``KubeSettings
 per request), reads the body with ``_preload_content=False`` and ``json.loads`` (no model deserialization),
 and never retries (urllib3 retries are disabled, so a DELETE is sent at most once). Failures raise
 :class:`KubeError` except where a method documents a result value (404 -> None / "not_found", 409 ->
-"conflict").
+"conflict", 429 -> "blocked").
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 DeleteResult = Literal["deleted", "not_found", "conflict"]
+EvictResult = Literal["evicted", "not_found", "conflict", "blocked"]
 
 # (apiVersion, kind) -> plural for the owner kinds we expect; others use a simple lower-case plural.
 _PLURALS = {
@@ -92,6 +93,7 @@ class KubeClient:
             raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s}")
         self._api = api_client
         self._core = client.CoreV1Api(api_client)
+        self._coordination = client.CoordinationV1Api(api_client)
         self._timeout = request_timeout_s
         self._count = 0
         self._count_lock = threading.Lock()
@@ -206,3 +208,69 @@ class KubeClient:
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         """Create a core/v1 Event in ``namespace``; raises KubeError on failure (callers treat it as best effort)."""
         self._call(f"create event in {namespace}", self._core.create_namespaced_event, namespace, body)
+
+    def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult:
+        """Evict a pod (policy/v1 Eviction) only if its ``metadata.uid`` is still ``uid``.
+
+        Unlike :meth:`delete_pod`, the apiserver first checks the pod's PodDisruptionBudgets. Returns "evicted"
+        (2xx), "not_found" (404), "conflict" (409: the uid differs) or "blocked" (429: a PodDisruptionBudget
+        would be violated, or the eviction API is throttled; try again in a later cycle). ``grace_period_s``
+        None keeps the pod's own grace period. Sent once, never retried; raises KubeError on anything else.
+        """
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        if grace_period_s is not None:
+            options["gracePeriodSeconds"] = grace_period_s
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": options}
+        try:
+            self._call(f"evict pod {namespace}/{name}", self._core.create_namespaced_pod_eviction, name, namespace,
+                       body)
+        except KubeError as e:
+            results: dict[int, EvictResult] = {404: "not_found", 409: "conflict", 429: "blocked"}
+            if e.status in results:
+                return results[e.status]
+            raise
+        return "evicted"
+
+    def list_events(self, field_selector: str) -> list[dict[str, Any]]:
+        """core/v1 Events of all namespaces matching ``field_selector`` (``"reason=StalledPodDeleted"``,
+        ``"involvedObject.kind=Node,reason=X"``; "" = all): one request, no paging, quorum read."""
+        body = self._call(f"list events {field_selector!r}", self._core.list_event_for_all_namespaces,
+                          field_selector=field_selector)
+        return list(body.get("items") or [])
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A coordination.k8s.io/v1 Lease (quorum read); None when it does not exist (404)."""
+        return self._get(f"get lease {namespace}/{name}", self._coordination.read_namespaced_lease, name, namespace)
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a Lease in ``namespace``; return it as stored. Raises KubeError (status 409 if it exists)."""
+        name = (body.get("metadata") or {}).get("name", "")
+        result: dict[str, Any] = self._call(f"create lease {namespace}/{name}",
+                                            self._coordination.create_namespaced_lease, namespace, body)
+        return result
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT a Lease; ``body["metadata"]["resourceVersion"]`` must be the one read (optimistic concurrency).
+        Returns the stored Lease; raises KubeError (status 409 when someone else wrote it first, 404 if gone)."""
+        result: dict[str, Any] = self._call(f"replace lease {namespace}/{name}",
+                                            self._coordination.replace_namespaced_lease, name, namespace, body)
+        return result
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        """A Node (quorum read); None when it does not exist (404)."""
+        return self._get(f"get node {name}", self._core.read_node, name)
+
+    def patch_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
+        """Set a Node's ``spec.taints`` to exactly ``taints`` (JSON merge patch replaces the whole list, so pass
+        the taints read plus the new one) if the Node is still at ``resource_version``; returns the patched Node.
+
+        Raises KubeError: status 409 when the Node changed since it was read (re-read and decide again),
+        404 when it is gone, others as they come. Sent once, never retried.
+        """
+        if not resource_version:
+            raise ValueError("patch_node_taints needs the resourceVersion the taints were read at")
+        patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": taints}}
+        result: dict[str, Any] = self._call(f"patch node {name} taints", self._core.patch_node, name, patch,
+                                            _content_type="application/merge-patch+json")
+        return result

@@ -6,8 +6,12 @@ aggregation). Reaching into ``kmock._internal`` (hence the pin ``kmock==0.8``), 
 :data:`RESOURCES` (404 before); ``labelSelector`` on list and watch (``a=b``, ``a!=b``, ``a``, ``!a``,
 ``a in (x)``, ``a notin (x)``); server-set ``uid``, ``resourceVersion``, ``creationTimestamp`` and
 ``generateName`` with 201 on create; DeleteOptions ``preconditions`` (mismatch: 409 Conflict ``Status``);
-PUT replace (was 404); watch ``timeoutSeconds``; ``KubeEmulator.request_log``. Deleted pods vanish at once,
-whereas a real kubelet honours the grace period while the pod lingers with ``deletionTimestamp`` set.
+PUT replace (was 404); watch ``timeoutSeconds``; ``KubeEmulator.request_log`` (kmock's own request history is
+dropped: it made every request scan all earlier ones); cluster-scoped ``v1/nodes``;
+and, in :mod:`watchdog.demo.emulator_extra`, ``fieldSelector``, the pods ``eviction`` subresource (429 while
+``KubeEmulator.eviction_blocked`` says so) and 409 for a PATCH carrying a stale ``metadata.resourceVersion``.
+Deleted pods vanish at once, whereas a real kubelet honours the grace period while the pod lingers with
+``deletionTimestamp`` set.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import argparse
 import asyncio
 import datetime
 import json
-import re
 import signal
 import sys
 import threading
@@ -31,6 +34,18 @@ import attrs
 import kmock
 from kmock._internal import enums, parsing, references, rendering
 
+from watchdog.demo.emulator_extra import (
+    evict,
+    fields_match,
+    forget_request,
+    parse_field_selector,
+    parse_selector,
+    patch_guarded,
+    selector_matches,
+)
+from watchdog.demo.emulator_extra import labels_of as _labels
+from watchdog.demo.emulator_extra import status_response as _status
+
 SEED_HEADER = "X-Emulator-Seed"  # requests carrying this header are not recorded in request_log
 
 # resource ("group/version/plural") -> (kind, namespaced)
@@ -38,7 +53,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "v1/namespaces": ("Namespace", False), "v1/pods": ("Pod", True), "v1/events": ("Event", True),
     "events.k8s.io/v1/events": ("Event", True), "coordination.k8s.io/v1/leases": ("Lease", True),
     "apps/v1/replicasets": ("ReplicaSet", True), "apps/v1/deployments": ("Deployment", True),
-    "apps/v1/statefulsets": ("StatefulSet", True),
+    "apps/v1/statefulsets": ("StatefulSet", True), "v1/nodes": ("Node", False),
 }
 
 _original_parse_path = parsing.parse_path
@@ -55,51 +70,6 @@ def _parse_path(path: str) -> parsing.ParsedPath:
 
 setattr(parsing, "parse_path", _parse_path)  # noqa: B010  (kmock's rendering calls parsing.parse_path)
 
-Requirement = tuple[str, str, frozenset[str]]  # (key, "in" | "notin" | "exists" | "!exists", values)
-_SET_TERM = re.compile(r"^([^\s!=(),]+)\s+(in|notin)\s*\((.*)\)$")
-
-
-def parse_selector(selector: str) -> list[Requirement]:
-    """Parse a label selector (``a=b,c!=d,e,!f,g in (x,y),h notin (z)``); raise ValueError when malformed."""
-    result: list[Requirement] = []
-    for raw in (t.strip() for t in re.split(r",(?![^()]*\))", selector)):
-        if not raw:
-            continue
-        if match := _SET_TERM.match(raw):
-            key, op = match.group(1), match.group(2)
-            values = frozenset(v.strip() for v in match.group(3).split(",") if v.strip())
-        elif raw.startswith("!"):
-            key, op, values = raw[1:], "!exists", frozenset()
-        elif "=" in raw:
-            key, sep, value = raw.replace("==", "=", 1).partition("!=" if "!=" in raw else "=")
-            op, values = ("notin" if sep == "!=" else "in"), frozenset([value.strip()])
-        else:
-            key, op, values = raw, "exists", frozenset()
-        key = key.strip()
-        if not key or any(c in key for c in " =!(),"):
-            raise ValueError(f"unable to parse requirement {raw!r} in label selector {selector!r}")
-        result.append((key, op, values))
-    return result
-
-
-def selector_matches(requirements: list[Requirement], labels: Mapping[str, str] | None) -> bool:
-    """True when ``labels`` satisfy every requirement (``!=``/``notin`` also match an absent key)."""
-    get = (labels or {}).get
-    return all({"in": get(k) in vs, "notin": get(k) not in vs, "exists": get(k) is not None,
-                "!exists": get(k) is None}[op] for k, op, vs in requirements)
-
-
-def _labels(obj: Any) -> Mapping[str, str]:
-    return ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
-
-
-def _status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> aiohttp.web.Response:
-    """A ``Status`` failure body as the apiserver sends it."""
-    body = {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason, "details": details or {}, "code": code}
-    return aiohttp.web.json_response(body, status=code)
-
-
 def _api_version(resource: references.resource) -> str:
     return f"{resource.group}/{resource.version}".lstrip("/")
 
@@ -110,7 +80,7 @@ def _kind(resource: references.resource) -> tuple[str, bool]:
 
 
 class ApiRequest(NamedTuple):
-    """One recorded API request: ``verb`` is list/watch/get/create/patch/replace/delete/other."""
+    """One recorded API request: ``verb`` is list/watch/get/create/patch/replace/delete/evict/other."""
 
     method: str  # "GET", "DELETE", ...
     path: str  # "/api/v1/namespaces/ns/pods/p"
@@ -127,6 +97,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     """kmock's emulator with the gaps listed in the module docstring closed. Runs inside one asyncio loop."""
 
     request_log: list[ApiRequest] = attrs.field(factory=list, init=False)
+    eviction_blocked: bool | set[str] = attrs.field(factory=set, init=False)  # True or {"ns/pod"}: PDB says no
     _rv: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -150,6 +121,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         res = request.resource
         verb = _VERBS.get(request.action.value, "other") if request.action else "other"
         verb = "replace" if request.method == enums.method.PUT and request.name else verb
+        verb = "evict" if request.method == enums.method.POST and request.subresource == "eviction" else verb
         resource = "" if res is None or not res.plural else f"{res.group}/{res.plural}".lstrip("/")
         self.request_log.append(ApiRequest(request.method.value, request.url.path, request.url.query_string,
                                            verb, resource))
@@ -165,13 +137,25 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         self._record(request)
+        try:
+            return await self._dispatch(request)
+        finally:
+            forget_request(self, request)
+
+    async def _dispatch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         action = request.action  # None for non-Kubernetes paths
         if request.method == enums.method.PUT and request.name:
             return await self._replace(request)
+        if request.method == enums.method.POST and request.name and request.subresource == "eviction":
+            return await evict(self, request)
+        if action == enums.action.UPDATE and isinstance(request.data, dict) and "resourceVersion" in (
+                request.data.get("metadata") or {}):
+            return await patch_guarded(self, request)
         early: aiohttp.web.Response | None = None
         if action in (enums.action.LIST, enums.action.WATCH):
             try:
                 parse_selector(request.params.get("labelSelector", ""))
+                parse_field_selector(request.params.get("fieldSelector", ""))
             except ValueError as e:
                 early = _status(400, "BadRequest", str(e))
         elif action == enums.action.CREATE and isinstance(request.data, dict):
@@ -245,12 +229,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         payload = await super()._serve_list(request)
         assert isinstance(payload, dict) and request.resource is not None
         requirements = parse_selector(request.params.get("labelSelector", ""))
-        items = [i for i in payload["items"] if selector_matches(requirements, _labels(i))]
+        fields = parse_field_selector(request.params.get("fieldSelector", ""))
+        items = [i for i in payload["items"] if selector_matches(requirements, _labels(i)) and fields_match(fields, i)]
         return {"apiVersion": _api_version(request.resource), "kind": f"{_kind(request.resource)[0]}List",
                 "metadata": {"resourceVersion": str(self._rv)}, "items": items}
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
         requirements = parse_selector(request.params.get("labelSelector", ""))
+        fields = parse_field_selector(request.params.get("fieldSelector", ""))
         timeout = request.params.get("timeoutSeconds")
         deadline = asyncio.get_running_loop().time() + float(timeout) if timeout else None
         inner = cast(AsyncGenerator[rendering.Payload, None], super()._serve_watch(request))
@@ -261,7 +247,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                         item = await anext(inner)
                 except (TimeoutError, StopAsyncIteration):
                     return
-                if not isinstance(item, dict) or selector_matches(requirements, _labels(item.get("object"))):
+                obj = item.get("object") if isinstance(item, dict) else None
+                if obj is None or (selector_matches(requirements, _labels(obj)) and fields_match(fields, obj)):
                     yield item
         finally:
             await inner.aclose()
