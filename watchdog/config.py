@@ -84,7 +84,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         if s.type == "bool":
             group.add_argument(s.flag, dest=s.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
-            metavar = "|".join(s.choices) if s.choices else s.type.upper()
+            metavar = ("|".join(s.choices) if s.choices else "SECONDS" if s.name.endswith("_seconds")
+                       else {"int": "N", "float": "NUMBER"}.get(s.type, "TEXT"))
             group.add_argument(s.flag, dest=s.name, default=None, metavar=metavar, help=text)
 
 

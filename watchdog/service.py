@@ -43,6 +43,11 @@ Opt a namespace in:  kubectl label namespace NS vllm-watchdog.io/enabled=dry-run
                      kubectl label namespace NS vllm-watchdog.io/enabled=true --overwrite   (enforce)
 Opt a pod out:       annotation vllm-watchdog.io/exclude: "true"
 
+Safety rails (RUNBOOK.md): budgets (--max-deletions per --deletion-window-seconds, per namespace, one per owner
+until its replacement is Ready), a mass-stall breaker (--breaker-fraction), warm-up and minimum pod age (one
+window), --paused, --leader-election, --action evict, --node-escalation. Deferred stalls get
+StalledPodDeletionDeferred Events.
+
 Kubernetes access: --kubeconfig FILE (and --context), else the in-cluster ServiceAccount, else ~/.kube/config.
 Every setting below can also come from a WATCHDOG_* environment variable or the --config YAML file
 (camelCase keys; 'targets' only from the file or WATCHDOG_TARGETS). Precedence: flag > env > file > default.
