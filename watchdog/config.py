@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -283,9 +282,12 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         problems.append(f"breakerFraction ({v['breaker_fraction']:g}) is a fraction of the watched pods: 0..1")
     if v["max_deletions_per_namespace"] > v["max_deletions"]:
         problems.append("maxDeletionsPerNamespace must not exceed maxDeletions (the cluster-wide budget)")
-    if not re.fullmatch(r"[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?:(NoSchedule|PreferNoSchedule|NoExecute)",
-                        str(v["node_taint"])):
-        problems.append(f"nodeTaint {v['node_taint']!r} must be key[=value]:NoSchedule|PreferNoSchedule|NoExecute")
+    from watchdog.escalation import parse_taint  # late: it pulls in the Kubernetes client
+
+    try:
+        parse_taint(str(v["node_taint"]))
+    except ValueError as exc:
+        problems.append(f"nodeTaint: {exc}")
     host, _, port = str(v["listen_address"]).rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
         problems.append(f"listenAddress {v['listen_address']!r} must be host:port, e.g. 0.0.0.0:8080")

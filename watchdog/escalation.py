@@ -15,17 +15,16 @@ taint: a human checks the host and runs ``kubectl taint nodes NODE vllm-watchdog
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
+from watchdog.events import event_body
 from watchdog.kube import KubeClient, KubeError
 
-COMPONENT = "vllm-stall-watchdog"
 REASON_NODE_TAINTED = "StalledNodeTainted"
 EVENT_NAMESPACE = "default"
 DEFAULT_TAINT = "vllm-watchdog.io/stalled=true:NoSchedule"
@@ -147,15 +146,8 @@ class NodeEscalator:
 
     def _event(self, node_name: str, uid: str, message: str) -> None:
         """A Warning Event on the Node; best effort (logged, never raised)."""
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{node_name}.", "namespace": EVENT_NAMESPACE},
-            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": uid},
-            "reason": REASON_NODE_TAINTED, "message": message[:1024], "type": "Warning", "action": "Taint",
-            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT, "reportingInstance": self.instance,
-            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
+        body = event_body(EVENT_NAMESPACE, {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": uid},
+                          REASON_NODE_TAINTED, message, self.instance, action="Taint")
         try:
             self.kube.create_event(EVENT_NAMESPACE, body)
         except Exception as exc:  # best effort by design

@@ -29,7 +29,8 @@ def event_body(namespace: str, involved: dict[str, str], reason: str, message: s
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
-        "involvedObject": {**involved, "namespace": namespace},
+        # Nodes are cluster-scoped: their Events live in "default" but the object itself has no namespace.
+        "involvedObject": dict(involved) if involved.get("kind") == "Node" else {**involved, "namespace": namespace},
         "reason": reason,
         "message": message,
         "type": "Warning",
