@@ -256,3 +256,44 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
     assert el_b.is_leader() and not fleet.alive("wedged-b")
     assert reg[0].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
     assert reg[1].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
+
+
+def test_eviction_mode_defers_on_a_pdb_and_never_falls_back_to_delete(fleet: Fleet) -> None:
+    for i in range(4):
+        fleet.pod(f"ok-{i}", "progressing")
+    pod = fleet.pod("wedged", "wedged")
+    fleet.api.emulator.eviction_blocked = True  # a PodDisruptionBudget allows no disruption now
+    wd = fleet.watchdog(config=fleet.config(action="evict"))
+    blocked = run(fleet, wd, 6)
+    assert set(results(blocked)) == {"deferred"} and fleet.alive("wedged")
+    assert fleet.api.emulator.count_requests(verb="delete") == 0  # no fallback to DELETE
+    [(_, msg)] = fleet.events("StalledPodDeletionDeferred")
+    assert "PodDisruptionBudget" in msg
+    fleet.api.emulator.eviction_blocked = False
+    allowed = run(fleet, wd, 2)
+    assert results(allowed) == ["evicted"] and not fleet.alive("wedged")
+    assert fleet.api.emulator.count_requests(verb="evict") >= 1
+    assert fleet.api.emulator.count_requests(verb="delete") == 0
+    assert pod["metadata"]["name"] in {n for n, _ in fleet.events("StalledPodDeleted")}
+
+
+def test_node_escalation_taints_a_node_after_two_stalled_pods(fleet: Fleet) -> None:
+    from watchdog.escalation import NodeEscalator, NodeStallHistory
+
+    fleet.api.create_object("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-7"},
+                                              "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}})
+    for i in range(6):
+        fleet.pod(f"ok-{i}", "progressing")
+    for name in ("a", "b"):
+        manifest = fleet.pod(f"wedged-{name}", "wedged", namespace=f"team-{name}")
+        path = f"/api/v1/namespaces/team-{name}/pods/{manifest['metadata']['name']}"
+        fleet.api.patch_object(path, {"spec": {"nodeName": "gpu-7"}})
+    kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
+    escalator = NodeEscalator(kube, NodeStallHistory(threshold=2, window_s=3600), clock=lambda: fleet.now)
+    run(fleet, fleet.watchdog(kube, escalation=escalator), 6)
+    assert not fleet.alive("wedged-a") and not fleet.alive("wedged-b")
+    node = fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]
+    assert node["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+                                      {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}]
+    [event] = [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
+    assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == "gpu-7"
