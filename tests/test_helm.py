@@ -1,7 +1,9 @@
 """The Helm chart, checked with the real tools (helm lint/template, kubernetes-validate) and by asserting on the
-rendered objects: RBAC exactly as specified, PSS-restricted security context, single replica, probes, the
-config checksum, the fail guards, the values schema, and that the ConfigMap the chart renders is read by the
-watchdog (watchdog.config.load_config) as exactly what the values set (no drift between chart and code).
+rendered objects: RBAC exactly as specified per feature flag (action, nodeEscalation, leaderElection),
+PSS-restricted security context, one replica unless leader election is on, probes, the config checksum, the fail
+guards, the values schema (and that it equals the watchdog's settings table), and that the ConfigMap the chart
+renders is read by the watchdog (watchdog.config.load_config) as exactly what the values set (no drift between
+chart and code).
 
 helm is found or fetched by tests/tools.py. Rendered output is cached per module; the file runs in seconds.
 """
@@ -33,14 +35,24 @@ UID = 65532
 # port its probes, Service and NetworkPolicy use; in-cluster the watchdog uses its ServiceAccount).
 NOT_IN_CHART = {"kubeconfig", "context", "listenAddress"}
 
-# The ClusterRole, as (apiGroup, resource, verb) triples: any extra, missing or wildcard entry fails.
-EXPECTED_RBAC = {
-    *(("", "pods", v) for v in ("get", "list", "watch", "delete")),
-    *(("", "namespaces", v) for v in ("get", "list", "watch")),
-    *(("", "events", v) for v in ("create", "patch")),
-    *(("events.k8s.io", "events", v) for v in ("create", "patch")),
-    *(("apps", r, "get") for r in ("replicasets", "deployments", "statefulsets")),
+# RBAC as (apiGroup, resource, verb, resourceName) grants; resourceName "" = any name. The ClusterRole is BASE
+# plus exactly one of DELETE / EVICT (config.action) plus NODES with config.nodeEscalation; the namespaced Role
+# exists only with config.leaderElection and is LEASE(leaseName). Any extra, missing or wildcard grant fails.
+BASE_RBAC = {
+    *(("", "pods", v, "") for v in ("get", "list", "watch")),
+    *(("", "namespaces", v, "") for v in ("get", "list", "watch")),
+    *(("", "events", v, "") for v in ("create", "patch", "list")),
+    *(("events.k8s.io", "events", v, "") for v in ("create", "patch")),
+    *(("apps", r, "get", "") for r in ("replicasets", "deployments", "statefulsets")),
 }
+DELETE_RBAC = {("", "pods", "delete", "")}
+EVICT_RBAC = {("", "pods/eviction", "create", "")}
+NODES_RBAC = {("", "nodes", "get", ""), ("", "nodes", "patch", "")}
+
+
+def lease_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, str]]:
+    return {("coordination.k8s.io", "leases", "create", ""), ("coordination.k8s.io", "leases", "get", lease),
+            ("coordination.k8s.io", "leases", "update", lease)}
 
 
 @cache
@@ -154,31 +166,98 @@ def test_kubernetes_validate_really_rejects_an_unknown_field(default: str, tmp_p
 # --- RBAC -----------------------------------------------------------------------------------------------
 
 
-def rbac_triples(role: dict[str, Any]) -> set[tuple[str, str, str]]:
-    triples = set()
+def rbac_grants(role: dict[str, Any], names_allowed: bool = False) -> set[tuple[str, str, str, str]]:
+    """Every (apiGroup, resource, verb, resourceName) the role grants; resourceNames only where allowed."""
+    fields = {"apiGroups", "resources", "verbs"} | ({"resourceNames"} if names_allowed else set())
+    grants = set()
     for rule in role["rules"]:
-        assert set(rule) <= {"apiGroups", "resources", "verbs"}, "unexpected rule fields (resourceNames? "
-        f"nonResourceURLs?): {rule}"
+        assert set(rule) <= fields, f"unexpected rule fields (resourceNames? nonResourceURLs?): {rule}"
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
-                    triples.add((group, resource, verb))
-    return triples
+                    for name in rule.get("resourceNames") or [""]:
+                        grants.add((group, resource, verb, name))
+    assert not [g for g in grants if any("*" in part for part in g)], "wildcards are never granted"
+    return grants
+
+
+def assert_grants(got: set[tuple[str, str, str, str]], want: set[tuple[str, str, str, str]]) -> None:
+    assert got == want, f"extra: {sorted(got - want)}, missing: {sorted(want - got)}"
+
+
+EVICT, NODES, LEADER = ("--set", "config.action=evict"), ("--set", "config.nodeEscalation=true"), (
+    "--set", "config.leaderElection=true")
+RBAC_CASES = [
+    pytest.param((), BASE_RBAC | DELETE_RBAC, set(), id="default"),
+    pytest.param(EVICT, BASE_RBAC | EVICT_RBAC, set(), id="action-evict"),
+    pytest.param(NODES, BASE_RBAC | DELETE_RBAC | NODES_RBAC, set(), id="node-escalation"),
+    pytest.param(LEADER, BASE_RBAC | DELETE_RBAC, lease_rbac(), id="leader-election"),
+    pytest.param((*EVICT, *NODES, *LEADER), BASE_RBAC | EVICT_RBAC | NODES_RBAC, lease_rbac(), id="all-three"),
+    pytest.param(("-f", str(PRODUCTION)), BASE_RBAC | EVICT_RBAC | NODES_RBAC,
+                 lease_rbac("vllm-stall-watchdog-shard-a"), id="production"),
+]
+
+
+@pytest.mark.parametrize(("values", "cluster", "lease"), RBAC_CASES)
+def test_rbac_is_exactly_the_least_privilege_set_per_feature(
+    values: tuple[str, ...], cluster: set[tuple[str, str, str, str]], lease: set[tuple[str, str, str, str]]
+) -> None:
+    """The ClusterRole for each feature flag, and the leader-election Role only when that is on."""
+    rendered = template(*values)
+    assert_grants(rbac_grants(one(rendered, "ClusterRole")), cluster)
+    roles = [o for o in objects(rendered) if o["kind"] in ("Role", "RoleBinding")]
+    if not lease:
+        assert roles == [], "no namespaced Role or RoleBinding without leader election"
+        return
+    assert_grants(rbac_grants(one(rendered, "Role"), names_allowed=True), lease)
+
+
+def test_no_pod_delete_in_evict_mode_and_no_eviction_in_delete_mode() -> None:
+    """Eviction mode never falls back to delete: the API would refuse it too."""
+    evict = rbac_grants(one(template(*EVICT), "ClusterRole"))
+    delete = rbac_grants(one(template(), "ClusterRole"))
+    assert ("", "pods", "delete", "") not in evict and ("", "pods/eviction", "create", "") in evict
+    assert ("", "pods", "delete", "") in delete and ("", "pods/eviction", "create", "") not in delete
 
 
 @pytest.mark.parametrize("values", VARIANTS)
-def test_cluster_role_is_exactly_the_least_privilege_set(values: tuple[str, ...]) -> None:
-    role = one(template(*values), "ClusterRole")
-    triples = rbac_triples(role)
-    assert not [t for t in triples if "*" in t], "wildcards are never granted"
-    assert triples == EXPECTED_RBAC, f"extra: {triples - EXPECTED_RBAC}, missing: {EXPECTED_RBAC - triples}"
+def test_every_values_file_gets_the_rbac_its_flags_ask_for(values: tuple[str, ...], tmp_path: Path) -> None:
+    """Each values file's flags (as the watchdog reads them) -> exactly the ClusterRole promised above."""
+    config, _ = config_from(template(*values), tmp_path)
+    want = BASE_RBAC | (EVICT_RBAC if config.action == "evict" else DELETE_RBAC)
+    want |= NODES_RBAC if config.node_escalation else set()
+    assert_grants(rbac_grants(one(template(*values), "ClusterRole")), want)
+
+
+def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
+    rendered = template(*LEADER)
+    role, binding = one(rendered, "Role"), one(rendered, "RoleBinding")
+    account = one(rendered, "ServiceAccount")["metadata"]["name"]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    # No leaderElectionNamespace in the config: the watchdog uses $POD_NAMESPACE, the namespace of this Role.
+    raw = yaml.safe_load(one(rendered, "ConfigMap")["data"]["config.yaml"])
+    assert raw["leaderElection"] is True and "leaderElectionNamespace" not in raw
+
+    elsewhere = template(*LEADER, "--set", "config.leaderElectionNamespace=ops-leases",
+                         "--set", "config.leaseName=watchdog-a")
+    role, binding = one(elsewhere, "Role"), one(elsewhere, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "ops-leases"
+    assert binding["subjects"][0]["namespace"] == NAMESPACE  # the ServiceAccount stays in the release namespace
+    assert_grants(rbac_grants(role, names_allowed=True), lease_rbac("watchdog-a"))
 
 
 def test_every_rbac_rule_has_its_own_comment() -> None:
-    lines = (CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
-    rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rules) == 5
-    assert all(lines[i - 1].strip().startswith("#") for i in rules)
+    """Every rule in the templates, conditional ones included, has a comment line right above it."""
+    counts = {}
+    for name in ("clusterrole.yaml", "leader-election-role.yaml"):
+        lines = (CHART / "templates" / name).read_text().splitlines()
+        rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+        assert all(lines[i - 1].strip().startswith("#") for i in rules), name
+        counts[name] = len(rules)
+    assert counts == {"clusterrole.yaml": 7, "leader-election-role.yaml": 2}
 
 
 def test_cluster_role_binding_binds_the_service_account(production: str) -> None:
@@ -213,10 +292,27 @@ def test_replica_count_zero_pauses() -> None:
 
 
 @pytest.mark.parametrize("replicas", ["2", "3"])
-def test_more_than_one_replica_is_refused_for_lack_of_leader_election(replicas: str) -> None:
+def test_more_than_one_replica_is_refused_without_leader_election(replicas: str) -> None:
     stderr = template_fails("--set", f"replicaCount={replicas}")
-    assert f"replicaCount={replicas}" in stderr
-    assert "leader election, which this version does not have" in stderr
+    assert f"replicaCount={replicas} is allowed only with config.leaderElection=true" in stderr
+    stderr = template_fails("--set", f"replicaCount={replicas}", "--set", "config.leaderElection=false")
+    assert "only with config.leaderElection=true" in stderr
+
+
+@pytest.mark.parametrize("values", [("--set", "replicaCount=2", *LEADER), ("-f", str(PRODUCTION))],
+                         ids=["leader-election", "production"])
+def test_several_replicas_with_leader_election_stay_recreate(values: tuple[str, ...]) -> None:
+    spec = one(template(*values), "Deployment")["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "Recreate"}
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_pod_namespace_comes_from_the_downward_api(values: tuple[str, ...]) -> None:
+    """$POD_NAMESPACE is where the watchdog keeps its Lease when config.leaderElectionNamespace is unset."""
+    (container,) = one(template(*values), "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["env"] == [{"name": "POD_NAMESPACE",
+                                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
 
 
 @pytest.mark.parametrize("values", VARIANTS)
@@ -304,6 +400,7 @@ def test_checksum_follows_the_config() -> None:
     assert checksum("--set", "podLabels.x=y") == base  # not part of the ConfigMap: no restart
     assert checksum("--set", "config.windowSeconds=300") != base
     assert checksum("--set", "config.dryRun=true") != base
+    assert checksum("--set", "config.paused=true") != base  # the pause takes effect by restarting the pod
     assert checksum("--set", "config.targets[0].name=x", "--set", "config.targets[0].podSelector=app=x") != base
 
 
@@ -323,9 +420,19 @@ def test_checksum_follows_the_config() -> None:
         (("--set", "leaderElection.enabled=true"), "leaderElection"),
         (("--set", "config.kubeconfig=/root/.kube/config"), "kubeconfig"),
         (("--set", "config.targets[0].selector=app=x"), "selector"),
+        (("--set", "config.action=kill"), "action"),
+        (("--set-json", "config.breakerFraction=1.5"), "breakerFraction"),
+        (("--set", "config.breakerFraction=0.5"), "breakerFraction"),  # --set passes 0.5 as a string
+        (("--set", "config.maxDeletions=0"), "maxDeletions"),
+        (("--set", "config.nodeEscalationThreshold=1"), "nodeEscalationThreshold"),
+        (("--set", "config.leaderElectionNamespace=Not_A_Namespace"), "leaderElectionNamespace"),
+        (("--set", "config.nodeTaint=stalled=true"), "nodeTaint"),
+        (("--set", "config.paused=yes"), "paused"),
     ],
     ids=["wrong-type-number", "wrong-type-bool", "wrong-type-int", "bad-enum", "bad-profile", "unknown-config-key",
-         "unknown-image-key", "unknown-top-key", "kubeconfig-not-allowed", "unknown-target-key"],
+         "unknown-image-key", "unknown-top-key", "kubeconfig-not-allowed", "unknown-target-key", "bad-action",
+         "fraction-above-1", "fraction-as-string", "zero-budget", "threshold-below-2", "bad-lease-namespace",
+         "taint-without-effect", "wrong-type-paused"],
 )
 def test_schema_rejects_wrong_types_and_unknown_keys(args: tuple[str, str], needle: str) -> None:
     assert needle in template_fails(*args)
@@ -352,6 +459,25 @@ def test_chart_config_exposes_every_watchdog_setting(schema: dict[str, Any]) -> 
     wanted = {s.key for s in SETTINGS} - NOT_IN_CHART | {"targets"}
     assert set(schema["properties"]["config"]["properties"]) == wanted
     assert set(yaml.safe_load((CHART / "values.yaml").read_text())["config"]) == wanted
+
+
+SCHEMA_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
+
+
+def test_schema_types_ranges_and_enums_are_the_settings_table(schema: dict[str, Any]) -> None:
+    """Each config property's type, null-ability, minimum and enum equal the watchdog's Setting row."""
+    props = schema["properties"]["config"]["properties"]
+    for s in SETTINGS:
+        if s.key in NOT_IN_CHART:
+            continue
+        prop = props[s.key]
+        if s.type == "choice":
+            assert prop.get("enum") == list(s.choices), s.key
+            continue
+        types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        assert types == [SCHEMA_TYPES[s.type], *(["null"] if s.optional else [])], s.key
+        assert prop.get("minimum") == s.minimum, s.key
+    assert props["breakerFraction"]["maximum"] == 1  # watchdog/config.py _cross_checks: a fraction, 0..1
 
 
 def test_every_values_key_is_documented(schema: dict[str, Any]) -> None:
@@ -401,9 +527,15 @@ def test_watchdog_reads_exactly_the_values_the_chart_was_given(
     defaults = {"profile": "vllm", "port": "http", "path": "/metrics"}
     expected = [{**defaults, **t, "port": str(t.get("port", "http"))} for t in given["targets"]]
     assert [target_to_dict(t) for t in config.targets] == expected
-    # Every non-target setting really differs from the code default, so this test cannot pass by accident.
+    # Every non-target setting really differs from the code default, so this test cannot pass by accident, and
+    # every setting the chart exposes is given, so a new setting cannot skip this test.
     same = [k for k, v in given.items() if k != "targets" and v == BY_KEY[k].default]
     assert not same
+    assert set(given) == {s.key for s in SETTINGS} - NOT_IN_CHART | {"targets"}
+    # The safety-rail values the production file is about, spelled out.
+    assert (config.action, config.leader_election, config.node_escalation) == ("evict", True, True)
+    assert (config.max_deletions, config.max_deletions_per_namespace, config.namespace_selector) == (3, 2, "shard=a")
+    assert config.paused is True and config.min_pod_age_seconds == 450.0 and config.breaker_fraction == 0.5
 
 
 def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path) -> None:
@@ -411,7 +543,9 @@ def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path
     code = load_config(env={})
     assert dict(config.values) == dict(code.values)
     assert config.targets == DEFAULT_TARGETS
-    assert "gracePeriodSeconds" not in raw  # null in values: left to the pod's own grace period
+    # null in values: left out, i.e. unset (the pod's own grace period; the window; $POD_NAMESPACE).
+    assert not {"gracePeriodSeconds", "minPodAgeSeconds", "leaderElectionNamespace"} & set(raw)
+    assert config.min_pod_age_seconds is None and config.leader_election_namespace is None
 
 
 @pytest.mark.parametrize(
@@ -420,18 +554,42 @@ def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path
         ({"windowSeconds": 30, "scrapeIntervalSeconds": 15}, "at least 3 x config.scrapeIntervalSeconds"),
         ({"scrapeDeadlineSeconds": 15, "scrapeIntervalSeconds": 15}, "must be shorter than"),
         ({"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3}, "must not exceed"),
+        ({"maxDeletionsPerNamespace": 3, "maxDeletions": 2}, "must not exceed config.maxDeletions"),
+        ({"maxDeletionsPerNamespace": 3}, "must not exceed config.maxDeletions (2)"),  # against the default
+        ({"breakerFraction": 1.01}, "/config/breakerFraction': maximum"),
+        ({"nodeTaint": "vllm-watchdog.io/stalled=true:Evict"}, "/config/nodeTaint'"),
+        ({"nodeTaint": "bad key=true:NoSchedule"}, "/config/nodeTaint'"),
     ],
 )
-def test_chart_refuses_what_the_watchdog_would_refuse(settings: dict[str, float], needle: str,
+def test_chart_refuses_what_the_watchdog_would_refuse(settings: dict[str, Any], needle: str,
                                                       tmp_path: Path) -> None:
     """The chart fails at install time on the cross-setting rules the watchdog checks at start-up (instead of
     a CrashLoopBackOff); the watchdog agrees that the same settings are invalid."""
-    args = [a for k, v in settings.items() for a in ("--set", f"config.{k}={v}")]
+    args = [a for k, v in settings.items() for a in ("--set-json", f"config.{k}={json.dumps(v)}")]
     assert needle in template_fails(*args)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(settings))
     with pytest.raises(ConfigError):
         load_config(file=str(path), env={})
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"maxDeletionsPerNamespace": 2, "maxDeletions": 2},
+        {"breakerFraction": 1},
+        {"breakerFraction": 0},
+        {"nodeTaint": "gpu-suspect:NoExecute"},
+        {"nodeTaint": "example.com/bad-gpu=:PreferNoSchedule"},
+        {"minPodAgeSeconds": 0, "breakerCooldownSeconds": 0},
+    ],
+)
+def test_chart_accepts_the_edge_values_the_watchdog_accepts(settings: dict[str, Any], tmp_path: Path) -> None:
+    """The chart's copies of the watchdog's checks are not stricter either: edge values render and load."""
+    args = [a for k, v in settings.items() for a in ("--set-json", f"config.{k}={json.dumps(v)}")]
+    config, raw = config_from(template(*args), tmp_path)
+    for key, value in settings.items():
+        assert raw[key] == value and getattr(config, BY_KEY[key].name) == value
 
 
 # --- optional objects -----------------------------------------------------------------------------------
@@ -485,6 +643,18 @@ def test_notes_tell_how_to_opt_in_dry_run_first() -> None:
     assert "kubectl label namespace NAMESPACE vllm-watchdog.io/enabled=dry-run" in notes
     assert "kubectl get events -A --field-selector reason=StalledPodDryRun" in notes
     assert "vllm-watchdog.io/enabled=true --overwrite" in notes
+    assert "kubectl get events -A --field-selector reason=StalledPodDeletionDeferred" in notes
+    assert "PAUSED" not in notes and "Leader election is on" not in notes and "Node escalation is on" not in notes
+
+
+def test_notes_announce_the_safety_modes_that_are_on() -> None:
+    done = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
+                "-f", str(PRODUCTION))
+    assert done.returncode == 0, done.stderr
+    notes = done.stdout.split("NOTES:", 1)[1]
+    assert "PAUSED (config.paused=true)" in notes and "Eviction mode (config.action=evict)" in notes
+    assert f"share the Lease {NAMESPACE}/vllm-stall-watchdog-shard-a" in notes
+    assert "vllm-watchdog.io/stalled=shard-a:NoSchedule" in notes
 
 
 # --- RUNBOOK.md commands agree with this chart and this code --------------------------------------------
@@ -493,14 +663,16 @@ RUNBOOK = (REPO / "RUNBOOK.md").read_text()
 
 
 def test_runbook_helm_settings_are_real_values() -> None:
-    """Every ``--set key=value`` the runbook tells an operator to type renders with this chart."""
-    settings = set(re.findall(r"--set ([\w.\[\]]+=[^\s`|]+)", RUNBOOK))
-    typo = "config.windowSecond=300"  # the runbook's example of a typo the schema rejects
-    assert typo in settings and "windowSecond" in template_fails("--set", typo)
+    """Every ``--set``/``--set-json key=value`` the runbook tells an operator to type renders with this chart
+    (alone: settings that need each other are written comma-joined in one ``--set``)."""
+    settings = set(re.findall(r"(--set(?:-json)?) ([\w.\[\]]+=[^\s`|]+)", RUNBOOK))
+    typo = ("--set", "config.windowSecond=300")  # the runbook's example of a typo the schema rejects
+    assert typo in settings and "windowSecond" in template_fails(*typo)
     settings.discard(typo)
-    assert len(settings) >= 6, settings
-    for setting in sorted(settings):
-        template("--set", setting)  # fails on an unknown key (closed schema) or a refused value
+    assert len(settings) >= 15, settings
+    assert any(flag == "--set-json" for flag, _ in settings)  # fractions: --set would pass a string
+    for flag, setting in sorted(settings):
+        template(flag, setting)  # fails on an unknown key (closed schema) or a refused value
 
 
 def test_runbook_uses_this_charts_names() -> None:
@@ -522,6 +694,29 @@ def test_runbook_metrics_are_the_watchdogs_metrics() -> None:
     exposed = {f.name + "_total" if f.type == "counter" else f.name for f in families}
     mentioned = set(re.findall(r"\bvllm_watchdog_[a-z_]+[a-z]", RUNBOOK))
     assert mentioned == exposed, f"only in RUNBOOK: {mentioned - exposed}, undocumented: {exposed - mentioned}"
+
+
+def test_runbook_links_and_section_numbers_resolve() -> None:
+    """Every in-page link points at a heading (GitHub anchors), and every "section N" exists."""
+    headings = re.findall(r"^#{2,3} (.+)$", RUNBOOK, flags=re.M)
+    anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+    links = set(re.findall(r"\]\(#([^)]+)\)", RUNBOOK))
+    assert len(links) >= 10 and links <= anchors, f"dangling: {links - anchors}"
+    numbers = {h.split()[0] for h in re.findall(r"^## (.+)$", RUNBOOK, flags=re.M)}
+    cited = set(re.findall(r"\bsections? (\d+)", RUNBOOK))
+    assert cited and cited <= numbers, f"no such section: {cited - numbers}"
+
+
+def test_runbook_documents_every_deferral_rule() -> None:
+    from watchdog.metrics import DEFERRAL_RULES, DELETION_RESULTS
+
+    section = RUNBOOK.split("## 5 Safety rails", 1)[1].split("\n## ", 1)[0]
+    assert [r for r in DEFERRAL_RULES if f"`{r}`" not in section] == []
+    assert [r for r in DELETION_RESULTS if f"`{r}`" not in RUNBOOK] == []
+    untaint = f"kubectl taint nodes NODE {BY_KEY['nodeTaint'].default}-"  # the default taint, removed
+    for text in ("--field-selector reason=StalledPodDeletionDeferred", "StalledNodeTainted", untaint,
+                 f"Lease `{BY_KEY['leaseName'].default}`"):
+        assert text in section, text
 
 
 def test_runbook_verbs_exist() -> None:

@@ -51,21 +51,29 @@ app.kubernetes.io/component: watchdog
 {{- end }}
 {{- end }}
 
-{{/* The watchdog's config.yaml: .Values.config with the chart-owned listenAddress; gracePeriodSeconds only
-when set (null means "the pod's own"). Keys are the watchdog's config-file keys, unchanged. */}}
+{{/* The watchdog's config.yaml: .Values.config with the chart-owned listenAddress; a null setting
+(gracePeriodSeconds, minPodAgeSeconds, leaderElectionNamespace) is left out, which the watchdog reads as unset.
+Keys are the watchdog's config-file keys, unchanged. */}}
 {{- define "vllm-stall-watchdog.configYaml" -}}
 {{- $cfg := deepCopy .Values.config }}
-{{- if kindIs "invalid" $cfg.gracePeriodSeconds }}
-{{- $_ := unset $cfg "gracePeriodSeconds" }}
+{{- range $key, $value := .Values.config }}
+{{- if kindIs "invalid" $value }}
+{{- $_ := unset $cfg $key }}
+{{- end }}
 {{- end }}
 {{- $_ := set $cfg "listenAddress" "0.0.0.0:8080" }}
 {{- toYaml $cfg }}
 {{- end }}
 
-{{/* Fail early, with a message, on values the schema cannot express. */}}
+{{/* Fail early, with a message, on values the schema cannot express: the chart's copy of the cross-setting
+checks of watchdog/config.py `_cross_checks` (single-setting rules such as breakerFraction <= 1 and the
+nodeTaint format live in values.schema.json). tests/test_helm.py checks that the watchdog agrees. */}}
 {{- define "vllm-stall-watchdog.validate" -}}
-{{- if gt (int .Values.replicaCount) 1 }}
-{{- fail (printf "replicaCount=%v: running more than one watchdog needs leader election, which this version does not have (two replicas would both delete the same pod and double every Event). Use replicaCount 1 (or 0 to pause)." .Values.replicaCount) }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.config.leaderElection) }}
+{{- fail (printf "replicaCount=%v is allowed only with config.leaderElection=true: without leader election every replica would delete the same wedged pod and double every Event. Set config.leaderElection=true (only the Lease holder acts), or use replicaCount 1 (0 to turn it off)." .Values.replicaCount) }}
+{{- end }}
+{{- if gt (int .Values.config.maxDeletionsPerNamespace) (int .Values.config.maxDeletions) }}
+{{- fail (printf "config.maxDeletionsPerNamespace (%v) must not exceed config.maxDeletions (%v), the cluster-wide budget" .Values.config.maxDeletionsPerNamespace .Values.config.maxDeletions) }}
 {{- end }}
 {{- if lt (float64 .Values.config.windowSeconds) (mulf 3 .Values.config.scrapeIntervalSeconds) }}
 {{- fail (printf "config.windowSeconds (%v) must be at least 3 x config.scrapeIntervalSeconds (%v): a stall needs several scrapes of evidence" .Values.config.windowSeconds .Values.config.scrapeIntervalSeconds) }}
