@@ -25,7 +25,8 @@ STEP = 15.0
 FAST = Rates(prompt_tokens=1e7, generation_tokens=1e6, steps=1e5)
 # Window 45 s = 3 cycles of the fake clock; pods are seconds old on the wall clock, so the minimum age is the
 # monotonic time the watchdog has watched them (pod_age_s takes the larger of the two).
-BASE = {**FAST_SETTINGS, "windowSeconds": 45.0, "scrapeIntervalSeconds": 15.0, "scrapeDeadlineSeconds": 2.0}
+BASE = {**FAST_SETTINGS, "windowSeconds": 45.0, "scrapeIntervalSeconds": 15.0, "scrapeDeadlineSeconds": 10.0,
+        "connectTimeoutSeconds": 5.0}  # generous: a loaded CI machine must not turn scrapes into unknowns
 
 
 class Flaky:
@@ -256,6 +257,18 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
     assert el_b.is_leader() and not fleet.alive("wedged-b")
     assert reg[0].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
     assert reg[1].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
+    # The standby never wrote to the cluster: no deferral Events for "not the leader".
+    assert not [m for _, m in fleet.events("StalledPodDeletionDeferred") if "Lease" in m]
+
+    # B read A's deletion back when it became leader: with B's own, the budget of 2 is used up.
+    fleet.pod("wedged-c", "wedged", namespace="team-c")
+    for _ in range(5):
+        fleet.now += STEP
+        el_b.step()
+        wd_b.run_cycle()
+    assert fleet.alive("wedged-c")
+    [(_, msg)] = fleet.events("StalledPodDeletionDeferred")
+    assert "cluster budget used: 2 deletions" in msg
 
 
 def test_eviction_mode_defers_on_a_pdb_and_never_falls_back_to_delete(fleet: Fleet) -> None:

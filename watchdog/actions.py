@@ -175,7 +175,8 @@ class Remediator:
 
     def _defer(self, target: ScrapeTarget, key: str, rule: str, why: str, evidence: str) -> Remediation:
         self.metrics.deferrals.labels(rule).inc()
-        if self.policy.first_deferral(target.uid, key, rule):
+        # A standby replica writes nothing to the cluster: the leader speaks for the stall.
+        if rule != "not_leader" and self.policy.first_deferral(target.uid, key, rule):
             self.events.on_pod_and_owner(target, REASON_DEFERRED, f"deletion deferred ({why}): {evidence}")
         return self._done("deferred", f"{target.ref}: {why}")
 

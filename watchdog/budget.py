@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Collection
 
 from watchdog.events import COMPONENT
 from watchdog.kube import KubeClient, KubeError
@@ -23,8 +24,11 @@ def _unix(stamp: str) -> float | None:
     return None
 
 
-def restore_budget(kube: KubeClient, policy: DeletionPolicy, now: float, wall_now: float) -> bool:
-    """Seed ``policy`` with the pod deletions this component recorded within the budget window.
+def restore_budget(kube: KubeClient, policy: DeletionPolicy, now: float, wall_now: float,
+                   namespaces: Collection[str]) -> bool:
+    """Seed ``policy`` with the pod deletions this component recorded within the budget window in
+    ``namespaces`` (the ones this watchdog watches, so shards with their own namespace selectors do not
+    charge each other).
 
     ``now``: monotonic seconds; ``wall_now``: Unix seconds (Event timestamps are wall clock). One API request.
     Returns False (and logs) when the Events cannot be read; the caller tries again next cycle.
@@ -45,8 +49,9 @@ def restore_budget(kube: KubeClient, policy: DeletionPolicy, now: float, wall_no
         if when is None:
             continue
         age = max(0.0, wall_now - when)
-        if age < window:
-            policy.seed_deletion(now - age, str(involved.get("namespace") or event["metadata"].get("namespace")))
+        namespace = str(involved.get("namespace") or (event.get("metadata") or {}).get("namespace"))
+        if age < window and namespace in namespaces:
+            policy.seed_deletion(now - age, namespace)
             restored += 1
     log.info("deletion budget restored from own Events: %d deletions in the last %g s", restored, window)
     return True

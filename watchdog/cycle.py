@@ -99,6 +99,7 @@ class Watchdog:
         self.pods: dict[str, PodState] = {}
         self.ever_ready: set[str] = set()
         self.first_seen: dict[str, float] = {}  # pod UID -> monotonic time this process first watched it
+        self._was_leader = False
         self.last_success: float | None = None  # monotonic time the last cycle completed
         self._profiles: dict[str, Profile] = {
             t.name: custom_profile(t.name, t.metrics, base=t.profile) if t.metrics else get_profile(t.profile)
@@ -141,7 +142,7 @@ class Watchdog:
             if target.uid in found.ready_uids and target.owner_key:
                 self.policy.owner_ready(target.owner_key, first_seen)
 
-        self._rails_for_cycle(len(found.targets), bad)
+        self._rails_for_cycle(len(found.targets), bad, {str(n.get("metadata", {}).get("name")) for n in namespaces})
         for target, pod in judged:
             try:
                 self._act(target, pod, report)
@@ -154,10 +155,14 @@ class Watchdog:
         self.last_success = self.clock()
         return report
 
-    def _rails_for_cycle(self, watched: int, bad: int) -> None:
+    def _rails_for_cycle(self, watched: int, bad: int, namespaces: set[str]) -> None:
         now = self.clock()
+        leader = self.leader()
+        if leader and not self._was_leader:
+            self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
+        self._was_leader = leader
         if not self.policy.budget_known:
-            self.policy.budget_known = restore_budget(self.kube, self.policy, now, self.wall_clock())
+            self.policy.budget_known = restore_budget(self.kube, self.policy, now, self.wall_clock(), namespaces)
         self.policy.begin_cycle(now, watched=watched, bad=bad)
         if self.policy.breaker_tripped:
             log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled or unknown (threshold %.0f%%, "
@@ -165,7 +170,7 @@ class Watchdog:
                       100 * self.config.breaker_fraction, self.config.breaker_min_pods,
                       self.config.breaker_cooldown_seconds)
         self.metrics.breaker_open.set(int(self.policy.breaker_open(now)))
-        self.metrics.leader.set(int(self.leader()))
+        self.metrics.leader.set(int(leader))
 
     def _scrape(self, target: ScrapeTarget) -> tuple[str, ParseResult | None]:
         try:

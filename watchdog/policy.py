@@ -149,6 +149,11 @@ class DeletionPolicy:
         if owner is not None:
             self._blocked_owners[owner] = now
 
+    def forget_budget(self) -> None:
+        """Drop the deletion history before it is read back again (e.g. when this replica becomes leader)."""
+        self._deletions.clear()
+        self.budget_known = False
+
     def seed_deletion(self, t: float, namespace: str) -> None:
         """Restore one earlier deletion (e.g. from this watchdog's own recent Events after a restart)."""
         self._deletions.append((t, namespace))
