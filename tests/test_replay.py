@@ -92,3 +92,11 @@ def test_stdin_and_help() -> None:
                               text=True).stdout
     for word in ("required columns", "empty cell", "heartbeat", "example:seed-incident", "Exit status"):
         assert word in helptext
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    # `true` exits without reading: replay's writes hit a closed pipe (EPIPE) every time.
+    proc = subprocess.run(f"{sys.executable} -m watchdog replay example:seed-incident | true", shell=True,
+                          capture_output=True, text=True, executable="/bin/bash")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+    assert proc.stderr == ""

@@ -8,6 +8,7 @@ found none of the profile's metrics, ``demo`` did not end as expected), 2 bad us
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `replay ... | head`: the reader left; no traceback, no further writes
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
