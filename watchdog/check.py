@@ -13,6 +13,7 @@ import math
 import sys
 from typing import Any
 
+from watchdog.argtypes import positive_int, positive_seconds
 from watchdog.parsing import SIGNALS, ParseResult, parse_exposition
 from watchdog.profiles import PROFILES, Profile, get_profile
 from watchdog.scrape import ScrapeError, ScrapeLimits, Scraper
@@ -64,14 +65,14 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.add_argument(
         "--deadline",
-        type=_positive_float,
+        type=positive_seconds,
         default=ScrapeLimits.deadline_s,
         metavar="SECONDS",
         help="total time one scrape may take, body included (default: %(default)s)",
     )
     p.add_argument(
         "--max-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=ScrapeLimits.max_bytes,
         metavar="N",
         help="largest body accepted, in bytes after decompression (default: %(default)s)",
@@ -170,21 +171,3 @@ def _text_value(value: float | None) -> str:
     return repr(value)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TextIO
 
+from watchdog.argtypes import positive_int, positive_seconds
 from watchdog.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S, DetectorState, Sample
 
 REQUIRED_COLUMNS = ("t", "running", "generation_tokens", "prompt_tokens")
@@ -143,26 +144,6 @@ def replay(trace: Trace, window_s: float, min_samples: int, count_waiting: bool)
     return out
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
-    return value
-
-
-def _min_samples(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
-
-
 def run_replay(args: argparse.Namespace) -> int:
     """The ``replay`` verb: exit 0 after printing every verdict, 2 on bad input."""
     try:
@@ -184,9 +165,9 @@ def add_parser(verbs: Any) -> None:
         description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("trace", metavar="TRACE", help="CSV file, '-' for stdin, or example:seed-incident")
-    p.add_argument("--window", type=_positive_float, default=DEFAULT_WINDOW_S, metavar="SECONDS",
+    p.add_argument("--window", type=positive_seconds, default=DEFAULT_WINDOW_S, metavar="SECONDS",
                    help="how long a busy engine may show no progress before it is stalled (default: %(default)s)")
-    p.add_argument("--min-samples", type=_min_samples, default=DEFAULT_MIN_SAMPLES, metavar="N",
+    p.add_argument("--min-samples", type=positive_int, default=DEFAULT_MIN_SAMPLES, metavar="N",
                    help="known busy samples needed inside the window (default: %(default)s)")
     p.add_argument("--count-waiting", action="store_true",
                    help="count waiting requests as busy too (for engines that report running 0 while wedged)")
