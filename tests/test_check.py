@@ -154,3 +154,14 @@ def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     for needle in ("http://", "stdin", "running", "heartbeat", "skipped_lines", "Exit status", "--disable-log-stats"):
         assert needle in text
+
+
+def test_credentials_in_a_url_are_refused_and_never_echoed(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "http://admin:s3cret@127.0.0.1:1/metrics")
+    assert rc == 2 and "s3cret" not in err and "admin" not in err
+    assert "http://***@127.0.0.1:1/metrics" in err and "credentials in URLs are never sent" in err
+
+
+def test_a_url_without_host_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "http://")
+    assert rc == 2 and "no host" in err

@@ -96,3 +96,25 @@ def test_flags_derive_from_the_table() -> None:
     c = load_config(env={}, flags=flags_from_args(args))
     assert (c.dry_run, c.window_seconds, c.require_controller) == (True, 60.0, False)
     assert "WATCHDOG_WINDOW_SECONDS" in parser.format_help()
+
+
+def test_a_config_file_that_is_not_text(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(f), env={})
+    assert err.value.problems == [f"{f}: not UTF-8 text (byte 0): expected a YAML config file"]
+
+
+def test_unknown_watchdog_env_vars_are_warnings_and_service_links_are_not() -> None:
+    c = load_config(env={"WATCHDOG_WINDOW_SECNDS": "60", "WATCHDOG_SERVICE_HOST": "10.0.0.1",
+                         "WATCHDOG_PORT_8080_TCP_ADDR": "10.0.0.1", "WATCHDOG_PORT": "tcp://10.0.0.1:8080"})
+    assert c.warnings == ("env WATCHDOG_WINDOW_SECNDS is not a setting and is ignored "
+                          "(did you mean 'WATCHDOG_WINDOW_SECONDS'?)",)
+    assert c.window_seconds == 120.0
+
+
+def test_targets_env_that_is_not_yaml_is_one_problem() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(env={"WATCHDOG_TARGETS": "[unclosed"})
+    assert err.value.problems == ["env WATCHDOG_TARGETS: not valid YAML/JSON"]

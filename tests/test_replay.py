@@ -100,3 +100,16 @@ def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
                           capture_output=True, text=True, executable="/bin/bash")
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
     assert proc.stderr == ""
+
+
+def test_excel_bom_duplicate_columns_header_only_and_time_going_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "bom.csv"
+    p.write_bytes(b"\xef\xbb\xbft,running,generation_tokens,prompt_tokens\n10,1,1,1\n5,1,1,1\n")
+    rc, rows, err = run(capsys, str(p))
+    assert rc == 0 and [r["t"] for r in rows] == [10.0, 5.0]
+    assert "line 3: t goes backwards" in err
+    rc, rows, err = run(capsys, write(tmp_path, "t,t,running,generation_tokens,prompt_tokens\n"))
+    assert rc == 2 and "column(s) t appear more than once" in err
+    rc, rows, err = run(capsys, write(tmp_path, "t,running,generation_tokens,prompt_tokens\n"))
+    assert rc == 0 and rows == [] and "has a header but no rows" in err

@@ -234,3 +234,47 @@ def test_safe_cycle_logs_and_counts_a_failure(tmp_path: Path) -> None:
         assert wd.last_success is None
     finally:
         wd.close()
+
+
+@pytest.mark.parametrize("content", [None, "this: is: not: kubeconfig", "clusters: 5", "[1, 2]", "context: 7"])
+def test_an_unusable_kubeconfig_is_one_line_and_exit_2(tmp_path: Path, content: str | None) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    if content is not None:
+        kubeconfig.write_text(content)
+    done = run("--once", "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("vllm-watchdog run:")]
+    assert "load configuration" in line and "kubeconfig" in line
+    if content is None:
+        assert line.endswith("no such file")
+
+
+def test_a_listen_address_in_use_is_one_line_and_exit_2(cluster: tuple[EmulatorServer, Path, Path]) -> None:
+    _, kubeconfig, config = cluster
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run("--kubeconfig", str(kubeconfig), "--config", str(config), "--listen-address", f"127.0.0.1:{port}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (listenAddress): Address already in use" in done.stderr
+
+
+def test_typo_in_an_env_var_is_warned_about(cluster: tuple[EmulatorServer, Path, Path]) -> None:
+    _, kubeconfig, config = cluster
+    done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config),
+               env={"WATCHDOG_WINDOW_SECNDS": "60"})
+    assert done.returncode == 0
+    assert "WATCHDOG_WINDOW_SECNDS is not a setting and is ignored (did you mean 'WATCHDOG_WINDOW_SECONDS'?)" \
+        in done.stderr
+
+
+def test_empty_cluster_and_meaningless_opt_in_values_are_explained(emulator: EmulatorServer, tmp_path: Path) -> None:
+    emulator.create_namespace("llm", {NAMESPACE_LABEL: "yes"})
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.base_url)
+    config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
+    done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config))
+    assert done.returncode == 0
+    assert "namespace llm has vllm-watchdog.io/enabled='yes', which is neither" in done.stderr
+    assert "no opted-in namespace (label one vllm-watchdog.io/enabled=dry-run or =true)" in done.stderr

@@ -16,7 +16,7 @@ from typing import Any
 from watchdog.argtypes import positive_int, positive_seconds
 from watchdog.parsing import SIGNALS, ParseResult, parse_exposition
 from watchdog.profiles import PROFILES, Profile, get_profile
-from watchdog.scrape import ScrapeError, ScrapeLimits, Scraper
+from watchdog.scrape import ScrapeError, ScrapeLimits, Scraper, redact
 
 PROG = "vllm-watchdog check"
 
@@ -87,7 +87,7 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         body = _read_target(target, args.deadline, args.max_bytes)
     except ScrapeError as exc:
-        print(f"{PROG}: cannot scrape {target}: {exc}", file=sys.stderr)
+        print(f"{PROG}: cannot scrape {redact(target)}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"{PROG}: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ class Config:
 
     values: Mapping[str, Any]
     targets: tuple[Target, ...] = DEFAULT_TARGETS
+    warnings: tuple[str, ...] = ()  # not errors, logged at start-up (e.g. an unknown WATCHDOG_* variable)
 
     def __getattr__(self, name: str) -> Any:
         if name == "values":
@@ -200,6 +202,9 @@ def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
     except OSError as exc:
         problems.append(f"{path}: cannot read config file: {exc.strerror or exc}")
         return {}
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: not UTF-8 text (byte {exc.start}): expected a YAML config file")
+        return {}
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -242,9 +247,12 @@ def load_config(
     for s in SETTINGS:
         if s.env in env:
             values[s.name] = _coerce(s, env[s.env], f"env {s.env}", problems)
+    warnings = _unknown_env(env)
     if "WATCHDOG_TARGETS" in env:
+        before = len(problems)
         raw = _yaml_value(env["WATCHDOG_TARGETS"], "env WATCHDOG_TARGETS", problems)
-        targets = _targets(raw, "env WATCHDOG_TARGETS", problems) or targets
+        if len(problems) == before:
+            targets = _targets(raw, "env WATCHDOG_TARGETS", problems) or targets
     for name, raw in flags.items():
         if raw is not None:
             values[name] = _coerce(BY_NAME[name], raw, BY_NAME[name].flag, problems)
@@ -253,7 +261,20 @@ def load_config(
         problems.extend(_cross_checks(values))
     if problems:
         raise ConfigError(problems)
-    return Config(values, targets)
+    return Config(values, targets, tuple(warnings))
+
+
+_SERVICE_LINK = re.compile(r".*_(SERVICE_HOST|SERVICE_PORT(_.*)?|PORT(_\d+_(TCP|UDP|SCTP)(_.*)?)?)$")
+
+
+def _unknown_env(env: Mapping[str, str]) -> list[str]:
+    """WATCHDOG_* variables that set nothing (typos), minus Kubernetes service-link variables."""
+    known = {s.env for s in SETTINGS} | {"WATCHDOG_CONFIG", "WATCHDOG_TARGETS"}
+    out = []
+    for name in sorted(env):
+        if name.startswith("WATCHDOG_") and name not in known and not _SERVICE_LINK.match(name):
+            out.append(f"env {name} is not a setting and is ignored{_suggest(name, sorted(known))}")
+    return out
 
 
 def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
@@ -290,5 +311,6 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         problems.append(f"nodeTaint: {exc}")
     host, _, port = str(v["listen_address"]).rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        problems.append(f"listenAddress {v['listen_address']!r} must be host:port, e.g. 0.0.0.0:8080")
+        problems.append(f"listenAddress {v['listen_address']!r} must be host:port with a port 0-65535, "
+                        "e.g. 0.0.0.0:8080")
     return problems

@@ -25,7 +25,7 @@ from watchdog.actions import Escalation, Remediation, Remediator
 from watchdog.budget import restore_budget
 from watchdog.config import NAMESPACE_LABEL, Config
 from watchdog.detector import DetectorState, Sample, Verdict
-from watchdog.discovery import ScrapeTarget, discover
+from watchdog.discovery import ScrapeTarget, discover, invalid_opt_ins
 from watchdog.kube import KubeClient
 from watchdog.metrics import Metrics, new_metrics
 from watchdog.parsing import EngineSnapshot, ParseResult, parse_exposition
@@ -61,6 +61,7 @@ class CycleReport:
     engines: Counter[str] = field(default_factory=Counter)
     scrapes: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
+    namespaces: Counter[str] = field(default_factory=Counter)  # opted-in namespaces by mode
     remediations: list[tuple[str, Remediation]] = field(default_factory=list)
     verdicts: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (pod ref, series key, verdict)
     api_requests: int = 0
@@ -100,6 +101,7 @@ class Watchdog:
         self.ever_ready: set[str] = set()
         self.first_seen: dict[str, float] = {}  # pod UID -> monotonic time this process first watched it
         self._was_leader = False
+        self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self.last_success: float | None = None  # monotonic time the last cycle completed
         self._profiles: dict[str, Profile] = {
             t.name: custom_profile(t.name, t.metrics, base=t.profile) if t.metrics else get_profile(t.profile)
@@ -123,6 +125,12 @@ class Watchdog:
         self.ever_ready = (self.ever_ready | found.ready_uids) & live
         self._forget_gone({t.uid for t in found.targets})
         report.pods, report.skipped = len(found.targets), found.skipped
+        report.namespaces = Counter(found.modes.values())
+        for name, value in invalid_opt_ins(namespaces).items():
+            if (name, value) not in self._warned:
+                self._warned.add((name, value))
+                log.warning("namespace %s has %s=%r, which is neither \"true\" (enforce) nor \"dry-run\": "
+                            "not watched", name, NAMESPACE_LABEL, value)
 
         results = list(self.pool.map(self._scrape, found.targets))
         judged: list[tuple[ScrapeTarget, PodState]] = []
@@ -248,9 +256,11 @@ class Watchdog:
             m.engines.labels(state).set(report.engines.get(state, 0))
         m.cycle_duration.observe(report.duration_s)
         m.last_cycle.set(time.time())
+        opted = (f"opted-in namespaces {dict(report.namespaces)}" if report.namespaces else
+                 f"no opted-in namespace (label one {NAMESPACE_LABEL}=dry-run or =true)")
         log.info(
-            "cycle done: %d pods, engines %s, scrapes %s, skipped %s, %d remediations, %d API requests, %.3f s",
-            report.pods, dict(report.engines), dict(report.scrapes), dict(report.skipped),
+            "cycle done: %d pods, engines %s, scrapes %s, skipped %s, %s, %d remediations, %d API requests, %.3f s",
+            report.pods, dict(report.engines), dict(report.scrapes), dict(report.skipped), opted,
             len(report.remediations), report.api_requests, report.duration_s,
             extra={"pods": report.pods, "duration_s": round(report.duration_s, 4)},
         )

@@ -133,7 +133,8 @@ class DetectorState:
         counters = {name: _clean(getattr(sample, name)) for name in self.progress_counters}
         if running is None or all(v is None for v in counters.values()):
             missing = "running" if running is None else "every progress counter"
-            return Verdict("unknown", False, 0.0, f"no evidence: {missing} missing in this scrape", t=sample.t)
+            return Verdict("unknown", False, 0.0, f"no evidence: {missing} missing or invalid in this scrape",
+                           t=sample.t)
 
         if self._last_t is not None and sample.t < self._last_t:
             self._reset()  # rule 6: time went backwards; start over from this sample

@@ -85,6 +85,18 @@ class Discovery:
     targets: list[ScrapeTarget]
     ready_uids: set[str]
     skipped: Counter[str]
+    modes: dict[str, Mode] = field(default_factory=dict)  # opted-in namespace -> mode
+
+
+def invalid_opt_ins(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Namespace name -> label value, for namespaces whose opt-in label has a value that means nothing."""
+    out = {}
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        value = (meta.get("labels") or {}).get(NAMESPACE_LABEL)
+        if value is not None and value not in ("true", "dry-run") and meta.get("name"):
+            out[str(meta["name"])] = str(value)
+    return out
 
 
 def namespace_modes(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, Mode]:
@@ -211,4 +223,4 @@ def discover(
                 metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
                 node=(pod.get("spec") or {}).get("nodeName"),
             ))
-    return Discovery(targets, ready, skipped)
+    return Discovery(targets, ready, skipped, modes)

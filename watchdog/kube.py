@@ -10,6 +10,7 @@ and never retries (urllib3 retries are disabled, so a DELETE is sent at most onc
 from __future__ import annotations
 
 import json
+import os
 import threading
 import urllib.parse
 from dataclasses import dataclass
@@ -102,6 +103,8 @@ class KubeClient:
     def from_settings(cls, s: KubeSettings) -> KubeClient:
         """Build a client (see :class:`KubeSettings`); raise KubeError if no configuration can be loaded."""
         cfg = client.Configuration()
+        if s.kubeconfig and not os.path.isfile(s.kubeconfig):
+            raise KubeError("load configuration", 0, f"kubeconfig {s.kubeconfig!r}: no such file")
         try:
             if s.host:
                 cfg.host = s.host.rstrip("/")
@@ -113,11 +116,14 @@ class KubeClient:
                 except ConfigException as in_cluster:
                     try:
                         config.load_kube_config(context=s.context, client_configuration=cfg)
-                    except (ConfigException, OSError) as kubeconfig:
+                    except Exception as kubeconfig:  # missing, malformed (YAML, types) or incomplete
                         raise KubeError("load configuration", 0, f"not in a cluster ({in_cluster}) and no usable "
                                         f"kubeconfig ({kubeconfig})") from kubeconfig
-        except (ConfigException, OSError, ValueError) as e:
-            raise KubeError("load configuration", 0, f"kubeconfig {s.kubeconfig!r}: {e}") from e
+        except KubeError:
+            raise
+        except Exception as e:  # the loader raises YAML, type and attribute errors on malformed files too
+            what = f"kubeconfig {s.kubeconfig!r}" if s.kubeconfig else "kubeconfig"
+            raise KubeError("load configuration", 0, f"{what}: unusable ({type(e).__name__}: {e})") from e
         cfg.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
         return cls(client.ApiClient(cfg), s.request_timeout_s)
 

@@ -61,6 +61,7 @@ class Trace:
 
     samples: list[Sample]
     ignored_columns: list[str]
+    backwards_lines: list[int]  # lines whose t is below the previous row's (a clock reset: re-baselined)
 
 
 def _cell(raw: str, where: str, column: str) -> float | None:
@@ -83,13 +84,17 @@ def read_trace(stream: TextIO, name: str) -> Trace:
         raise TraceError(f"{name}:1: unreadable CSV: {exc}") from None
     if header is None:
         raise TraceError(f"{name}: empty file, expected a header row with {', '.join(REQUIRED_COLUMNS)}")
-    header = [h.strip() for h in header]
+    header = [h.strip().lstrip("\ufeff") for h in header]  # a UTF-8 BOM (Excel) is not part of the name
+    twice = sorted({h for h in header if h and header.count(h) > 1})
+    if twice:
+        raise TraceError(f"{name}:1: column(s) {', '.join(twice)} appear more than once")
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise TraceError(f"{name}:1: missing column(s) {', '.join(missing)} (header is {','.join(header)})")
     index = {c: header.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in header}
     ignored = [h for h in header if h not in index]
     samples: list[Sample] = []
+    backwards: list[int] = []
     try:
         for row in reader:
             line = reader.line_num
@@ -102,6 +107,8 @@ def read_trace(stream: TextIO, name: str) -> Trace:
             t = values["t"]
             if t is None or not math.isfinite(t):
                 raise TraceError(f"{where}, column 't': a finite time in seconds is required")
+            if samples and t < samples[-1].t:
+                backwards.append(line)
             samples.append(
                 Sample(
                     t=t,
@@ -114,7 +121,7 @@ def read_trace(stream: TextIO, name: str) -> Trace:
             )
     except (csv.Error, UnicodeDecodeError) as exc:
         raise TraceError(f"{name}:{reader.line_num}: unreadable CSV: {exc}") from None
-    return Trace(samples, ignored)
+    return Trace(samples, ignored, backwards)
 
 
 def open_trace(source: str) -> Trace:
@@ -125,7 +132,7 @@ def open_trace(source: str) -> Trace:
         text = resources.files("watchdog").joinpath("examples/seed-incident.csv").read_text("utf-8")
         return read_trace(io.StringIO(text), EXAMPLE)
     try:
-        with open(source, encoding="utf-8", newline="") as stream:
+        with open(source, encoding="utf-8-sig", newline="") as stream:
             return read_trace(stream, source)
     except OSError as exc:
         raise TraceError(f"{source}: cannot read: {exc.strerror or exc}") from None
@@ -151,8 +158,14 @@ def run_replay(args: argparse.Namespace) -> int:
     except TraceError as exc:
         print(f"vllm-watchdog replay: {exc}", file=sys.stderr)
         return 2
+    note = "vllm-watchdog replay: note:"
     if trace.ignored_columns:
-        print(f"vllm-watchdog replay: note: ignoring column(s) {', '.join(trace.ignored_columns)}", file=sys.stderr)
+        print(f"{note} ignoring column(s) {', '.join(trace.ignored_columns)}", file=sys.stderr)
+    if not trace.samples:
+        print(f"{note} {args.trace} has a header but no rows", file=sys.stderr)
+    for line in trace.backwards_lines[:5]:
+        print(f"{note} line {line}: t goes backwards (a clock reset?): the detector starts over there",
+              file=sys.stderr)
     for row in replay(trace, args.window, args.min_samples, args.count_waiting):
         print(json.dumps(row))
     return 0

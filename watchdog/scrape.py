@@ -22,6 +22,7 @@ Thread-safe: each thread gets its own ``requests.Session`` (thread-local); :meth
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -334,15 +335,22 @@ class _Inflater:
             raise ScrapeError("bad_encoding", "bad encoding: truncated gzip body")
 
 
+def redact(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@`` (for messages)."""
+    return re.sub(r"(?<=://)[^/@]*@", "***@", url)
+
+
 def _check_url(url: str) -> None:
     try:
         parts = urlsplit(url)
         scheme, host, has_credentials = parts.scheme.lower(), parts.hostname, "@" in parts.netloc
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
-        raise ScrapeError("connection", f"invalid URL {url!r}: {exc}") from None
-    if scheme not in ("http", "https") or not host:
-        raise ScrapeError("connection", f"invalid URL {url!r}: only http:// and https:// URLs are scraped")
+        raise ScrapeError("connection", f"invalid URL {redact(url)!r}: {exc}") from None
+    if scheme not in ("http", "https"):
+        raise ScrapeError("connection", f"invalid URL {redact(url)!r}: only http:// and https:// URLs are scraped")
+    if not host:
+        raise ScrapeError("connection", f"invalid URL {redact(url)!r}: no host")
     if has_credentials:
         raise ScrapeError("connection", "invalid URL: credentials in URLs are never sent")
 

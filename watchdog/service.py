@@ -52,7 +52,8 @@ Kubernetes access: --kubeconfig FILE (and --context), else the in-cluster Servic
 Every setting below can also come from a WATCHDOG_* environment variable or the --config YAML file
 (camelCase keys; 'targets' only from the file or WATCHDOG_TARGETS). Precedence: flag > env > file > default.
 
-Exit status: 0 clean stop (or --once cycle done), 1 --once cycle failed, 2 bad configuration or no API access.
+Exit status: 0 clean stop (or --once cycle done); 1 the --once cycle failed (e.g. the API server did not
+answer); 2 bad configuration, an unusable kubeconfig, or listenAddress cannot be bound.
 """
 
 
@@ -129,6 +130,8 @@ def run_service(args: argparse.Namespace) -> int:
     log.info("starting vllm-stall-watchdog with effective configuration", extra={"config": config.summary()})
     if config.log_format == "text":
         log.info("effective configuration: %s", json.dumps(config.summary()))
+    for warning in config.warnings:
+        log.warning("config: %s", warning)
     if config.dry_run:
         log.warning("*** DRY-RUN: nothing will be deleted; stalls are reported as StalledPodDryRun Events ***")
     try:
@@ -173,7 +176,13 @@ def _elector(config: Config, kube: KubeClient) -> LeaderElector | None:
 
 def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
            elector: LeaderElector | None) -> int:
-    server = start_http(address, watchdog, interval_s)
+    try:
+        server = start_http(address, watchdog, interval_s)
+    except OSError as exc:
+        print(f"vllm-watchdog run: cannot listen on {address} (listenAddress): {exc.strerror or exc}",
+              file=sys.stderr)
+        watchdog.close()
+        return 2
     if elector is not None:
         elector.start()
     log.info("serving /metrics /healthz /readyz on %s:%d", *server.server_address[:2])
