@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: test test-unit test-e2e lint lint-deadcode lint-imports check-helm-rbac manifests bench
+.PHONY: test test-unit test-e2e lint lint-deadcode lint-imports check-helm-rbac manifests lint-dockerfile bench
 
 test:            ## the whole test suite (unit + e2e)
 	$(PY) -m pytest
@@ -24,3 +24,22 @@ lint-deadcode:   ## vulture: unused code (allowlist in tests/vulture_allowlist.p
 
 bench:           ## parse benchmark (prints ratios; not a test)
 	$(PY) tests/bench/bench_parse.py
+
+HELM = $$($(PY) -c 'import sys; sys.path.insert(0, "tests"); import tools; print(tools.helm())')
+CHART := helm/vllm-stall-watchdog
+MANIFESTS := .cache/manifests
+
+manifests:       ## helm lint --strict + template (default and production values) + kubernetes-validate 1.29/1.37
+	mkdir -p $(MANIFESTS)
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) -f tests/helm_values/production.yaml
+	$(HELM) template vllm-stall-watchdog $(CHART) -n vllm-stall-watchdog > $(MANIFESTS)/default.yaml
+	$(HELM) template vllm-stall-watchdog $(CHART) -n vllm-stall-watchdog -f tests/helm_values/production.yaml \
+		> $(MANIFESTS)/production.yaml
+	$(BIN)/kubernetes-validate --strict --quiet -k 1.29.0 -k 1.37.0 $(MANIFESTS)/default.yaml $(MANIFESTS)/production.yaml
+
+check-helm-rbac: ## the exact RBAC rules per feature flag (fails on any wildcard or extra verb)
+	$(PY) -m pytest -q tests/test_helm.py -k "rbac or wildcard or role"
+
+lint-dockerfile: ## hadolint
+	$$($(PY) -c 'import sys; sys.path.insert(0, "tests"); import tools; print(tools.hadolint())') Dockerfile
