@@ -14,10 +14,12 @@ plus a few GETs/DELETE/Events per remediation.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -78,6 +80,19 @@ def rails_from(config: Config) -> Rails:
         min_pod_age_s=config.min_pod_age_seconds)
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside. A pod LIST decodes into ~100 containers per pod (no reference
+    cycles: reference counting frees them); collections while they lived cost 10% of a 2,000-pod cycle's CPU."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Watchdog:
     """Holds the state between cycles. ``clock``: seconds, monotonic (injectable for tests)."""
 
@@ -100,6 +115,7 @@ class Watchdog:
         self.pods: dict[str, PodState] = {}
         self.ever_ready: set[str] = set()
         self.first_seen: dict[str, float] = {}  # pod UID -> monotonic time this process first watched it
+        self.scrape_seconds: dict[str, float] = {}  # pod UID -> how long its last scrape took
         self._was_leader = False
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self.last_success: float | None = None  # monotonic time the last cycle completed
@@ -117,11 +133,13 @@ class Watchdog:
         """Discover, scrape, detect and act once. Raises only when discovery itself fails (KubeError)."""
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
-        namespaces = self.kube.list_namespaces(self.namespace_selector)
-        pods_by_target = [(t, self.kube.list_pods(t.pod_selector)) for t in self.config.targets]
-        found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
-                         require_controller=self.config.require_controller)
-        live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
+        with _gc_paused():  # the pod LISTs are dropped before the garbage collector would see them
+            namespaces = self.kube.list_namespaces(self.namespace_selector)
+            pods_by_target = [(t, self.kube.list_pods(t.pod_selector)) for t in self.config.targets]
+            found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
+                             require_controller=self.config.require_controller)
+            live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
+            del pods_by_target
         self.ever_ready = (self.ever_ready | found.ready_uids) & live
         self._forget_gone({t.uid for t in found.targets})
         report.pods, report.skipped = len(found.targets), found.skipped
@@ -132,7 +150,11 @@ class Watchdog:
                 log.warning("namespace %s has %s=%r, which is neither \"true\" (enforce) nor \"dry-run\": "
                             "not watched", name, NAMESPACE_LABEL, value)
 
-        results = list(self.pool.map(self._scrape, found.targets))
+        # Slowest first, by each pod's scrape time last cycle: a pod that hangs until the deadline then overlaps
+        # with the fast ones instead of adding its deadline to the end of the cycle.
+        futures = {t.uid: self.pool.submit(self._timed_scrape, t)
+                   for t in sorted(found.targets, key=lambda t: -self.scrape_seconds.get(t.uid, 0.0))}
+        results = [futures[t.uid].result() for t in found.targets]
         judged: list[tuple[ScrapeTarget, PodState]] = []
         bad = 0
         for target, (outcome, parsed) in zip(found.targets, results, strict=True):
@@ -188,6 +210,13 @@ class Watchdog:
             return exc.reason, None
         return "ok", parse_exposition(body, self._profiles[target.target])
 
+    def _timed_scrape(self, target: ScrapeTarget) -> tuple[str, ParseResult | None]:
+        start = time.perf_counter()
+        try:
+            return self._scrape(target)
+        finally:
+            self.scrape_seconds[target.uid] = time.perf_counter() - start
+
     def _rescrape(self, target: ScrapeTarget, key: str) -> EngineSnapshot | None:
         outcome, parsed = self._scrape(target)
         self.metrics.scrapes.labels(outcome).inc()
@@ -199,6 +228,7 @@ class Watchdog:
         for uid in set(self.pods) - live:
             del self.pods[uid]
         self.first_seen = {uid: t for uid, t in self.first_seen.items() if uid in live}
+        self.scrape_seconds = {uid: s for uid, s in self.scrape_seconds.items() if uid in live}
         self.policy.forget_pods(live)
 
     def _judge(self, target: ScrapeTarget, parsed: ParseResult | None, report: CycleReport) -> PodState:
