@@ -43,3 +43,7 @@ check-helm-rbac: ## the exact RBAC rules per feature flag (fails on any wildcard
 
 lint-dockerfile: ## hadolint
 	$$($(PY) -c 'import sys; sys.path.insert(0, "tests"); import tools; print(tools.hadolint())') Dockerfile
+
+.PHONY: bench-fleet
+bench-fleet:     ## fleet benchmark: 100/500/2,000 simulated pods vs the goals, and the exec-probe comparison (~8 min)
+	$(PY) tests/bench/bench_fleet.py
