@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -79,7 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, generate_latest(self.watchdog.metrics.registry), CONTENT_TYPE_LATEST)
         elif path == "/healthz":
             last = self.watchdog.last_success
-            age = time.monotonic() - (last if last is not None else self.started)
+            age = self.watchdog.clock() - (last if last is not None else self.started)
             ok = age <= 3 * self.interval_s
             self._send(200 if ok else 503, json.dumps({"ok": ok, "seconds_since_cycle": round(age, 1)}).encode())
         elif path == "/readyz":
@@ -103,7 +102,7 @@ def start_http(address: str, watchdog: Watchdog, interval_s: float) -> Threading
     """Serve /metrics, /healthz, /readyz on ``address`` (host:port) from a daemon thread."""
     host, _, port = address.rpartition(":")
     handler = type("Handler", (_Handler,), {"watchdog": watchdog, "interval_s": interval_s,
-                                            "started": time.monotonic()})
+                                            "started": watchdog.clock()})
     server = ThreadingHTTPServer((host.strip("[]"), int(port)), handler)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server
