@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.demo.emulator import EmulatorServer
-from watchdog.kube import KubeClient, KubeSettings
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 rendered objects: RBAC exactly as specified per feature flag (action, nodeEscalation, leaderElection),
 PSS-restricted security context, one replica unless leader election is on, probes, the config checksum, the fail
 guards, the values schema (and that it equals the watchdog's settings table), and that the ConfigMap the chart
-renders is read by the watchdog (watchdog.config.load_config) as exactly what the values set (no drift between
+renders is read by the watchdog (watchdog.config.loader.load_config) as exactly what the values set (no drift between
 chart and code).
 
 helm is found or fetched by tests/tools.py. Rendered output is cached per module; the file runs in seconds.
@@ -22,7 +22,9 @@ import pytest
 import tools
 import yaml
 
-from watchdog.config import BY_KEY, DEFAULT_TARGETS, SETTINGS, ConfigError, load_config, target_to_dict
+from watchdog.config.loader import ConfigError, load_config
+from watchdog.config.settings import BY_KEY, SETTINGS, target_to_dict
+from watchdog.core.model import DEFAULT_TARGETS
 
 REPO = tools.REPO
 CHART = REPO / "helm" / "vllm-stall-watchdog"
@@ -455,7 +457,7 @@ def test_every_declared_object_in_the_schema_is_closed(schema: dict[str, Any]) -
 
 
 def test_chart_config_exposes_every_watchdog_setting(schema: dict[str, Any]) -> None:
-    """A setting added to watchdog/config.py must be added to the chart (schema and values.yaml) too."""
+    """A setting added to watchdog/config/loader.py must be added to the chart (schema and values.yaml) too."""
     wanted = {s.key for s in SETTINGS} - NOT_IN_CHART | {"targets"}
     assert set(schema["properties"]["config"]["properties"]) == wanted
     assert set(yaml.safe_load((CHART / "values.yaml").read_text())["config"]) == wanted
@@ -477,7 +479,7 @@ def test_schema_types_ranges_and_enums_are_the_settings_table(schema: dict[str, 
         types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
         assert types == [SCHEMA_TYPES[s.type], *(["null"] if s.optional else [])], s.key
         assert prop.get("minimum") == s.minimum, s.key
-    assert props["breakerFraction"]["maximum"] == 1  # watchdog/config.py _cross_checks: a fraction, 0..1
+    assert props["breakerFraction"]["maximum"] == 1  # watchdog/config/loader.py _cross_checks: a fraction, 0..1
 
 
 def test_every_values_key_is_documented(schema: dict[str, Any]) -> None:
@@ -541,7 +543,7 @@ def test_watchdog_reads_exactly_the_values_the_chart_was_given(
 def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path) -> None:
     config, raw = config_from(default, tmp_path)
     code = load_config(env={})
-    assert dict(config.values) == dict(code.values)
+    assert config.values() == code.values()
     assert config.targets == DEFAULT_TARGETS
     # null in values: left out, i.e. unset (the pod's own grace period; the window; $POD_NAMESPACE).
     assert not {"gracePeriodSeconds", "minPodAgeSeconds", "leaderElectionNamespace"} & set(raw)
@@ -710,7 +712,7 @@ def test_runbook_uses_this_charts_names() -> None:
 
 def test_runbook_metrics_are_the_watchdogs_metrics() -> None:
     """The runbook documents every metric the watchdog exposes, under its exposed name, and no other."""
-    from watchdog.metrics import new_metrics
+    from watchdog.adapters.metrics import new_metrics
 
     families = new_metrics().registry.collect()
     exposed = {f.name + "_total" if f.type == "counter" else f.name for f in families}
@@ -730,7 +732,7 @@ def test_runbook_links_and_section_numbers_resolve() -> None:
 
 
 def test_runbook_documents_every_deferral_rule() -> None:
-    from watchdog.metrics import DEFERRAL_RULES, DELETION_RESULTS
+    from watchdog.adapters.metrics import DEFERRAL_RULES, DELETION_RESULTS
 
     section = RUNBOOK.split("## 5 Safety rails", 1)[1].split("\n## ", 1)[0]
     assert [r for r in DEFERRAL_RULES if f"`{r}`" not in section] == []
@@ -742,7 +744,7 @@ def test_runbook_documents_every_deferral_rule() -> None:
 
 
 def test_runbook_verbs_exist() -> None:
-    from watchdog.cli import main
+    from watchdog.cli.main import main
 
     verbs = set(re.findall(r"python -m watchdog (\w+)", RUNBOOK))
     assert {"check", "replay"} <= verbs

@@ -1,8 +1,8 @@
-"""``python -m watchdog`` -> :func:`watchdog.cli.main`."""
+"""``python -m watchdog`` -> :func:`watchdog.cli.main.main`."""
 
 import sys
 
-from watchdog.cli import main
+from watchdog.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

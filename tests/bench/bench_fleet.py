@@ -304,10 +304,10 @@ def post(url: str) -> dict[str, Any]:
 # -- the watchdog side (a separate process per run) ----------------------------------------------------------
 def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     """Run in the watchdog process: warm-up + measured cycles on a grid, then the wedge until its deletion."""
-    from watchdog.config import load_config
-    from watchdog.cycle import Watchdog
-    from watchdog.kube import KubeClient, KubeSettings
-    from watchdog.logs import setup_logging
+    from watchdog.adapters.kube import KubeClient, KubeSettings
+    from watchdog.adapters.logs import setup_logging
+    from watchdog.config.loader import load_config
+    from watchdog.controller.cycle import Watchdog
 
     class TimedKube(KubeClient):
         """The real client; remembers when LISTs took and when a DELETE was sent."""
@@ -416,7 +416,7 @@ def run_once(args: argparse.Namespace, url: str, plans: list[PodPlan], size: int
         settings["workers"] = args.workers
     # Every run deletes one pod: lift the deletion budgets (restored from earlier runs' Events) and the minimum
     # pod age (a re-created pod may be the next victim). Only settings this tree has.
-    from watchdog.config import SETTINGS
+    from watchdog.config.settings import SETTINGS
 
     known = {s.name for s in SETTINGS}
     settings.update({k: v for k, v in RAILS_LIFTED.items() if k in known})
@@ -496,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.side[1]).write_text(json.dumps(watchdog_side(spec)))
         return 0
 
-    from watchdog.config import SETTINGS
+    from watchdog.config.settings import SETTINGS
 
     sizes = sorted(int(s) for s in args.sizes.split(","))
     workers = args.workers or next(s.default for s in SETTINGS if s.name == "workers")

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root 
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.expositions import build_vllm_v1_exposition
-from watchdog.parsing import parse_exposition
-from watchdog.profiles import get_profile
+from watchdog.core.parsing import parse_exposition
+from watchdog.core.profiles import get_profile
 
 
 def median_ms(fn: Callable[[], object], repeat: int, inner: int) -> float:

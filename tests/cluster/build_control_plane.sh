@@ -9,7 +9,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 etcd_version=$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/controlplane/etcd/go.mod")
-kube_version=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$here/controlplane/kube/go.mod")
+kube_version=$(awk '($1=="require" && $2=="k8s.io/kubernetes") {print $3; exit} $1=="k8s.io/kubernetes" {print $2; exit}' "$here/controlplane/kube/go.mod")
+if [ -z "$etcd_version" ] || [ -z "$kube_version" ]; then  # an empty version would build unusable binaries
+    echo "control-plane: cannot read the pinned versions from $here/controlplane/*/go.mod" >&2; exit 2
+fi
 dir="${CONTROL_PLANE_DIR:-$root/.cache/control-plane/etcd-$etcd_version+kubernetes-$kube_version}"
 if [ "${1:-}" = "--print-dir" ]; then echo "$dir"; exit 0; fi
 command -v go >/dev/null || { echo "control-plane: 'go' is not on PATH (Go >= 1.25 is needed to build it)" >&2; exit 2; }

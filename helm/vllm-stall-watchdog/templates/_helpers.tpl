@@ -66,7 +66,7 @@ Keys are the watchdog's config-file keys, unchanged. */}}
 {{- end }}
 
 {{/* Fail early, with a message, on values the schema cannot express: the chart's copy of the cross-setting
-checks of watchdog/config.py `_cross_checks` (single-setting rules such as breakerFraction <= 1 and the
+checks of watchdog/config/loader.py `_cross_checks` (single-setting rules such as breakerFraction <= 1 and the
 nodeTaint format live in values.schema.json). tests/test_helm.py checks that the watchdog agrees. */}}
 {{- define "vllm-stall-watchdog.validate" -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.config.leaderElection) }}

@@ -1,0 +1,238 @@
+"""Lease-based leader election against the Kubernetes API emulator (real HTTP) with an injected clock."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from watchdog.adapters.kube import KubeClient
+from watchdog.adapters.leader import LeaderElector, default_identity
+from watchdog.demo.emulator import EmulatorServer
+
+NS = "vllm-stall-watchdog"
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
+MICRO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
+
+
+class Clock:
+    """A fake monotonic clock shared by the electors of one test."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def elector(kube: Any, clock: Clock, identity: str) -> LeaderElector:
+    return LeaderElector(kube, NS, identity=identity, clock=clock)
+
+
+def lease(srv: EmulatorServer) -> dict[str, Any]:
+    status, body = srv.request("GET", f"{LEASES}/vllm-stall-watchdog")
+    assert status == 200
+    return dict(body["spec"])
+
+
+def test_one_acquires_the_other_does_not(emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    clock = Clock()
+    a, b = elector(kube_client, clock, "a"), elector(kube_client, clock, "b")
+    assert not a.is_leader()
+    assert a.step() is True and a.is_leader()
+    spec = lease(emulator)
+    assert spec["holderIdentity"] == "a" and spec["leaseDurationSeconds"] == 15 and spec["leaseTransitions"] == 0
+    assert re.fullmatch(MICRO, spec["renewTime"]) and spec["acquireTime"] == spec["renewTime"]
+    emulator.emulator.request_log.clear()
+    assert b.step() is False and not b.is_leader()
+    assert [r.verb for r in emulator.emulator.request_log] == ["get"]  # a live holder: b does not even write
+    clock.t += 2
+    assert a.step() is True and a.is_leader()  # renewal keeps acquireTime, moves renewTime
+    renewed = lease(emulator)
+    assert renewed["acquireTime"] == spec["acquireTime"] and renewed["renewTime"] > spec["renewTime"]
+    assert renewed["leaseTransitions"] == 0
+    assert [r.verb for r in emulator.emulator.request_log] == ["get", "get", "replace"]
+
+
+def test_takeover_only_after_the_lease_duration_on_our_own_clock(emulator: EmulatorServer,
+                                                                 kube_client: KubeClient) -> None:
+    clock = Clock()
+    a, b = elector(kube_client, clock, "a"), elector(kube_client, clock, "b")
+    assert a.step()
+    assert not b.step()  # b first sees a's record now (t0)
+    clock.t += 8
+    assert a.step()  # a renews: a new record, b's observation restarts when b sees it
+    clock.t += 1
+    assert not b.step()  # observed at t0 + 9
+    clock.t += 14.9  # a stopped renewing at t0 + 8; b saw that record at t0 + 9
+    assert not a.is_leader()  # 15.9 s > renew deadline: a stopped acting long ago
+    assert not b.step()
+    clock.t += 0.1
+    assert b.step() and b.is_leader()
+    spec = lease(emulator)
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1 and spec["acquireTime"] == spec["renewTime"]
+    assert not a.step() and not a.is_leader()  # a sees b's live record
+    assert b.step() and lease(emulator)["leaseTransitions"] == 1
+
+
+def test_a_stale_wall_clock_in_the_record_is_not_trusted(emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    emulator.create_object(LEASES, {"metadata": {"name": "vllm-stall-watchdog"}, "spec": {
+        "holderIdentity": "ghost", "leaseDurationSeconds": 15, "renewTime": "2000-01-01T00:00:00.000000Z",
+        "acquireTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 4}})
+    clock = Clock()
+    b = elector(kube_client, clock, "b")
+    assert not b.step()  # renewTime is 26 years old, but we have only just seen this record
+    clock.t += 14
+    assert not b.step()
+    clock.t += 1
+    assert b.step() and lease(emulator)["leaseTransitions"] == 5
+
+
+def test_the_holders_advertised_duration_is_respected(emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    emulator.create_object(LEASES, {"metadata": {"name": "vllm-stall-watchdog"},
+                                    "spec": {"holderIdentity": "slow", "leaseDurationSeconds": 60}})
+    clock = Clock()
+    b = elector(kube_client, clock, "b")
+    assert not b.step()
+    clock.t += 59
+    assert not b.step()
+    clock.t += 1
+    assert b.step()
+
+
+def test_is_leader_turns_false_at_the_renew_deadline_without_a_successful_renew(
+        emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    clock = Clock()
+    a = elector(kube_client, clock, "a")
+    assert a.step()
+    clock.t += 5
+    emulator.stop()  # the API server is unreachable from now on
+    assert a.step() is False  # logged, never raised
+    assert a.is_leader()  # a failed renew alone does not end leadership ...
+    clock.t += 4.99
+    assert a.is_leader()
+    clock.t += 0.01
+    assert not a.is_leader()  # ... the deadline does, on the next call, with no thread and no request
+
+
+def test_another_holder_ends_leadership_at_once(emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    clock = Clock()
+    a = elector(kube_client, clock, "a")
+    assert a.step()
+    current = emulator.request("GET", f"{LEASES}/vllm-stall-watchdog")[1]
+    current["spec"]["holderIdentity"] = "intruder"
+    assert emulator.request("PUT", f"{LEASES}/vllm-stall-watchdog", current)[0] == 200
+    assert a.is_leader()  # not seen yet
+    assert not a.step() and not a.is_leader()  # seen: stop acting even before the renew deadline
+
+
+def test_stop_releases_so_another_takes_over_at_once(emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    clock = Clock()
+    a, b = elector(kube_client, clock, "a"), elector(kube_client, clock, "b")
+    assert a.step() and not b.step()
+    a.stop()
+    assert not a.is_leader()
+    spec = lease(emulator)
+    assert spec["holderIdentity"] == "" and spec["leaseDurationSeconds"] == 1 and spec["leaseTransitions"] == 0
+    assert b.step() and b.is_leader()  # same instant: no lease duration to wait
+    assert lease(emulator)["holderIdentity"] == "b" and lease(emulator)["leaseTransitions"] == 1
+    emulator.emulator.request_log.clear()
+    a.stop()  # not the holder: no write
+    assert emulator.emulator.count_requests(verb="replace") == 0 and lease(emulator)["holderIdentity"] == "b"
+
+
+class Interleaved:
+    """Forwards to a KubeClient; runs ``hook`` once right after the next get_lease answered."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self.hook: Callable[[], object] | None = None
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        result = self.kube.get_lease(namespace, name)
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kube, name)
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["create-race", "takeover-race"])
+def test_a_lost_write_race_is_a_409_and_not_leadership(emulator: EmulatorServer, kube_client: KubeClient,
+                                                       existing: bool) -> None:
+    if existing:
+        emulator.create_object(LEASES, {"metadata": {"name": "vllm-stall-watchdog"},
+                                        "spec": {"holderIdentity": "ghost", "leaseDurationSeconds": 15}})
+    clock = Clock()
+    racy = Interleaved(kube_client)
+    a, b = elector(kube_client, clock, "a"), elector(racy, clock, "b")
+    if existing:
+        assert not a.step() and not b.step()
+        clock.t += 15
+    racy.hook = a.step  # a reads AND writes between b's read and b's write
+    emulator.emulator.request_log.clear()
+    assert b.step() is False and not b.is_leader()
+    assert a.is_leader() and lease(emulator)["holderIdentity"] == "a"
+    writes = [r.verb for r in emulator.emulator.request_log if r.verb != "get"]
+    assert writes == (["replace", "replace"] if existing else ["create", "create"])  # a's won, b's got 409
+
+
+def test_racing_electors_are_never_leaders_together(emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    clock, rng = Clock(), random.Random(6)
+    electors = [elector(kube_client, clock, name) for name in ("a", "b", "c")]
+    paused_until = dict.fromkeys(range(3), 0.0)
+    leaders_seen = set()
+    for _ in range(300):
+        clock.t += rng.choice([0.0, 0.5, 1.0, 2.0, 3.0])
+        i = rng.randrange(3)
+        if rng.random() < 0.05:
+            paused_until[i] = clock.t + rng.uniform(5, 40)  # a GC pause / partition: no renewals
+        if clock.t >= paused_until[i]:
+            electors[i].step()
+        leaders = [e.identity for e in electors if e.is_leader()]
+        assert len(leaders) <= 1, (clock.t, leaders)
+        leaders_seen.update(leaders)
+    assert len(leaders_seen) >= 2  # leadership did move between them
+
+
+def test_background_thread_campaigns_and_hands_over_on_stop(emulator: EmulatorServer,
+                                                            kube_client: KubeClient) -> None:
+    a, b = (LeaderElector(kube_client, NS, identity=name, lease_duration_s=3.0, renew_deadline_s=2.0,
+                          retry_period_s=0.1) for name in ("a", "b"))  # wide margins for a busy CI machine
+    a.start()
+    assert wait_for(a.is_leader, 2.0)
+    b.start()
+    time.sleep(0.4)
+    assert a.is_leader() and not b.is_leader()  # a keeps renewing; b keeps waiting
+    stopped = time.monotonic()
+    a.stop()
+    assert not a.is_leader()
+    assert wait_for(b.is_leader, 2.0)
+    assert time.monotonic() - stopped < 2.5  # released: no lease duration (3 s) to wait out
+    b.stop()
+    assert lease(emulator)["holderIdentity"] == ""
+
+
+def wait_for(predicate: Any, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_settings_are_checked_and_identities_unique(kube_client: KubeClient) -> None:
+    for lease_s, renew_s, retry_s in ((10.0, 10.0, 2.0), (15.0, 2.0, 2.0), (15.0, 10.0, 0.0)):
+        with pytest.raises(ValueError, match=r"lease duration .* > renew deadline"):
+            LeaderElector(kube_client, NS, lease_duration_s=lease_s, renew_deadline_s=renew_s, retry_period_s=retry_s)
+    with pytest.raises(ValueError, match="identity"):
+        LeaderElector(kube_client, NS, identity="")
+    assert default_identity() != default_identity()
+    assert LeaderElector(kube_client, NS).identity.split("_")[0]

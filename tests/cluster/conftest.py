@@ -1,0 +1,190 @@
+"""Fixtures of the ``cluster`` tier: one real control plane per session (etcd + kube-apiserver +
+kube-controller-manager on loopback, see harness.py), a kubelet stand-in (fake_kubelet.py), chart releases
+installed with real helm, and the watchdog process running as the chart's ServiceAccount (cluster_kit.py).
+
+Without built binaries (``make control-plane``) every test of the tier is skipped with one reason; with
+``CI=true`` a missing control plane is an error instead, so CI cannot pass by not running the tier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness, fake_kubelet, cluster_kit
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/tools.py
+
+import tools
+from cluster_kit import Release, Scenario, WatchdogProcess, install_release
+from fake_kubelet import FakeKubelet
+from harness import ControlPlane, binary_dir, free_port, missing_binaries, which_openssl
+
+SESSION: dict[str, Any] = {}  # timings and facts for the terminal summary
+
+
+def _unavailable() -> str | None:
+    directory = binary_dir()
+    missing = missing_binaries(directory)
+    if missing:
+        return (f"control plane not built ({', '.join(missing)} missing in {directory}): run `make control-plane` "
+                "(needs Go >= 1.25 and the Go module proxy; ~6 min cold)")
+    if which_openssl() is None:
+        return "openssl is not on PATH (the cluster tier makes the service-account key pair with it)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    reason = _unavailable()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the cluster tier cannot run: {reason}", pytrace=False)
+        pytest.skip(reason)
+    plane = ControlPlane(binary_dir(), tmp_path_factory.mktemp("control-plane"))
+    plane.start()
+    SESSION["control_plane_start_s"] = plane.start_seconds
+    SESSION["audit_log"] = plane.audit_log
+    SESSION["plane"] = plane
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def sim_port() -> int:
+    """The one container port every simulated engine listens on (each pod on its own 127.10.x.y)."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def kubelet(control_plane: ControlPlane) -> Iterator[FakeKubelet]:
+    assert control_plane.api is not None
+    stand_in = FakeKubelet(control_plane.api, nodes=("node-a", "node-b", "node-gpu"), schedulable=2).start()
+    try:
+        yield stand_in
+    finally:
+        stand_in.stop()
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    return tools.helm()
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> str:
+    return tools.kubectl()
+
+
+@pytest.fixture(scope="session")
+def release(control_plane: ControlPlane, helm: str, kubectl: str,
+            tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Release]:
+    """``release(name, **values)``: the chart installed once per (name) in namespace ``name``; cached."""
+    cache: dict[str, Release] = {}
+    work = tmp_path_factory.mktemp("releases")
+
+    def get(name: str = "vllm-stall-watchdog", config: dict[str, Any] | None = None) -> Release:
+        if name not in cache:
+            cache[name] = install_release(control_plane, helm, kubectl, name, name,
+                                          {"config": config} if config else {}, work)
+            SESSION.setdefault("grants", {})[cache[name].user] = granted_rules(control_plane, cache[name])
+        assert cache[name].values == ({"config": config} if config else {}), "one values set per release name"
+        return cache[name]
+    return get
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture
+def scenario(request: pytest.FixtureRequest, control_plane: ControlPlane, kubelet: FakeKubelet,
+             sim_port: int) -> Iterator[Callable[[str], Scenario]]:
+    """``scenario(name)``: a :class:`Scenario` whose namespaces are deleted after the test."""
+    made: list[Scenario] = []
+
+    def make(name: str) -> Scenario:
+        made.append(Scenario(control_plane, name, sim_port))
+        return made[-1]
+    yield make
+    for s in made:
+        s.cleanup()
+
+
+@pytest.fixture
+def watchdogs(request: pytest.FixtureRequest, control_plane: ControlPlane,
+              tmp_path: Path) -> Iterator[Callable[..., WatchdogProcess]]:
+    """``watchdogs(release, scenario_name, name="wd", env={...})`` starts a watchdog process (stopped after the
+    test; its log is printed when the test failed)."""
+    procs: list[WatchdogProcess] = []
+
+    def start(release: Release, scenario: str, name: str = "wd", env: dict[str, str] | None = None,
+              ) -> WatchdogProcess:
+        proc = WatchdogProcess(control_plane, release, tmp_path, name, scenario, env)
+        procs.append(proc)
+        return proc.start()
+    yield start
+    for proc in procs:
+        proc.stop()
+    failed = getattr(request.node, "rep_call", None)
+    if failed is not None and failed.failed:
+        for proc in procs:
+            print(f"\n===== watchdog {proc.name} log (last 80 lines) =====")
+            print("\n".join(proc.log().splitlines()[-80:]))
+        print("\n===== control plane =====\n" + control_plane.log_report(15))
+
+
+def granted_rules(plane: ControlPlane, release: Release) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource[/subresource], verb) the release's ClusterRole and Roles grant its ServiceAccount."""
+    assert plane.api is not None
+    selector = f"app.kubernetes.io/instance={release.name}"
+    roles = plane.api.get("/apis/rbac.authorization.k8s.io/v1/clusterroles", labelSelector=selector)["items"]
+    roles += plane.api.get("/apis/rbac.authorization.k8s.io/v1/roles", labelSelector=selector)["items"]
+    return {(group, resource, verb) for role in roles for rule in role.get("rules") or []
+            for group in rule.get("apiGroups") or [] for resource in rule.get("resources") or []
+            for verb in rule.get("verbs") or []}
+
+
+def rbac_usage(audit_log: Path, grants: dict[str, set[tuple[str, str, str]]]) -> list[str]:
+    """Per ServiceAccount: granted rules never exercised in this session, and requests the API refused (403)."""
+    used: dict[str, set[tuple[str, str, str]]] = {user: set() for user in grants}
+    denied: dict[str, set[tuple[str, str, str]]] = {user: set() for user in grants}
+    for line in audit_log.read_text().splitlines() if audit_log.is_file() else []:
+        event = json.loads(line)
+        user, ref = event["user"].get("username"), event.get("objectRef") or {}
+        if user not in grants or event.get("stage") != "ResponseComplete" or not ref.get("resource"):
+            continue
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        key = (ref.get("apiGroup", ""), resource, event["verb"])
+        (denied if event["responseStatus"]["code"] == 403 else used)[user].add(key)
+    lines = []
+    for user, granted in sorted(grants.items()):
+        unused = sorted(granted - used[user])
+        lines.append(f"  {user}: {len(granted) - len(unused)}/{len(granted)} grants used; never used: "
+                     + (", ".join(f"{v} {g or 'core'}/{r}" for g, r, v in unused) or "none")
+                     + ("; refused (403): " + ", ".join(f"{v} {g or 'core'}/{r}" for g, r, v in sorted(denied[user]))
+                        if denied[user] else ""))
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if "control_plane_start_s" in SESSION:
+        terminalreporter.write_line(
+            f"cluster tier: control plane (etcd + kube-apiserver + kube-controller-manager) started in "
+            f"{SESSION['control_plane_start_s']:.1f} s at {time.strftime('%H:%M:%S')}")
+    if SESSION.get("grants"):
+        terminalreporter.write_line("cluster tier: RBAC grants of the chart exercised by the watchdog processes "
+                                    "of this session (from the API server's audit log):")
+        for line in rbac_usage(SESSION["audit_log"], SESSION["grants"]):
+            terminalreporter.write_line(line)

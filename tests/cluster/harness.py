@@ -1,0 +1,345 @@
+"""A real Kubernetes control plane on loopback for the ``cluster`` test tier: etcd, kube-apiserver and
+kube-controller-manager, built from the official Go modules by ``tests/cluster/build_control_plane.sh``
+(``make control-plane``) into ``.cache/control-plane/<etcd>+<kubernetes>/``.
+
+- etcd: a temporary data dir, client and peer URLs on 127.0.0.1 (free ports), no fsync (test data only).
+- kube-apiserver: secure port on 127.0.0.1 with a self-signed serving certificate (``--cert-dir``), RBAC
+  authorization, a service-account issuer and an RSA key pair made with ``openssl``, a static-token admin in
+  ``system:masters`` (the harness, kubectl and helm), ``--service-cluster-ip-range`` as an allocation range only
+  (nothing is ever sent there), no endpoint reconciler (its endpoint would be a loopback address, which the API
+  refuses in Endpoints), and an audit log of every request the watchdog's ServiceAccounts make (the tests read
+  it to see the exact DELETE/eviction bodies and which RBAC grants were used).
+- kube-controller-manager: only the controllers the scenarios need, no leader election, admin kubeconfig.
+
+Nothing listens on or talks to anything but 127.0.0.0/8. Each process logs to a file; a start-up failure raises
+:class:`ControlPlaneError` with the tail of every log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+BUILD_SCRIPT = HERE / "build_control_plane.sh"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+SERVICE_CIDR = "10.96.0.0/16"  # an allocation range for ClusterIPs only; no packet is ever sent there
+# Names as `kube-controller-manager --help` lists them (v1.35).
+CONTROLLERS = ("deployment-controller", "replicaset-controller", "garbage-collector-controller",
+               "disruption-controller", "endpointslice-controller", "serviceaccount-controller",
+               "serviceaccount-token-controller", "namespace-controller")
+
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # Writes by ServiceAccounts (the watchdog under test) with their request bodies (DeleteOptions with
+        # preconditions, Eviction, Event, Lease, Node patch); reads by ServiceAccounts as metadata only.
+        {"level": "Request", "userGroups": ["system:serviceaccounts"],
+         "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be started (the message carries the processes' log tails)."""
+
+
+def binary_dir() -> Path:
+    """Where ``build_control_plane.sh`` puts (or put) the binaries (``$CONTROL_PLANE_DIR`` overrides)."""
+    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-dir"], capture_output=True, text=True, check=True,
+                         timeout=30)
+    return Path(out.stdout.strip())
+
+
+def missing_binaries(directory: Path) -> list[str]:
+    return [name for name in BINARIES if not os.access(directory / name, os.X_OK)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(no log: {exc})"
+
+
+class ApiError(RuntimeError):
+    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
+        message = body.get("message") if isinstance(body, dict) else str(body)[:500]
+        super().__init__(f"{method} {path}: {status} {message}")
+        self.status, self.body = status, body
+
+
+class Api:
+    """A small JSON client for the API server (requests, a bearer token, the server's CA)."""
+
+    def __init__(self, base_url: str, token: str, ca_file: Path) -> None:
+        self.base_url, self.token, self.ca_file = base_url, token, ca_file
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+        self.session.verify = str(ca_file)
+        self.session.trust_env = False  # never a proxy: loopback only
+
+    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
+                content_type: str = "application/json", ok: tuple[int, ...] = ()) -> tuple[int, Any]:
+        """(status, decoded body). Raises :class:`ApiError` for a status >= 400 not in ``ok``."""
+        data = None if body is None else json.dumps(body)
+        resp = self.session.request(method, self.base_url + path, data=data, params=params, timeout=30,
+                                    headers={"Content-Type": content_type})
+        try:
+            decoded: Any = resp.json()
+        except ValueError:
+            decoded = resp.text
+        if resp.status_code >= 400 and resp.status_code not in ok:
+            raise ApiError(method, path, resp.status_code, decoded)
+        return resp.status_code, decoded
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params=params or None)[1]
+
+    def find(self, path: str) -> Any | None:
+        """GET ``path``; None on 404."""
+        status, body = self.request("GET", path, ok=(404,))
+        return None if status == 404 else body
+
+    def create(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, body)[1]
+
+    def merge_patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body, content_type="application/merge-patch+json")[1]
+
+    def delete(self, path: str, body: Any = None, ok: tuple[int, ...] = (404,)) -> tuple[int, Any]:
+        return self.request("DELETE", path, body, ok=ok)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,
+             describe: Callable[[], str] | None = None) -> Any:
+    """Poll ``check`` until it returns something truthy (returned); AssertionError naming ``what`` on timeout.
+    Exceptions from ``check`` count as "not yet" (the last one is reported)."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            extra = f"; last error: {last!r}" if last else ""
+            detail = f"\n{describe()}" if describe else ""
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}{detail}")
+        time.sleep(interval)
+
+
+@dataclass
+class ControlPlane:
+    """Start with :meth:`start` (or as a context manager); ``api`` is the admin client once started."""
+
+    bin_dir: Path
+    work: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    logs: dict[str, Path] = field(default_factory=dict)
+    base_url: str = ""
+    admin_token: str = ""
+    ca_file: Path = Path()
+    sa_key: Path = Path()
+    audit_log: Path = Path()
+    admin_kubeconfig: Path = Path()
+    api: Api | None = None
+    start_seconds: float = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def start(self) -> ControlPlane:
+        t0 = time.monotonic()
+        try:
+            self._start()
+        except BaseException as exc:
+            report = self.log_report()
+            self.stop()
+            if isinstance(exc, ControlPlaneError | AssertionError):
+                raise ControlPlaneError(f"{exc}\n{report}") from exc
+            raise
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+    def _start(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        self._spawn("etcd", [
+            "--name", "cluster-tier", "--data-dir", str(self.work / "etcd-data"),
+            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster", f"cluster-tier=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync", "--log-level", "warn",
+        ])
+        self._wait_http("etcd", f"http://127.0.0.1:{etcd_port}/health", timeout=30)
+
+        self.sa_key, sa_pub = self.work / "sa.key", self.work / "sa.pub"
+        subprocess.run(["openssl", "genrsa", "-out", str(self.sa_key), "2048"], check=True, capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", str(self.sa_key), "-pubout", "-out", str(sa_pub)], check=True,
+                       capture_output=True)
+        self.admin_token = secrets.token_hex(24)
+        tokens = self.work / "tokens.csv"
+        tokens.write_text(f'{self.admin_token},cluster-admin,cluster-admin-uid,"system:masters"\n')
+        tokens.chmod(0o600)
+        policy = self.work / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        self.audit_log = self.work / "audit.log"
+        cert_dir = self.work / "certs"
+        self.base_url = f"https://127.0.0.1:{api_port}"
+        self._spawn("kube-apiserver", [
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--cert-dir={cert_dir}",
+            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={self.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            "--authorization-mode=RBAC", f"--token-auth-file={tokens}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--endpoint-reconciler-type=none",
+            f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--profiling=false", "--v=1",
+        ])
+        self.ca_file = cert_dir / "apiserver.crt"  # self-signed: the serving certificate followed by its CA
+        wait_for("kube-apiserver's self-signed certificate", self.ca_file.is_file, timeout=60,
+                 describe=lambda: self._exited("kube-apiserver"))
+        self.api = Api(self.base_url, self.admin_token, self.ca_file)
+        assert self.api is not None
+        api = self.api
+        wait_for("kube-apiserver /readyz", lambda: self._alive("kube-apiserver") and
+                 api.request("GET", "/readyz", ok=(500, 503))[0] == 200, timeout=90)
+        self.admin_kubeconfig = self.write_kubeconfig(self.work / "admin.kubeconfig", self.admin_token, "admin")
+
+        self._spawn("kube-controller-manager", [
+            f"--kubeconfig={self.admin_kubeconfig}",
+            "--leader-elect=false", f"--controllers={','.join(CONTROLLERS)}",
+            f"--service-account-private-key-file={self.sa_key}", f"--root-ca-file={self.ca_file}",
+            "--secure-port=0",  # no serving at all: nothing scrapes the manager here
+            "--concurrent-deployment-syncs=5", "--concurrent-replicaset-syncs=5",
+            "--profiling=false", "--v=1",
+        ])
+        # The serviceaccount controller creates "default" in every namespace: proof the manager is working.
+        wait_for("kube-controller-manager (ServiceAccount default/default)",
+                 lambda: self._alive("kube-controller-manager") and
+                 api.find("/api/v1/namespaces/default/serviceaccounts/default"), timeout=60)
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = self.work / f"{name}.log"
+        self.logs[name] = log
+        with open(log, "wb") as out:
+            self.procs[name] = subprocess.Popen([str(self.bin_dir / name), *args], stdout=out,
+                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                start_new_session=True)
+
+    def _alive(self, name: str) -> bool:
+        proc = self.procs[name]
+        if proc.poll() is not None:
+            raise ControlPlaneError(f"{name} exited with {proc.returncode}")
+        return True
+
+    def _exited(self, name: str) -> str:
+        proc = self.procs.get(name)
+        return "" if proc is None or proc.poll() is None else f"{name} exited with {proc.returncode}"
+
+    def _wait_http(self, name: str, url: str, timeout: float) -> None:
+        session = requests.Session()
+        session.trust_env = False
+        wait_for(f"{name} at {url}", lambda: self._alive(name) and session.get(url, timeout=2).ok, timeout=timeout)
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def write_kubeconfig(self, path: Path, token: str, user: str) -> Path:
+        """A kubeconfig for this API server (its CA inline) authenticating with bearer ``token``."""
+        import base64
+        ca = base64.b64encode(self.ca_file.read_bytes()).decode()
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "cluster-tier",
+            "clusters": [{"name": "cluster-tier", "cluster": {"server": self.base_url,
+                                                              "certificate-authority-data": ca}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "cluster-tier", "context": {"cluster": "cluster-tier", "user": user}}],
+        }))
+        path.chmod(0o600)
+        return path
+
+    def log_report(self, lines: int = 30) -> str:
+        parts = []
+        for name, path in self.logs.items():
+            proc = self.procs.get(name)
+            state = "running" if proc is not None and proc.poll() is None else \
+                f"exited {proc.returncode if proc else '?'}"
+            parts.append(f"--- {name} ({state}), last {lines} lines of {path}:\n{_tail(path, lines)}")
+        return "\n".join(parts)
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audit event logged so far (ServiceAccount requests only, see AUDIT_POLICY)."""
+        out = []
+        with contextlib.suppress(FileNotFoundError), open(self.audit_log) as handle:
+            for line in handle:
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+        return out
+
+
+def tool_env() -> dict[str, str]:
+    """Environment for kubectl/helm: no proxies (loopback only), no user kubeconfig or helm state leaking in."""
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    return env
+
+
+def which_openssl() -> str | None:
+    return shutil.which("openssl")
+
+
+@contextlib.contextmanager
+def started(bin_dir: Path, work: Path) -> Iterator[ControlPlane]:
+    plane = ControlPlane(bin_dir, work).start()
+    try:
+        yield plane
+    finally:
+        plane.stop()

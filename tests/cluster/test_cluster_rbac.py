@@ -1,0 +1,93 @@
+"""Scenario 8 on a real control plane: what the chart's ServiceAccount may and may not do, asked of the real RBAC
+authorizer with real ``kubectl auth can-i --as system:serviceaccount:NS:SA`` (impersonation by the admin)."""
+
+from __future__ import annotations
+
+import pytest
+from cluster_kit import EVICT_CONFIG, LEADER_CONFIG, NODES_CONFIG, run_tool
+
+pytestmark = pytest.mark.cluster
+
+# (verb, resource[, extra kubectl args]) the watchdog must never be able to do, in every chart configuration.
+NEVER = [
+    ("get", "secrets", "-A"),
+    ("list", "secrets", "-A"),
+    ("create", "pods", "--subresource=exec", "-n", "default"),
+    ("create", "pods", "-n", "default"),
+    ("patch", "deployments", "-n", "default"),
+    ("update", "deployments", "-n", "default"),
+    ("delete", "nodes"),
+    ("delete", "namespaces"),
+    ("create", "serviceaccounts", "--subresource=token", "-n", "default"),
+    ("impersonate", "serviceaccounts"),
+    ("escalate", "clusterroles"),
+    ("bind", "clusterroles"),
+    ("create", "leases", "-n", "default"),
+    ("*", "*"),
+]
+# What the code calls (action=delete, no leader election, no node escalation).
+DEFAULT_ALLOWED = [
+    ("list", "pods", "-A"),
+    ("get", "pods", "-n", "default"),
+    ("delete", "pods", "-n", "default"),
+    ("list", "namespaces"),
+    ("create", "events", "-n", "default"),
+    ("list", "events", "-A"),
+    ("get", "replicasets", "-n", "default"),
+    ("get", "deployments", "-n", "default"),
+    ("get", "statefulsets", "-n", "default"),
+]
+
+
+def can_i(kubectl: str, plane, release, *args: str) -> bool:
+    done = run_tool([kubectl, "--kubeconfig", str(plane.admin_kubeconfig), "auth", "can-i", *args, "--as",
+                     release.user], check=False)
+    assert done.stdout.strip() in ("yes", "no"), (args, done.stdout, done.stderr)
+    return done.stdout.strip() == "yes"
+
+
+def _check(kubectl, plane, release, allowed, denied) -> None:
+    wrong = [("allowed" if can_i(kubectl, plane, release, *a) else "denied", a) for a in allowed]
+    wrong = [w for w in wrong if w[0] != "allowed"]
+    wrong += [("allowed", d) for d in denied if can_i(kubectl, plane, release, *d)]
+    assert not wrong, f"{release.user}: {wrong}"
+
+
+def test_default_release(release, kubectl, control_plane):
+    rel = release()
+    _check(kubectl, control_plane, rel, DEFAULT_ALLOWED, [
+        *NEVER, ("create", "pods", "--subresource=eviction", "-n", "default"), ("patch", "nodes"),
+        ("get", "nodes"), ("get", "leases", "-n", rel.namespace), ("update", "leases", "-n", rel.namespace)])
+
+
+def test_evict_release_cannot_delete_pods(release, kubectl, control_plane):
+    rel = release("wd-evict", EVICT_CONFIG)
+    allowed = [a for a in DEFAULT_ALLOWED if a[:2] != ("delete", "pods")]
+    _check(kubectl, control_plane, rel, [*allowed, ("create", "pods", "--subresource=eviction", "-n", "default")],
+           [*NEVER, ("delete", "pods", "-n", "default"), ("delete", "pods", "-A")])
+
+
+def test_leader_release_holds_only_its_own_lease(release, kubectl, control_plane):
+    rel = release("wd-leader", LEADER_CONFIG)
+    ns = rel.namespace
+    _check(kubectl, control_plane, rel, [
+        *DEFAULT_ALLOWED,
+        ("create", "leases", "-n", ns),
+        ("get", "leases/vllm-stall-watchdog", "-n", ns),
+        ("update", "leases/vllm-stall-watchdog", "-n", ns),
+    ], [
+        *NEVER,
+        ("get", "leases/another-lease", "-n", ns),
+        ("update", "leases/another-lease", "-n", ns),
+        ("delete", "leases/vllm-stall-watchdog", "-n", ns),
+        ("patch", "leases/vllm-stall-watchdog", "-n", ns),
+        ("list", "leases", "-n", ns),
+        ("create", "leases", "-n", "kube-system"),
+        ("get", "leases/vllm-stall-watchdog", "-n", "kube-system"),
+    ])
+
+
+def test_node_escalation_release_may_patch_nodes_only(release, kubectl, control_plane):
+    rel = release("wd-nodes", NODES_CONFIG)
+    _check(kubectl, control_plane, rel, [*DEFAULT_ALLOWED, ("get", "nodes/node-gpu"), ("patch", "nodes/node-gpu")],
+           [*NEVER, ("list", "nodes"), ("update", "nodes"), ("patch", "nodes", "--subresource=status")])

@@ -1,0 +1,313 @@
+"""One cycle end to end, in process: the Kubernetes API emulator (kmock-based, real HTTP; not a cluster), simulated
+vLLM pods on 127.0.0.x, and a fake monotonic clock advanced 15 s per cycle so windows pass instantly."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
+from watchdog.config.loader import load_config
+from watchdog.config.settings import Settings
+from watchdog.controller.cycle import CycleReport, Watchdog
+from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import FAST_SETTINGS, pod_manifest, seed_deployment, write_config
+from watchdog.demo.simpod import Rates, SimPod
+
+NS = "inference"
+STEP = 15.0
+FAST_RATES = Rates(prompt_tokens=1e7, generation_tokens=1e6, steps=1e5)  # counters rise within a millisecond
+
+
+def make_config(tmp_path: Path, **overrides: Any) -> Settings:
+    # The fake clock moves, the wall clock barely does: pods are seconds old, so the minimum-age rail is off here
+    # (it is tested in test_policy.py and test_rails_e2e.py).
+    path = write_config(tmp_path / "config.yaml", **{**FAST_SETTINGS, "minPodAgeSeconds": 0, **overrides})
+    return load_config(str(path), env={})
+
+
+class Rig:
+    """A Watchdog on the emulator with a fake clock; :meth:`cycle` advances the clock by :data:`STEP`."""
+
+    def __init__(self, api: EmulatorServer, config: Settings, scraper: Any = None) -> None:
+        self.api, self.now = api, 0.0
+        self.kube = KubeClient.from_settings(KubeSettings(host=api.base_url, request_timeout_s=5))
+        self.wd = Watchdog(config, self.kube, clock=lambda: self.now, scraper=scraper)
+        self.sims: list[SimPod] = []
+
+    def sim(self, address: str, mode: str, **kw: Any) -> SimPod:
+        sim = SimPod(address, 0, mode, **kw)
+        sim.start()
+        self.sims.append(sim)
+        return sim
+
+    def deployment(self, name: str, sim: SimPod) -> dict[str, dict[str, Any]]:
+        return seed_deployment(self.api, NS, name, sim.address, sim.port)
+
+    def cycle(self) -> CycleReport:
+        self.now += STEP
+        return self.wd.run_cycle()
+
+    def exists(self, pod: dict[str, Any]) -> bool:
+        stored = self.api.get_pod(NS, pod["metadata"]["name"])
+        return stored is not None and stored["metadata"]["uid"] == pod["metadata"]["uid"]
+
+    def close(self) -> None:
+        self.wd.close()
+        for sim in self.sims:
+            sim.stop()
+
+
+@pytest.fixture
+def api(emulator: EmulatorServer) -> EmulatorServer:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    return emulator
+
+
+@pytest.fixture
+def rig(api: EmulatorServer, tmp_path: Path) -> Iterator[Rig]:
+    r = Rig(api, make_config(tmp_path))
+    yield r
+    r.close()
+
+
+def states(report: CycleReport) -> dict[str, str]:
+    return {ref.split("/", 1)[1].split("-", 1)[0]: v.state for ref, _key, v in report.verdicts}
+
+
+def remediated(report: CycleReport) -> list[tuple[str, str]]:
+    return [(ref, r.result) for ref, r in report.remediations]
+
+
+def sample(rig: Rig, name: str, labels: dict[str, str] | None = None) -> float | None:
+    return rig.wd.metrics.registry.get_sample_value(name, labels or {})
+
+
+def test_only_the_wedged_pod_is_deleted_after_the_window(rig: Rig) -> None:
+    wedged = rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))
+    idle = rig.deployment("idle", rig.sim("127.0.0.3", "idle"))
+    busy = rig.deployment("busy", rig.sim("127.0.0.4", "progressing", rates=FAST_RATES))
+    wedged_ref = f"{NS}/{wedged['pod']['metadata']['name']}"
+
+    first = rig.cycle()
+    assert first.pods == 3 and first.scrapes == {"ok": 3}
+    # 1 namespace LIST + 1 pod LIST per default target (2) + once, at start, the Event LIST restoring the budget
+    assert first.api_requests == 4
+    assert states(first)["idle"] == "idle"
+    second = rig.cycle()
+    assert states(second) == {"wedged": "suspect", "idle": "idle", "busy": "progressing"}
+    assert second.remediations == [] and rig.exists(wedged["pod"])
+
+    third = rig.cycle()  # t - clock start = 30 s >= 5 s window, 3 busy samples
+    assert states(third)["wedged"] == "stalled"
+    assert remediated(third) == [(wedged_ref, "deleted")]
+    assert not rig.exists(wedged["pod"])
+    assert rig.exists(idle["pod"]) and rig.exists(busy["pod"])
+    events = {(e["reason"], e["involvedObject"]["kind"], e["involvedObject"]["name"])
+              for e in rig.api.list_events(NS)}
+    assert events == {("StalledPodDeleted", "Pod", wedged["pod"]["metadata"]["name"]),
+                      ("StalledPodDeleted", "Deployment", "wedged")}
+    assert sample(rig, "vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
+    assert sample(rig, "vllm_watchdog_stalls_total") == 1.0
+    assert sample(rig, "vllm_watchdog_pods_watched") == 3.0
+    assert sample(rig, "vllm_watchdog_engines", {"state": "stalled"}) == 1.0
+
+    for _ in range(2):
+        later = rig.cycle()
+        assert later.pods == 2 and later.remediations == []
+        assert states(later) == {"idle": "idle", "busy": "progressing"}
+    assert rig.exists(idle["pod"]) and rig.exists(busy["pod"])
+    assert rig.wd.last_success == rig.now
+
+
+def test_hanging_pod_is_unknown_and_never_deleted(api: EmulatorServer, tmp_path: Path) -> None:
+    rig = Rig(api, make_config(tmp_path, scrapeDeadlineSeconds=0.3, connectTimeoutSeconds=0.2))
+    try:
+        sim = rig.sim("127.0.0.5", "hang")
+        hung = rig.deployment("hung", sim)
+        first = rig.cycle()
+        assert first.scrapes == {"timeout": 1}
+        assert first.verdicts == [] and first.engines == {}  # never answered: no engine series known yet
+        sim.set_mode("wedged")
+        rig.cycle()
+        assert states(rig.cycle()) == {"hung": "suspect"}
+        sim.set_mode("hang")
+        for _ in range(3):  # far past the window, but a scrape that times out is never evidence
+            report = rig.cycle()
+            assert report.scrapes == {"timeout": 1}
+            assert states(report) == {"hung": "unknown"}
+            assert report.remediations == []
+        assert rig.exists(hung["pod"])
+        assert rig.api.list_events(NS) == []
+        assert sample(rig, "vllm_watchdog_scrapes_total", {"outcome": "timeout"}) == 4.0
+        assert sample(rig, "vllm_watchdog_engines", {"state": "unknown"}) == 1.0
+    finally:
+        rig.close()
+
+
+def recreate(api: EmulatorServer, pod: dict[str, Any]) -> dict[str, Any]:
+    meta = pod["metadata"]
+    assert api.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{meta['name']}")[0] == 200
+    fresh = {**pod, "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations",
+                                                      "ownerReferences")}}
+    created = api.create_pod(fresh)
+    assert created["metadata"]["uid"] != meta["uid"]
+    assert created["status"]["podIP"] == pod["status"]["podIP"]
+    return created
+
+
+def test_state_is_keyed_by_uid_not_by_name_or_ip(rig: Rig) -> None:
+    old = rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))["pod"]
+    rig.cycle()
+    assert states(rig.cycle()) == {"wedged": "suspect"}
+    new = recreate(rig.api, old)  # same name, same IP and port, new UID: a different pod
+
+    third = rig.cycle()
+    assert third.remediations == [] and rig.exists(new)
+    assert states(third) == {"wedged": "suspect"}
+    assert set(rig.wd.pods) == {new["metadata"]["uid"]}  # the old pod's state is gone
+    assert rig.cycle().remediations == []
+    fifth = rig.cycle()  # the new pod's own window has passed
+    assert remediated(fifth) == [(f"{NS}/{new['metadata']['name']}", "deleted")]
+    assert not rig.exists(new)
+
+
+def test_restart_count_change_resets_the_state(rig: Rig) -> None:
+    pod = rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))["pod"]
+    rig.cycle()
+    assert states(rig.cycle()) == {"wedged": "suspect"}
+    statuses = [{**pod["status"]["containerStatuses"][0], "restartCount": 1}]
+    rig.api.patch_object(f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}",
+                         {"status": {"containerStatuses": statuses}})
+
+    third = rig.cycle()
+    assert third.remediations == [] and rig.exists(pod)
+    assert rig.wd.pods[pod["metadata"]["uid"]].restart_count == 1
+    assert rig.cycle().remediations == []
+    assert remediated(rig.cycle()) == [(f"{NS}/{pod['metadata']['name']}", "deleted")]
+
+
+def test_api_requests_per_cycle_do_not_grow_with_pods(rig: Rig) -> None:
+    sim = rig.sim("127.0.0.6", "idle")  # every pod points at the same simulated engine
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs", "uid": "rs-uid"}}
+
+    def add(count: int) -> None:
+        for _ in range(count):
+            i = len(rig.api.list_objects(f"/api/v1/namespaces/{NS}/pods"))
+            rig.api.create_pod(pod_manifest(NS, f"p{i}", sim.address, sim.port, owner=owner))
+
+    def measured() -> tuple[int, int, list[tuple[str, str, str]]]:
+        before = len(rig.api.emulator.request_log)
+        report = rig.cycle()
+        log = rig.api.emulator.request_log[before:]
+        assert report.remediations == []
+        return report.pods, report.api_requests, [(r.verb, r.resource, r.query) for r in log]
+
+    start = rig.cycle()  # the first cycle also reads this watchdog's own Events once, to restore its budget
+    assert start.api_requests == 4
+    add(3)
+    pods, count, log = measured()
+    assert (pods, count, len(log)) == (3, 3, 3)
+    assert [(verb, resource) for verb, resource, _ in log] == [("list", "namespaces"), ("list", "pods"),
+                                                               ("list", "pods")]
+    assert all("resourceVersion=0" in query for _, _, query in log)
+    add(17)
+    pods, count, log_20 = measured()
+    assert (pods, count) == (20, 3)
+    assert log_20 == log
+
+
+def test_one_pods_failure_does_not_stop_the_cycle(rig: Rig, monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    broken = rig.deployment("broken", rig.sim("127.0.0.3", "idle"))["pod"]
+    wedged = rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))["pod"]
+    original = Watchdog._judge
+
+    def judge(self: Watchdog, target: Any, parsed: Any, report: CycleReport) -> Any:
+        if target.name == broken["metadata"]["name"]:
+            raise RuntimeError("boom")
+        return original(self, target, parsed, report)
+
+    monkeypatch.setattr(Watchdog, "_judge", judge)
+    with caplog.at_level(logging.ERROR, logger="watchdog.controller.cycle"):
+        reports = [rig.cycle() for _ in range(3)]
+    assert all(r.pods == 2 for r in reports)
+    assert remediated(reports[2]) == [(f"{NS}/{wedged['metadata']['name']}", "deleted")]
+    assert rig.exists(broken)
+    failures = [r for r in caplog.records if "judging pod" in r.getMessage()]
+    assert len(failures) == 3 and all(r.exc_info for r in failures)
+    assert rig.wd.last_success == rig.now
+
+
+def test_discovery_failure_fails_the_whole_cycle(tmp_path: Path) -> None:
+    kube = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2))
+    wd = Watchdog(make_config(tmp_path), kube, clock=lambda: 1.0)
+    try:
+        with pytest.raises(KubeError):
+            wd.run_cycle()
+        assert wd.last_success is None
+    finally:
+        wd.close()
+
+
+def test_dry_run_namespace_announces_once_and_keeps_the_pod(api: EmulatorServer, tmp_path: Path) -> None:
+    api.create_namespace("observe", {NAMESPACE_LABEL: "dry-run"})
+    rig = Rig(api, make_config(tmp_path))
+    try:
+        sim = rig.sim("127.0.0.2", "wedged")
+        pod = seed_deployment(api, "observe", "wedged", sim.address, sim.port)["pod"]
+        results = [remediated(rig.cycle()) for _ in range(5)]
+        ref = f"observe/{pod['metadata']['name']}"
+        assert results == [[], [], [(ref, "dry_run")], [], []]
+        assert api.get_pod("observe", pod["metadata"]["name"]) is not None
+        assert sorted(e["reason"] for e in api.list_events("observe")) == ["StalledPodDryRun"] * 2
+    finally:
+        rig.close()
+
+
+class FixedScraper:
+    """A scraper stand-in that answers every URL with the same exposition body."""
+
+    def __init__(self, body: str) -> None:
+        self.body, self.urls = body.encode(), list[str]()
+
+    def fetch(self, url: str) -> bytes:
+        self.urls.append(url)
+        return self.body
+
+    def close(self) -> None:
+        pass
+
+
+# A wedge where the scheduler shows every request as waiting (running 0), counters frozen: what countWaiting is for.
+WAITING_WEDGE = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 0.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 5.0
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 456789.0
+# TYPE vllm:prompt_tokens counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} 1234567.0
+"""
+
+
+@pytest.mark.parametrize(("count_waiting", "expected"), [(True, "deleted"), (False, None)])
+def test_count_waiting_wedge_is_judged_and_acted_on_alike(api: EmulatorServer, tmp_path: Path,
+                                                          count_waiting: bool, expected: str | None) -> None:
+    scraper = FixedScraper(WAITING_WEDGE)
+    rig = Rig(api, make_config(tmp_path, countWaiting=count_waiting), scraper=scraper)
+    try:
+        pod = seed_deployment(api, NS, "waiting", "10.0.0.9", 8000)["pod"]
+        reports = [rig.cycle() for _ in range(3)]
+        assert states(reports[2]) == {"waiting": "stalled" if count_waiting else "idle"}
+        assert remediated(reports[2]) == ([(f"{NS}/{pod['metadata']['name']}", expected)] if expected else [])
+        assert rig.exists(pod) is (expected is None)
+        assert scraper.urls[0] == "http://10.0.0.9:8000/metrics"
+    finally:
+        rig.close()

@@ -1,0 +1,315 @@
+"""Fault tests for the safety rails, in process: real Watchdog cycles over real HTTP against the Kubernetes API
+emulator (kmock-based; not a cluster) and simulated vLLM pods, with a fake monotonic clock (15 s per cycle).
+
+Every test asserts the expected outcome and that nothing was wrongly deleted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
+from watchdog.adapters.leader import LeaderElector
+from watchdog.config.loader import load_config
+from watchdog.config.settings import Settings
+from watchdog.controller.cycle import CycleReport, Watchdog
+from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import FAST_SETTINGS, pod_manifest, write_config
+from watchdog.demo.simpod import Rates, SimPod
+
+STEP = 15.0
+FAST = Rates(prompt_tokens=1e7, generation_tokens=1e6, steps=1e5)
+# Window 45 s = 3 cycles of the fake clock; pods are seconds old on the wall clock, so the minimum age is the
+# monotonic time the watchdog has watched them (pod_age_s takes the larger of the two).
+BASE = {**FAST_SETTINGS, "windowSeconds": 45.0, "scrapeIntervalSeconds": 15.0, "scrapeDeadlineSeconds": 10.0,
+        "connectTimeoutSeconds": 5.0}  # generous: a loaded CI machine must not turn scrapes into unknowns
+
+
+class Flaky:
+    """A KubeClient stand-in: forwards to ``inner`` unless ``fail[name]`` says how to fail that call."""
+
+    def __init__(self, inner: KubeClient) -> None:
+        self.inner, self.fail = inner, {}  # type: ignore[var-annotated]
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in self.fail:
+            return attr
+
+        def call(*args: Any, **kw: Any) -> Any:
+            raise self.fail[name]
+        return call
+
+
+class Fleet:
+    """Pods in the emulator pointing at a few shared simulated engines; a Watchdog per call of :meth:`watchdog`."""
+
+    def __init__(self, api: EmulatorServer, tmp: Path) -> None:
+        self.api, self.tmp, self.now = api, tmp, 0.0
+        self.engines = {mode: SimPod(f"127.0.0.{i + 2}", 0, mode, rates=FAST)
+                        for i, mode in enumerate(("progressing", "wedged", "idle"))}
+        for sim in self.engines.values():
+            sim.start()
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.namespaces: set[str] = set()
+
+    def pod(self, name: str, mode: str, namespace: str = "llm") -> dict[str, Any]:
+        if namespace not in self.namespaces:
+            self.api.create_namespace(namespace, {NAMESPACE_LABEL: "true"})
+            self.namespaces.add(namespace)
+        owner = self.api.create_object(f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": f"{name}-rs"}})
+        sim = self.engines[mode]
+        self.pods[name] = self.api.create_pod(pod_manifest(namespace, name, sim.address, sim.port, owner=owner))
+        return self.pods[name]
+
+    def config(self, **overrides: Any) -> Settings:
+        return load_config(str(write_config(self.tmp / "config.yaml", **{**BASE, **overrides})), env={})
+
+    def watchdog(self, kube: Any = None, **kw: Any) -> Watchdog:
+        kube = kube or KubeClient.from_settings(KubeSettings(host=self.api.base_url, request_timeout_s=5))
+        return Watchdog(kw.pop("config", None) or self.config(), kube, clock=lambda: self.now, **kw)
+
+    def alive(self, name: str) -> bool:
+        meta = self.pods[name]["metadata"]
+        stored = self.api.get_pod(meta["namespace"], meta["name"])
+        return stored is not None and stored["metadata"]["uid"] == meta["uid"]
+
+    def events(self, reason: str) -> list[tuple[str, str]]:
+        return sorted((e["involvedObject"]["name"], e["message"]) for e in self.api.list_events()
+                      if e["reason"] == reason and e["involvedObject"]["kind"] == "Pod")
+
+    def close(self) -> None:
+        for sim in self.engines.values():
+            sim.stop()
+
+
+@pytest.fixture
+def fleet(emulator: EmulatorServer, tmp_path: Path) -> Iterator[Fleet]:
+    f = Fleet(emulator, tmp_path)
+    yield f
+    f.close()
+
+
+def run(fleet: Fleet, wd: Watchdog, cycles: int, before: Callable[[int], None] | None = None) -> list[CycleReport]:
+    reports = []
+    for i in range(cycles):
+        fleet.now += STEP
+        if before is not None:
+            before(i)
+        try:
+            reports.append(wd.run_cycle())
+        except KubeError:
+            reports.append(CycleReport())
+    return reports
+
+
+def results(reports: list[CycleReport]) -> list[str]:
+    return [r.result for report in reports for _, r in report.remediations]
+
+
+def test_breaker_trips_when_30_percent_stall_together_and_nothing_is_deleted(fleet: Fleet) -> None:
+    for i in range(7):
+        fleet.pod(f"ok-{i}", "progressing")
+    for i in range(3):  # 3 of 10 = 30%: not MORE than the threshold ...
+        fleet.pod(f"wedged-{i}", "wedged", namespace=f"team-{i}")
+    fleet.pod("wedged-3", "wedged", namespace="team-3")  # ... 4 of 11 = 36%: trips
+    wd = fleet.watchdog()
+    reports = run(fleet, wd, 8)
+    assert set(results(reports)) == {"deferred"}
+    assert all(fleet.alive(name) for name in fleet.pods)
+    deferred = fleet.events("StalledPodDeletionDeferred")
+    assert len(deferred) == 4 and all("mass-stall breaker is open" in msg for _, msg in deferred)
+    assert wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 1.0
+    assert wd.metrics.registry.get_sample_value("vllm_watchdog_deferrals_total", {"rule": "breaker"}) >= 4
+
+
+def test_breaker_closes_after_cooldown_once_the_fraction_drops(fleet: Fleet) -> None:
+    for i in range(6):
+        fleet.pod(f"ok-{i}", "progressing")
+    for i in range(4):
+        fleet.pod(f"wedged-{i}", "wedged", namespace=f"team-{i}")
+    wd = fleet.watchdog(config=fleet.config(breakerCooldownSeconds=60, maxDeletions=1))
+    run(fleet, wd, 5)
+    assert all(fleet.alive(name) for name in fleet.pods)
+    for i in range(3):  # three recover (here: their pods vanish), one stays wedged: 1 of 7 is below 30%
+        meta = fleet.pods[f"wedged-{i}"]["metadata"]
+        fleet.api.request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+    later = run(fleet, wd, 6)
+    assert results(later).count("deleted") == 1 and not fleet.alive("wedged-3")
+    assert wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 0.0
+
+
+def test_ten_genuine_stalls_only_the_budgeted_ones_are_deleted(fleet: Fleet) -> None:
+    for i in range(30):
+        fleet.pod(f"ok-{i}", "progressing")
+    for i in range(10):  # 10 of 40 = 25%: below the breaker; one per namespace
+        fleet.pod(f"wedged-{i}", "wedged", namespace=f"team-{i}")
+    wd = fleet.watchdog()
+    reports = run(fleet, wd, 8)
+    deleted = [name for name in fleet.pods if not fleet.alive(name)]
+    assert len(deleted) == 2 and all(name.startswith("wedged-") for name in deleted)  # default budget: 2 / 10 min
+    assert results(reports).count("deleted") == 2
+    deferred = fleet.events("StalledPodDeletionDeferred")
+    assert {name for name, _ in deferred} == {f"wedged-{i}" for i in range(10)} - set(deleted)
+    assert all("cluster budget used: 2 deletions" in msg for _, msg in deferred)
+    assert len(deferred) == 8  # one Event per stall episode and rule, never one per cycle
+
+
+def test_namespace_budget_and_owner_rule(fleet: Fleet) -> None:
+    for i in range(8):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("a", "wedged", namespace="team")
+    fleet.pod("b", "wedged", namespace="team")
+    wd = fleet.watchdog()
+    run(fleet, wd, 6)
+    assert [fleet.alive("a"), fleet.alive("b")].count(False) == 1
+    [(_, msg)] = fleet.events("StalledPodDeletionDeferred")
+    assert "namespace budget used" in msg
+
+
+def test_429_storm_at_start_up_never_causes_a_deletion(fleet: Fleet) -> None:
+    for i in range(3):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged", "wedged")
+    kube = Flaky(KubeClient.from_settings(KubeSettings(host=fleet.api.base_url)))
+    kube.fail["list_pods"] = KubeError("list pods", 429, "Too Many Requests")
+    wd = fleet.watchdog(kube)
+
+    def api_recovers(i: int) -> None:
+        if i == 4:
+            kube.fail.clear()
+
+    reports = run(fleet, wd, 10, api_recovers)
+    assert all(not r.remediations for r in reports[:4])
+    first_deletion = next(i for i, r in enumerate(reports) if results([r]) == ["deleted"])
+    # First listing at cycle 4; the detector and the warm-up then each need a full 45 s window (3 cycles).
+    assert first_deletion >= 4 + 3
+    assert [n for n in fleet.pods if not fleet.alive(n)] == ["wedged"]
+
+
+@pytest.mark.parametrize("jump_s", [3600.0, -3600.0])
+def test_wall_clock_jumps_do_not_move_the_windows(fleet: Fleet, jump_s: float) -> None:
+    for i in range(3):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged", "wedged")
+    offset = [0.0]
+    wd = fleet.watchdog(wall_clock=lambda: time.time() + offset[0])
+
+    def jump(i: int) -> None:
+        if i == 1:
+            offset[0] = jump_s
+
+    reports = run(fleet, wd, 6, jump)
+    states = [{ref.split("/")[1]: v.state for ref, _, v in r.verdicts}.get("wedged") for r in reports]
+    # Stalled exactly a 45 s window after the first busy sample, whatever the wall clock does.
+    assert states[:4] == ["suspect", "suspect", "suspect", "stalled"]
+    assert results(reports) == ["deleted"] and not fleet.alive("wedged")
+    assert all(fleet.alive(f"ok-{i}") for i in range(3))
+
+
+def test_pause_defers_everything(fleet: Fleet) -> None:
+    for i in range(4):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged", "wedged")
+    wd = fleet.watchdog(config=fleet.config(paused=True))
+    assert set(results(run(fleet, wd, 6))) == {"deferred"} and fleet.alive("wedged")
+    [(_, msg)] = fleet.events("StalledPodDeletionDeferred")
+    assert "paused" in msg
+
+
+def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> None:
+    for i in range(6):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged-a", "wedged", namespace="team-a")
+    fleet.api.create_namespace("watchdog-system")
+    replicas = []
+    for name in ("replica-a", "replica-b"):
+        kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
+        elector = LeaderElector(kube, "watchdog-system", identity=name)
+        replicas.append((fleet.watchdog(kube, leader=elector.is_leader), elector))
+    (wd_a, el_a), (wd_b, el_b) = replicas
+    el_a.step()  # replica A campaigns first and wins
+    for _ in range(6):
+        fleet.now += STEP
+        for wd, elector in reversed(replicas):  # the standby looks first each time: it must hold back
+            elector.step()
+            wd.run_cycle()
+    assert el_a.is_leader() and not el_b.is_leader()
+    reg = (wd_a.metrics.registry, wd_b.metrics.registry)
+    assert [r.get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) for r in reg] == [1.0, 0.0]
+    assert reg[1].get_sample_value("vllm_watchdog_deferrals_total", {"rule": "not_leader"}) >= 1
+    assert not fleet.alive("wedged-a")
+
+    # The leader steps down (releases the Lease): the standby takes over and acts on the next stall.
+    el_a.stop()
+    fleet.pod("wedged-b", "wedged", namespace="team-b")
+    for _ in range(6):
+        fleet.now += STEP
+        for wd, elector in replicas:
+            if elector is not el_a:
+                elector.step()
+            wd.run_cycle()
+    assert el_b.is_leader() and not fleet.alive("wedged-b")
+    assert reg[0].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
+    assert reg[1].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
+    # The standby never wrote to the cluster: no deferral Events for "not the leader".
+    assert not [m for _, m in fleet.events("StalledPodDeletionDeferred") if "Lease" in m]
+
+    # B read A's deletion back when it became leader: with B's own, the budget of 2 is used up.
+    fleet.pod("wedged-c", "wedged", namespace="team-c")
+    for _ in range(5):
+        fleet.now += STEP
+        el_b.step()
+        wd_b.run_cycle()
+    assert fleet.alive("wedged-c")
+    [(_, msg)] = fleet.events("StalledPodDeletionDeferred")
+    assert "cluster budget used: 2 deletions" in msg
+
+
+def test_eviction_mode_defers_on_a_pdb_and_never_falls_back_to_delete(fleet: Fleet) -> None:
+    for i in range(4):
+        fleet.pod(f"ok-{i}", "progressing")
+    pod = fleet.pod("wedged", "wedged")
+    fleet.api.emulator.eviction_blocked = True  # a PodDisruptionBudget allows no disruption now
+    wd = fleet.watchdog(config=fleet.config(action="evict"))
+    blocked = run(fleet, wd, 6)
+    assert set(results(blocked)) == {"deferred"} and fleet.alive("wedged")
+    assert fleet.api.emulator.count_requests(verb="delete") == 0  # no fallback to DELETE
+    [(_, msg)] = fleet.events("StalledPodDeletionDeferred")
+    assert "PodDisruptionBudget" in msg
+    fleet.api.emulator.eviction_blocked = False
+    allowed = run(fleet, wd, 2)
+    assert results(allowed) == ["evicted"] and not fleet.alive("wedged")
+    assert fleet.api.emulator.count_requests(verb="evict") >= 1
+    assert fleet.api.emulator.count_requests(verb="delete") == 0
+    assert pod["metadata"]["name"] in {n for n, _ in fleet.events("StalledPodDeleted")}
+
+
+def test_node_escalation_taints_a_node_after_two_stalled_pods(fleet: Fleet) -> None:
+    from watchdog.adapters.nodes import NodeEscalator
+    from watchdog.core.escalation import NodeStallHistory
+
+    fleet.api.create_object("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-7"},
+                                              "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}})
+    for i in range(6):
+        fleet.pod(f"ok-{i}", "progressing")
+    for name in ("a", "b"):
+        manifest = fleet.pod(f"wedged-{name}", "wedged", namespace=f"team-{name}")
+        path = f"/api/v1/namespaces/team-{name}/pods/{manifest['metadata']['name']}"
+        fleet.api.patch_object(path, {"spec": {"nodeName": "gpu-7"}})
+    kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
+    escalator = NodeEscalator(kube, NodeStallHistory(threshold=2, window_s=3600), clock=lambda: fleet.now)
+    run(fleet, fleet.watchdog(kube, escalation=escalator), 6)
+    assert not fleet.alive("wedged-a") and not fleet.alive("wedged-b")
+    node = fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]
+    assert node["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+                                      {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}]
+    [event] = [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
+    assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == "gpu-7"

@@ -1,0 +1,462 @@
+"""The deletion choke point against the Kubernetes API emulator over real HTTP (kmock-based; not a cluster)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from watchdog.adapters.kube import KubeClient, KubeError
+from watchdog.adapters.metrics import DELETION_RESULTS, Metrics, new_metrics
+from watchdog.controller.remediator import Remediator
+from watchdog.core.confirm import not_confirmed
+from watchdog.core.detector import Verdict
+from watchdog.core.discovery import discover
+from watchdog.core.events import MAX_MESSAGE, event_body
+from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget, Target
+from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.policy import DeletionPolicy, Rails
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import pod_manifest, seed_deployment, seed_statefulset
+
+NS = "ml"
+SNAP = EngineSnapshot(labels=(("engine", "0"), ("model_name", "llama")), running=21.0, waiting=0.0,
+                      generation_tokens=456789.0, prompt_tokens=1234567.0, heartbeat=30200.0)
+VERDICT = Verdict("stalled", True, 130.0, "busy (running 21) with no progress for 130 s over 9 samples",
+                  t=130.0, running=21.0)
+WINDOW = 120.0
+
+
+class Rescrape:
+    """A rescrape callable that returns ``answer`` (default: the same frozen snapshot) and counts calls."""
+
+    def __init__(self, answer: EngineSnapshot | None = SNAP, before: Callable[[], None] | None = None) -> None:
+        self.answer, self.before, self.calls = answer, before, 0
+
+    def __call__(self, target: ScrapeTarget, key: str) -> EngineSnapshot | None:
+        self.calls += 1
+        assert key == SNAP.key
+        if self.before is not None:
+            self.before()
+        return self.answer
+
+
+class Wrapper:
+    """A KubeClient stand-in forwarding to a real one; chosen methods replaced, calls counted."""
+
+    def __init__(self, inner: KubeClient, **overrides: Callable[..., Any]) -> None:
+        self.inner, self.overrides, self.calls = inner, overrides, {name: 0 for name in overrides}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.overrides:
+            def call(*args: Any, **kw: Any) -> Any:
+                self.calls[name] += 1
+                return self.overrides[name](*args, **kw)
+            return call
+        return getattr(self.inner, name)
+
+
+def results(m: Metrics) -> dict[str, float]:
+    out = {r: m.registry.get_sample_value("vllm_watchdog_deletions_total", {"result": r}) for r in DELETION_RESULTS}
+    return {r: v for r, v in out.items() if v}
+
+
+@pytest.fixture
+def api(emulator: EmulatorServer) -> EmulatorServer:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    emulator.create_namespace("obs", {NAMESPACE_LABEL: "dry-run"})
+    return emulator
+
+
+def target_of(api: EmulatorServer, pod: dict[str, Any]) -> ScrapeTarget:
+    """The ScrapeTarget discovery makes of ``pod`` (as stored by the emulator)."""
+    meta = pod["metadata"]
+    stored = api.get_pod(meta["namespace"], meta["name"])
+    assert stored is not None
+    found = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])])
+    [target] = found.targets
+    return target
+
+
+def open_policy(**kw: Any) -> DeletionPolicy:
+    """A policy past warm-up whose rails are all open unless ``kw`` (Rails fields) narrows them; the rails
+    themselves are tested in test_policy.py and test_rails_e2e.py."""
+    rails = Rails(**{"min_pod_age_seconds": 0.0, "max_deletions": 100, "max_deletions_per_namespace": 100, **kw})
+    policy = DeletionPolicy(rails, started=-1e9)
+    policy.begin_cycle(-1e9, watched=1, bad=0)
+    return policy
+
+
+def remediator(kube: Any, rescrape: Rescrape | None = None, **kw: Any) -> tuple[Remediator, Metrics]:
+    metrics = new_metrics()
+    return Remediator(kube, open_policy(**kw), rescrape or Rescrape(), metrics), metrics
+
+
+def events(api: EmulatorServer, namespace: str = NS) -> list[tuple[str, str, str]]:
+    return sorted((e["reason"], e["involvedObject"]["kind"], e["involvedObject"]["name"])
+                  for e in api.list_events(namespace))
+
+
+def pod_path(pod: dict[str, Any]) -> str:
+    return f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
+
+
+def recreate(api: EmulatorServer, pod: dict[str, Any]) -> dict[str, Any]:
+    """Delete ``pod`` and create a new pod with the same name, IP and owner (a new UID)."""
+    status, _ = api.request("DELETE", pod_path(pod))
+    assert status == 200
+    fresh = {k: v for k, v in pod.items() if k != "metadata"}
+    fresh["metadata"] = {k: v for k, v in pod["metadata"].items()
+                         if k in ("name", "namespace", "labels", "annotations", "ownerReferences")}
+    created = api.create_pod(fresh)
+    assert created["metadata"]["uid"] != pod["metadata"]["uid"]
+    return created
+
+
+# -- deletion ----------------------------------------------------------------------------------------------------
+def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    pod, target = seeded["pod"], target_of(api, seeded["pod"])
+    rescrape = Rescrape()
+    rem, metrics = remediator(kube_client, rescrape)
+    before = len(api.emulator.request_log)
+
+    outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
+
+    assert outcome.result == "deleted"
+    assert target.uid in outcome.detail and target.ref in outcome.detail
+    assert api.get_pod(NS, pod["metadata"]["name"]) is None
+    assert rescrape.calls == 1
+    log = api.emulator.request_log[before:]
+    assert [(r.verb, r.resource) for r in log if r.verb == "delete"] == [("delete", "pods")]
+    assert [r.verb for r in log if r.resource == "pods"] == ["get", "delete"]  # fresh GET, then the DELETE
+    assert events(api) == [("StalledPodDeleted", "Deployment", "llama"),
+                           ("StalledPodDeleted", "Pod", pod["metadata"]["name"])]
+    by_kind = {e["involvedObject"]["kind"]: e for e in api.list_events(NS)}
+    pod_event = by_kind["Pod"]
+    assert pod_event["involvedObject"]["uid"] == target.uid
+    assert by_kind["Deployment"]["involvedObject"]["uid"] == seeded["deployment"]["metadata"]["uid"]
+    assert pod_event["type"] == "Warning" and pod_event["action"] == "Delete"
+    assert pod_event["source"] == {"component": "vllm-stall-watchdog"}
+    message = pod_event["message"]
+    assert message == by_kind["Deployment"]["message"]
+    assert message.startswith("deleted: engine series {" + SNAP.key + "}")
+    assert VERDICT.reason in message and f"pod {target.ref}" in message and "window 120 s" in message
+    assert len(message.encode()) <= MAX_MESSAGE
+    assert results(metrics) == {"deleted": 1.0}
+    # The same episode is never acted on twice.
+    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "skip"
+    assert results(metrics) == {"deleted": 1.0}
+
+
+def test_statefulset_pod_gets_its_event_on_the_statefulset(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_statefulset(api, NS, "big", "10.0.0.6", 8000)
+    rem, _ = remediator(kube_client)
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW).result == "deleted"
+    assert events(api) == [("StalledPodDeleted", "Pod", "big-0"), ("StalledPodDeleted", "StatefulSet", "big")]
+
+
+def test_bare_pod_gets_one_event(api: EmulatorServer, kube_client: KubeClient) -> None:
+    api.create_pod(pod_manifest(NS, "bare", "10.0.0.7", 8000))
+    stored = api.get_pod(NS, "bare")
+    assert stored is not None
+    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("v", "x=y"), [stored])],
+                        require_controller=False).targets
+    rem, _ = remediator(kube_client)
+    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "deleted"
+    assert events(api) == [("StalledPodDeleted", "Pod", "bare")]
+
+
+def test_event_message_is_cut_to_1_kib(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    long = dataclasses.replace(VERDICT, reason="é" * 3000)  # 2-byte characters: the cut must stay valid UTF-8
+    rem, _ = remediator(kube_client)
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, long, WINDOW).result == "deleted"
+    messages = [e["message"] for e in api.list_events(NS)]
+    assert len(messages) == 2
+    for message in messages:
+        assert MAX_MESSAGE - 4 <= len(message.encode()) <= MAX_MESSAGE
+        assert message.endswith("é...")
+
+
+def test_event_body_keeps_short_messages() -> None:
+    body = event_body("ml", {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}, "StalledPodDryRun",
+                      "x" * MAX_MESSAGE, "host", dt.datetime(2026, 12, 1, 3, 4, 5, tzinfo=dt.UTC))
+    assert body["message"] == "x" * MAX_MESSAGE and body["action"] == "None"
+    assert body["firstTimestamp"] == body["lastTimestamp"] == "2026-12-01T03:04:05Z"
+    assert body["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "namespace": "ml"}
+    assert body["metadata"] == {"generateName": "p.", "namespace": "ml"}
+
+
+# -- dry-run -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("namespace", "dry_run"), [(NS, True), ("obs", False)])
+def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_client: KubeClient, namespace: str,
+                                                   dry_run: bool) -> None:
+    seeded = seed_deployment(api, namespace, "llama", "10.0.0.5", 8000)
+    rescrape = Rescrape()
+    rem, metrics = remediator(kube_client, rescrape, dry_run=dry_run)
+    target = target_of(api, seeded["pod"])
+    outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
+    assert outcome.result == "dry_run"
+    assert api.get_pod(namespace, seeded["pod"]["metadata"]["name"]) is not None
+    assert api.emulator.count_requests(verb="delete") == 0
+    assert rescrape.calls == 0
+    assert events(api, namespace) == [("StalledPodDryRun", "Deployment", "llama"),
+                                      ("StalledPodDryRun", "Pod", seeded["pod"]["metadata"]["name"])]
+    assert all(e["message"].startswith("DRY-RUN, would delete") for e in api.list_events(namespace))
+    assert results(metrics) == {"dry_run": 1.0}
+    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "skip"  # announced once per episode
+    assert len(api.list_events(namespace)) == 2
+
+
+# -- aborts before the delete ------------------------------------------------------------------------------------
+def _gone(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    assert api.request("DELETE", pod_path(pod))[0] == 200
+
+
+def _recreated(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    recreate(api, pod)
+
+
+def _new_ip(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    api.patch_object(pod_path(pod), {"status": {"podIP": "10.9.9.9"}})
+
+
+def _failed(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    api.patch_object(pod_path(pod), {"status": {"phase": "Failed"}})
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (_gone, "pod is gone"), (_recreated, "a new pod under the same name"),
+    (_new_ip, "pod IP is now 10.9.9.9"), (_failed, "phase is Failed"),
+])
+def test_aborts_when_the_pod_changed(api: EmulatorServer, kube_client: KubeClient,
+                                     change: Callable[[EmulatorServer, dict[str, Any]], None], why: str) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    target = target_of(api, seeded["pod"])
+    change(api, seeded["pod"])
+    rescrape = Rescrape()
+    rem, metrics = remediator(kube_client, rescrape)
+    outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
+    assert outcome.result == "aborted"
+    assert why in outcome.detail
+    assert rescrape.calls == 0
+    assert api.emulator.count_requests(verb="delete") == 0
+    assert api.list_events(NS) == []
+    assert results(metrics) == {"aborted": 1.0}
+    if change is not _gone:
+        assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
+
+
+@pytest.mark.parametrize(("now", "why"), [
+    (None, "gave no evidence"),
+    (dataclasses.replace(SNAP, running=None), "gave no evidence"),
+    (dataclasses.replace(SNAP, running=float("nan")), "gave no evidence"),
+    (dataclasses.replace(SNAP, generation_tokens=None, prompt_tokens=None, heartbeat=None), "gave no evidence"),
+    (dataclasses.replace(SNAP, generation_tokens=SNAP.generation_tokens + 1), "generation_tokens moved"),
+    (dataclasses.replace(SNAP, prompt_tokens=SNAP.prompt_tokens + 5), "prompt_tokens moved"),
+    (dataclasses.replace(SNAP, heartbeat=SNAP.heartbeat + 1), "heartbeat moved"),
+    (dataclasses.replace(SNAP, running=0.0), "engine went idle"),
+])
+def test_aborts_when_the_rescrape_does_not_confirm(api: EmulatorServer, kube_client: KubeClient,
+                                                   now: EngineSnapshot | None, why: str) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    rescrape = Rescrape(now)
+    rem, metrics = remediator(kube_client, rescrape)
+    target = target_of(api, seeded["pod"])
+    outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
+    assert (outcome.result, rescrape.calls) == ("aborted", 1)
+    assert why in outcome.detail
+    assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
+    assert api.emulator.count_requests(verb="delete") == 0
+    assert api.list_events(NS) == []
+    assert results(metrics) == {"aborted": 1.0}
+    # Not recorded as acted on: the next cycle decides again.
+    assert rem.policy.decide(uid=target.uid, series=SNAP.key, namespace=NS, namespace_mode="enforce", owner=None,
+                             pod_age_s=1e6, now=1e9).action == "delete"
+
+
+def test_aborts_when_the_fresh_get_shows_the_pod_terminating(api: EmulatorServer,
+                                                            kube_client: KubeClient) -> None:
+    # kmock treats an object with deletionTimestamp as deleted, so the terminating pod comes from a wrapper.
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def terminating(namespace: str, name: str) -> dict[str, Any] | None:
+        pod = kube_client.get_pod(namespace, name)
+        assert pod is not None
+        pod["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+        return pod
+
+    kube = Wrapper(kube_client, get_pod=terminating, delete_pod=kube_client.delete_pod)
+    rescrape = Rescrape()
+    rem, metrics = remediator(kube, rescrape)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "aborted" and "pod is terminating" in outcome.detail
+    assert (kube.calls, rescrape.calls) == ({"get_pod": 1, "delete_pod": 0}, 0)
+    assert results(metrics) == {"aborted": 1.0}
+
+
+def test_confirmation_ignores_missing_counters() -> None:
+    assert not_confirmed(SNAP, SNAP, False) is None
+    assert not_confirmed(SNAP, dataclasses.replace(SNAP, heartbeat=None, waiting=7.0), False) is None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, None, float("inf")])
+def test_confirmation_reads_a_nan_negative_or_missing_counter_as_the_detector_does(bad: float | None) -> None:
+    """The detector ignores a NaN/negative/missing counter and judges the others frozen: the confirmation
+    re-scrape must agree, not read nan != nan as "moved" and spare the wedge forever (the layout issue's bug)."""
+    before = dataclasses.replace(SNAP, heartbeat=bad)
+    assert not_confirmed(before, dataclasses.replace(SNAP, heartbeat=bad), False) is None
+    assert not_confirmed(before, dataclasses.replace(SNAP, heartbeat=None), False) is None
+    moved = not_confirmed(before, dataclasses.replace(SNAP, heartbeat=bad, prompt_tokens=SNAP.prompt_tokens + 1),
+                          False)
+    assert moved is not None and moved.startswith("prompt_tokens moved")
+
+
+def test_a_wedge_with_one_nan_counter_is_deleted(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    nan = dataclasses.replace(SNAP, heartbeat=float("nan"))
+    rem, metrics = remediator(kube_client, Rescrape(dataclasses.replace(nan)))
+    outcome = rem.remediate(target_of(api, seeded["pod"]), nan, VERDICT, WINDOW)
+    assert outcome.result == "deleted", outcome.detail
+    assert metrics.deletions.labels("deleted")._value.get() == 1
+    assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
+
+
+# -- what the API says at delete time -----------------------------------------------------------------------------
+def test_pod_recreated_between_get_and_delete_is_a_conflict(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    target = target_of(api, seeded["pod"])
+    new: list[dict[str, Any]] = []
+    rescrape = Rescrape(before=lambda: new.append(recreate(api, seeded["pod"])))
+    rem, metrics = remediator(kube_client, rescrape)
+    outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
+    assert outcome.result == "conflict"
+    assert "UID precondition failed" in outcome.detail
+    survivor = api.get_pod(NS, seeded["pod"]["metadata"]["name"])
+    assert survivor is not None and survivor["metadata"]["uid"] == new[0]["metadata"]["uid"]
+    assert api.emulator.count_requests(verb="delete") == 1
+    assert api.list_events(NS) == []
+    assert results(metrics) == {"conflict": 1.0}
+
+
+def test_pod_gone_between_get_and_delete_is_not_found(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    rescrape = Rescrape(before=lambda: _gone(api, seeded["pod"]))
+    rem, metrics = remediator(kube_client, rescrape)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "not_found" and "already gone" in outcome.detail
+    assert api.list_events(NS) == []
+    assert results(metrics) == {"not_found": 1.0}
+
+
+def test_delete_error_is_reported_and_not_retried(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def boom(*args: Any) -> Any:
+        raise KubeError("delete pod", 500, "Internal Server Error", "etcd timeout")
+
+    kube = Wrapper(kube_client, delete_pod=boom)
+    rem, metrics = remediator(kube)
+    target = target_of(api, seeded["pod"])
+    outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
+    assert outcome.result == "error"
+    assert "not retried" in outcome.detail and "HTTP 500" in outcome.detail
+    assert kube.calls["delete_pod"] == 1
+    assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
+    assert api.list_events(NS) == []
+    assert results(metrics) == {"error": 1.0}
+    # The next cycle decides again from a fresh GET.
+    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "error"
+    assert kube.calls["delete_pod"] == 2
+
+
+def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def boom(*args: Any) -> Any:
+        raise KubeError("get pod", 503, "Service Unavailable")
+
+    kube = Wrapper(kube_client, get_pod=boom, delete_pod=kube_client.delete_pod)
+    rem, _ = remediator(kube)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "aborted" and "fresh GET failed" in outcome.detail
+    assert kube.calls["delete_pod"] == 0
+
+
+def test_event_failures_never_block_the_delete(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def boom(*args: Any) -> Any:
+        raise KubeError("create event", 403, "Forbidden")
+
+    kube = Wrapper(kube_client, create_event=boom)
+    rem, metrics = remediator(kube)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "deleted"
+    assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
+    assert kube.calls["create_event"] == 2  # pod and Deployment, each tried once
+    assert metrics.registry.get_sample_value("vllm_watchdog_event_failures_total") == 2.0
+    assert results(metrics) == {"deleted": 1.0}
+
+
+def test_any_exception_from_events_or_the_owner_walk_is_contained(api: EmulatorServer,
+                                                                   kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def boom(*args: Any) -> Any:
+        raise RuntimeError("unexpected")
+
+    kube = Wrapper(kube_client, create_event=boom, get_object=boom)
+    rem, metrics = remediator(kube)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "deleted"
+    assert kube.calls["create_event"] == 1  # the owner walk failed: only the pod's Event was tried
+    assert metrics.registry.get_sample_value("vllm_watchdog_event_failures_total") == 1.0
+
+
+def test_owner_walk_stops_at_a_missing_owner(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    rs = seeded["replicaset"]["metadata"]["name"]
+    assert api.request("DELETE", f"/apis/apps/v1/namespaces/{NS}/replicasets/{rs}")[0] == 200
+    rem, _ = remediator(kube_client)
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW).result == "deleted"
+    assert events(api) == [("StalledPodDeleted", "Pod", seeded["pod"]["metadata"]["name"]),
+                           ("StalledPodDeleted", "ReplicaSet", rs)]
+
+
+def test_configured_grace_period_is_sent(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    sent: list[tuple[Any, ...]] = []
+
+    def spy(*args: Any) -> Any:
+        sent.append(args)
+        return kube_client.delete_pod(*args)
+
+    kube = Wrapper(kube_client, delete_pod=spy)
+    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)  # type: ignore[arg-type]
+    target = target_of(api, seeded["pod"])
+    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "deleted"
+    assert sent == [(NS, target.name, target.uid, 7)]
+
+
+@pytest.mark.parametrize(("count_waiting", "result"), [(True, "deleted"), (False, "aborted")])
+def test_waiting_requests_keep_the_engine_busy_with_count_waiting(api: EmulatorServer, kube_client: KubeClient,
+                                                                  count_waiting: bool, result: str) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    queued = dataclasses.replace(SNAP, running=0.0, waiting=5.0)
+    rem = Remediator(kube_client, open_policy(), Rescrape(queued), new_metrics(), count_waiting=count_waiting)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), queued, VERDICT, WINDOW)
+    assert outcome.result == result
+    if result == "aborted":
+        assert "engine went idle" in outcome.detail
+
+
+def test_progressed_reads_values_as_the_detector_does() -> None:
+    idle = dataclasses.replace(SNAP, running=0.0, waiting=float("nan"))
+    assert not_confirmed(SNAP, idle, True) == "engine went idle"
+    assert not_confirmed(SNAP, dataclasses.replace(SNAP, running=0.0, waiting=2.0), True) is None
+    assert not_confirmed(SNAP, dataclasses.replace(SNAP, running=0.0, waiting=2.0), False) == "engine went idle"

@@ -1,0 +1,283 @@
+"""The ``run`` verb: exit codes (as a separate process), the HTTP endpoints, help text and the start-up log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watchdog.adapters.kube import KubeClient, KubeSettings
+from watchdog.cli import run as run_verb
+from watchdog.config.loader import load_config
+from watchdog.config.settings import SETTINGS
+from watchdog.controller import http, service
+from watchdog.controller.cycle import Watchdog
+from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
+from watchdog.demo.simpod import SimPod
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m watchdog run ARGS`` with no WATCHDOG_* variables from the outside."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    return subprocess.run([sys.executable, "-m", "watchdog", "run", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**clean, **(env or {})})
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[EmulatorServer, Path, Path]]:
+    """The emulator with one opted-in namespace and one idle pod; yields (emulator, kubeconfig, config)."""
+    emulator.create_namespace("inference", {NAMESPACE_LABEL: "true"})
+    with SimPod("127.0.0.2", 0, "idle") as sim:
+        seed_deployment(emulator, "inference", "llama", sim.address, sim.port)
+        yield (emulator, write_kubeconfig(tmp_path / "kubeconfig", emulator.base_url),
+               write_config(tmp_path / "config.yaml", **FAST_SETTINGS))
+
+
+# -- exit codes, as a separate process --------------------------------------------------------------------------
+def test_run_once_does_one_cycle_and_exits_0(cluster: tuple[EmulatorServer, Path, Path]) -> None:
+    api, kubeconfig, config = cluster
+    done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "cycle done: 1 pods" in done.stderr
+    assert "effective configuration" in done.stderr
+    assert "DRY-RUN" not in done.stderr and "Traceback" not in done.stderr
+    # namespaces, pods per default target (2), and the one-off Event LIST that restores the deletion budget
+    assert api.emulator.count_requests(verb="list") == 4
+    assert api.emulator.count_requests(verb="delete") == 0
+
+
+def test_dry_run_banner_is_logged(cluster: tuple[EmulatorServer, Path, Path]) -> None:
+    _, kubeconfig, config = cluster
+    done = run("--once", "--dry-run", "--kubeconfig", str(kubeconfig), "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    banner = [line for line in done.stderr.splitlines() if "DRY-RUN" in line]
+    assert len(banner) == 1 and "WARNING" in banner[0] and "nothing will be deleted" in banner[0]
+
+
+def test_bad_configuration_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("logFormat: text\nwindowSecond: 300\n")
+    done = run("--window-seconds", "abc", "--config", str(config), env={"WATCHDOG_MIN_SAMPLES": "0"})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"vllm-watchdog run: config: {config}:2 key 'windowSecond': unknown setting (did you mean 'windowSeconds'?)",
+        "vllm-watchdog run: config: env WATCHDOG_MIN_SAMPLES: '0' is below the minimum 1",
+        "vllm-watchdog run: config: --window-seconds: 'abc' is not a number",
+    ]
+    assert done.stdout == ""
+
+
+def test_unreachable_api_with_once_exits_1_without_traceback(tmp_path: Path) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{closed_port()}")
+    config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
+    done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config), "--api-timeout-seconds", "2")
+    assert done.returncode == 1
+    assert "cycle failed: list namespaces" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unusable_kubeconfig_exits_2(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
+    done = run("--once", "--kubeconfig", str(tmp_path / "missing"), "--config", str(config))
+    assert done.returncode == 2
+    assert "cannot reach the Kubernetes API" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[EmulatorServer, Path, Path]) -> None:
+    _, kubeconfig, config = cluster
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
+    proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "--kubeconfig", str(kubeconfig), "--config",
+                             str(config)], cwd=REPO, stderr=subprocess.PIPE, text=True, env=clean)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        address = ""
+        while not address:
+            line = lines.get(timeout=20)
+            if "serving /metrics /healthz /readyz on " in line:
+                address = line.rsplit(" on ", 1)[1].strip()
+        base = f"http://{address}"
+        deadline = time.monotonic() + 20  # a generous bound: the first cycle starts at once
+        while get(base, "/readyz")[0] != 200:
+            assert time.monotonic() < deadline, "no cycle completed"
+            time.sleep(0.05)
+        assert get(base, "/healthz")[0] == 200
+        assert "vllm_watchdog_pods_watched 1.0" in get(base, "/metrics")[2].decode().splitlines()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
+    assert any("stopping" in line for line in rest)
+    assert not any("Traceback" in line for line in rest)
+
+
+# -- help ------------------------------------------------------------------------------------------------------
+def test_run_help_lists_every_env_var_and_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    parser = argparse.ArgumentParser(prog="vllm-watchdog")
+    run_verb.add_parser(parser.add_subparsers())
+    text = parser._subparsers._group_actions[0].choices["run"].format_help()  # type: ignore[union-attr]
+    missing = [s.env for s in SETTINGS if s.env not in text] + [s.flag for s in SETTINGS if s.flag not in text]
+    assert missing == []
+    for extra in ("WATCHDOG_CONFIG", "WATCHDOG_TARGETS", "--once", "Exit status"):
+        assert extra in text
+
+
+# -- HTTP endpoints --------------------------------------------------------------------------------------------
+def get(base: str, path: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(base + path, timeout=5) as resp:
+            return resp.status, resp.headers.get("Content-Type", ""), resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read()
+
+
+@pytest.fixture
+def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Watchdog, str, Any]]:
+    emulator.create_namespace("inference", {NAMESPACE_LABEL: "true"})
+    config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
+    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)))
+    server = http.start_http("127.0.0.1:0", wd, 1.0)
+    try:
+        yield wd, f"http://127.0.0.1:{server.server_address[1]}", server
+    finally:
+        server.shutdown()
+        server.server_close()
+        wd.close()
+
+
+def test_readyz_is_503_until_a_cycle_completed(served: tuple[Watchdog, str, Any]) -> None:
+    wd, base, _ = served
+    status, ctype, body = get(base, "/readyz")
+    assert (status, ctype, json.loads(body)) == (503, "application/json", {"ready": False})
+    wd.run_cycle()
+    status, _, body = get(base, "/readyz")
+    assert (status, json.loads(body)) == (200, {"ready": True})
+
+
+def test_healthz_follows_the_age_of_the_last_cycle(served: tuple[Watchdog, str, Any]) -> None:
+    wd, base, server = served
+    assert get(base, "/healthz")[0] == 200  # just started: within 3 intervals of the start
+    server.RequestHandlerClass.started = time.monotonic() - 10  # started long ago, never a cycle
+    status, _, body = get(base, "/healthz")
+    assert status == 503 and json.loads(body)["ok"] is False
+    wd.run_cycle()
+    status, _, body = get(base, "/healthz")
+    assert status == 200 and json.loads(body)["ok"] is True
+    wd.last_success = time.monotonic() - 3.5  # more than 3 intervals of 1 s ago
+    status, _, body = get(base, "/healthz")
+    assert status == 503
+    reply = json.loads(body)
+    assert reply["ok"] is False and reply["seconds_since_cycle"] >= 3.5
+    wd.last_success = time.monotonic() - 2.0
+    assert get(base, "/healthz")[0] == 200
+
+
+def test_metrics_endpoint_serves_the_watchdog_metrics(served: tuple[Watchdog, str, Any]) -> None:
+    wd, base, _ = served
+    wd.run_cycle()
+    status, ctype, body = get(base, "/metrics")
+    assert status == 200 and ctype.startswith("text/plain")
+    text = body.decode()
+    for line in ("vllm_watchdog_pods_watched 0.0", 'vllm_watchdog_deletions_total{result="deleted"} 0.0',
+                 'vllm_watchdog_scrapes_total{outcome="timeout"} 0.0', 'vllm_watchdog_engines{state="stalled"} 0.0',
+                 "vllm_watchdog_cycle_duration_seconds_count 1.0", "vllm_watchdog_event_failures_total 0.0",
+                 "vllm_watchdog_cycle_failures_total 0.0"):
+        assert line in text.splitlines()
+    assert "vllm_watchdog_last_cycle_timestamp_seconds" in text
+    assert "python_gc" not in text  # its own registry, not the process-global one
+    assert get(base, "/nope")[0] == 404
+
+
+def test_safe_cycle_logs_and_counts_a_failure(tmp_path: Path) -> None:
+    config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
+    kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{closed_port()}", request_timeout_s=2))
+    wd = Watchdog(config, kube)
+    try:
+        service.safe_cycle(wd)  # never raises
+        service.safe_cycle(wd)
+        assert wd.metrics.registry.get_sample_value("vllm_watchdog_cycle_failures_total") == 2.0
+        assert wd.last_success is None
+    finally:
+        wd.close()
+
+
+@pytest.mark.parametrize("content", [None, "this: is: not: kubeconfig", "clusters: 5", "[1, 2]", "context: 7"])
+def test_an_unusable_kubeconfig_is_one_line_and_exit_2(tmp_path: Path, content: str | None) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    if content is not None:
+        kubeconfig.write_text(content)
+    done = run("--once", "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("vllm-watchdog run:")]
+    assert "load configuration" in line and "kubeconfig" in line
+    if content is None:
+        assert line.endswith("no such file")
+
+
+def test_a_listen_address_in_use_is_one_line_and_exit_2(cluster: tuple[EmulatorServer, Path, Path]) -> None:
+    _, kubeconfig, config = cluster
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run("--kubeconfig", str(kubeconfig), "--config", str(config), "--listen-address", f"127.0.0.1:{port}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (listenAddress): Address already in use" in done.stderr
+
+
+def test_typo_in_an_env_var_is_warned_about(cluster: tuple[EmulatorServer, Path, Path]) -> None:
+    _, kubeconfig, config = cluster
+    done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config),
+               env={"WATCHDOG_WINDOW_SECNDS": "60"})
+    assert done.returncode == 0
+    assert "WATCHDOG_WINDOW_SECNDS is not a setting and is ignored (did you mean 'WATCHDOG_WINDOW_SECONDS'?)" \
+        in done.stderr
+
+
+def test_empty_cluster_and_meaningless_opt_in_values_are_explained(emulator: EmulatorServer, tmp_path: Path) -> None:
+    emulator.create_namespace("llm", {NAMESPACE_LABEL: "yes"})
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.base_url)
+    config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
+    done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config))
+    assert done.returncode == 0
+    assert "namespace llm has vllm-watchdog.io/enabled='yes', which is neither" in done.stderr
+    assert "no opted-in namespace (label one vllm-watchdog.io/enabled=dry-run or =true)" in done.stderr

@@ -1,0 +1,269 @@
+"""The detector's rules (watchdog/core/detector.py docstring), one test class per rule.
+
+Each rule was broken once in the source to watch its test fail (see the commit message of the detector);
+the long-prefill falsification is kept as a test below.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watchdog.core import detector as detector
+from watchdog.core.detector import DetectorState, Sample, Verdict, detect
+
+STEP = 15.0
+
+
+def busy(t: float, gen: float, prompt: float, running: float = 21, **kw: float | None) -> Sample:
+    return Sample(t=t, running=running, generation_tokens=gen, prompt_tokens=prompt, **kw)
+
+
+def frozen(n: int, start: float = 0.0, running: float = 21, gen: float = 500.0, prompt: float = 900.0) -> list[Sample]:
+    return [busy(start + i * STEP, gen, prompt, running) for i in range(n)]
+
+
+def verdicts(samples: list[Sample], **kw: object) -> list[Verdict]:
+    state = DetectorState(**kw)  # type: ignore[arg-type]
+    return [state.observe(s) for s in samples]
+
+
+class TestBusyAndIdle:
+    def test_idle_is_never_stalled_even_with_frozen_counters(self) -> None:
+        samples = [Sample(t=i * STEP, running=0, generation_tokens=5, prompt_tokens=5) for i in range(100)]
+        v = detect(samples)
+        assert (v.state, v.stalled, v.stalled_for_s) == ("idle", False, 0.0)
+
+    def test_idle_sample_ends_a_running_clock(self) -> None:
+        samples = frozen(8) + [Sample(t=8 * STEP, running=0, generation_tokens=500, prompt_tokens=900)]
+        samples += frozen(8, start=9 * STEP)  # busy again, same frozen counters
+        vs = verdicts(samples)
+        assert vs[7].state == "suspect" and vs[7].stalled_for_s == 105.0
+        assert vs[8].state == "idle"
+        # The clock restarted at the first busy sample after idle (t=135): 105 s later, still suspect.
+        assert vs[-1].state == "suspect"
+        assert vs[-1].stalled_for_s == 105.0
+
+    def test_waiting_alone_is_busy_only_with_count_waiting(self) -> None:
+        samples = [Sample(t=i * STEP, running=0, waiting=4, generation_tokens=1, prompt_tokens=1) for i in range(10)]
+        assert detect(samples).state == "idle"
+        v = detect(samples, count_waiting=True)
+        assert v.stalled and v.stalled_for_s == 135.0
+
+
+class TestProgress:
+    @pytest.mark.parametrize("field", ["generation_tokens", "prompt_tokens", "heartbeat"])
+    def test_any_counter_rising_is_progress(self, field: str) -> None:
+        samples = []
+        for i in range(12):
+            values = {"generation_tokens": 10.0, "prompt_tokens": 10.0, "heartbeat": 10.0}
+            values[field] = 10.0 + i
+            samples.append(Sample(t=i * STEP, running=3, **values))  # type: ignore[arg-type]
+        v = detect(samples)
+        assert v.state == "progressing" and not v.stalled
+
+    def test_counter_going_down_is_a_reset_and_counts_as_progress(self) -> None:
+        samples = frozen(8) + [busy(8 * STEP, gen=3, prompt=4)] + [busy((9 + i) * STEP, 3, 4) for i in range(4)]
+        vs = verdicts(samples)
+        assert vs[7].state == "suspect" and vs[7].stalled_for_s == 105.0
+        assert vs[8].state == "progressing" and "reset" in vs[8].reason
+        # Clock re-started at the reset (t=120): 60 s later, not yet stalled.
+        assert vs[-1].state == "suspect" and vs[-1].stalled_for_s == 60.0
+
+
+class TestClockStart:
+    def test_long_idle_then_busy_and_frozen_is_not_stalled_at_once(self) -> None:
+        # Idle for an hour with counters last moved an hour ago, then busy and frozen.
+        idle = [Sample(t=i * 60.0, running=0, generation_tokens=7, prompt_tokens=7) for i in range(61)]
+        start = 3660.0
+        wedge = [busy(start + i * STEP, gen=7, prompt=7) for i in range(9)]
+        vs = verdicts(idle + wedge)
+        first_busy = vs[len(idle)]
+        assert first_busy.state == "suspect" and first_busy.stalled_for_s == 0.0
+        assert vs[-2].state == "suspect" and vs[-2].stalled_for_s == 105.0
+        assert vs[-1].state == "stalled" and vs[-1].stalled_for_s == 120.0
+
+    def test_clock_restarts_at_latest_progress(self) -> None:
+        samples = [busy(i * STEP, gen=100 + i, prompt=0) for i in range(5)]  # progress up to t=60
+        samples += [busy((5 + i) * STEP, gen=104, prompt=0) for i in range(9)]
+        v = detect(samples)
+        assert v.stalled_for_s == samples[-1].t - 60.0 == 135.0
+        assert v.stalled
+
+    def test_first_sample_ever_starts_the_clock(self) -> None:
+        vs = verdicts(frozen(9))
+        assert [v.stalled_for_s for v in vs] == [i * STEP for i in range(9)]
+        assert vs[0].state == "suspect"
+
+
+class TestStalledThreshold:
+    def test_stalled_exactly_at_window_not_before(self) -> None:
+        vs = verdicts(frozen(9))  # t = 0 .. 120
+        assert vs[7].state == "suspect"  # t=105
+        assert vs[8].state == "stalled" and vs[8].stalled_for_s == 120.0  # >=, not >
+        assert detect(frozen(9), window_s=120.0).stalled
+        assert not detect(frozen(9), window_s=120.001).stalled
+
+    def test_min_samples_needed_inside_the_clock(self) -> None:
+        # Only two samples, 200 s apart: time is past the window but evidence is thin.
+        two = [busy(0, 5, 5), busy(200, 5, 5)]
+        assert detect(two, min_samples=3).state == "suspect"
+        assert detect(two, min_samples=2).state == "stalled"
+        three = [busy(0, 5, 5), busy(100, 5, 5), busy(200, 5, 5)]
+        assert detect(three, min_samples=3).stalled
+
+    def test_stalled_verdict_reason_carries_the_evidence(self) -> None:
+        v = detect(frozen(10, gen=1274417, prompt=3456972))
+        assert v.stalled
+        for text in ("21 requests running", "generation_tokens=1274417", "prompt_tokens=3456972", "135 s",
+                     "window 120 s", "10 busy samples"):
+            assert text in v.reason
+
+    @pytest.mark.parametrize("window_s, min_samples", [(0, 3), (-1, 3), (math.nan, 3), (120, 0)])
+    def test_bad_parameters_raise(self, window_s: float, min_samples: int) -> None:
+        with pytest.raises(ValueError):
+            DetectorState(window_s, min_samples=min_samples)
+
+
+class TestUnknown:
+    @pytest.mark.parametrize(
+        "sample",
+        [
+            Sample(t=0, running=None, generation_tokens=1, prompt_tokens=1),
+            Sample(t=0, running=math.nan, generation_tokens=1, prompt_tokens=1),
+            Sample(t=0, running=21, generation_tokens=None, prompt_tokens=math.nan, heartbeat=None),
+            Sample(t=0, running=-1.0, generation_tokens=1, prompt_tokens=1),
+        ],
+    )
+    def test_unknown_latest_sample_gives_unknown(self, sample: Sample) -> None:
+        history = frozen(20, start=-20 * STEP)
+        v = detect([*history, sample])
+        assert v.state == "unknown" and not v.stalled and v.stalled_for_s == 0.0
+
+    def test_unknowns_alone_never_start_a_clock(self) -> None:
+        unknowns = [Sample(t=i * STEP, running=None, generation_tokens=None, prompt_tokens=None) for i in range(50)]
+        vs = verdicts(unknowns + [busy(50 * STEP, 5, 5)])
+        assert all(v.state == "unknown" for v in vs[:-1])
+        assert vs[-1].state == "suspect" and vs[-1].stalled_for_s == 0.0
+
+    def test_unknowns_do_not_count_towards_min_samples(self) -> None:
+        gap = [Sample(t=i * STEP, running=21, generation_tokens=None, prompt_tokens=None) for i in range(1, 20)]
+        samples = [busy(0, 5, 5), *gap, busy(20 * STEP, 5, 5)]
+        v = detect(samples)
+        assert v.state == "suspect" and v.busy_samples == 2 and v.stalled_for_s == 300.0
+
+    def test_gap_keeps_the_clock_running(self) -> None:
+        gap = [Sample(t=i * STEP, running=None, generation_tokens=None, prompt_tokens=None) for i in range(3, 9)]
+        samples = frozen(3) + gap + [busy(9 * STEP, 500, 900)]
+        v = detect(samples)
+        assert v.stalled and v.stalled_for_s == 135.0 and v.busy_samples == 4
+
+    def test_counter_missing_in_one_scrape_does_not_fake_progress(self) -> None:
+        # generation missing in one sample, then back with the same value: no progress.
+        samples = frozen(4) + [busy(4 * STEP, None, 900)] + frozen(5, start=5 * STEP)  # type: ignore[arg-type]
+        assert detect(samples).stalled
+
+
+class TestTimeGoingBackwards:
+    def test_time_going_backwards_rebaselines(self) -> None:
+        samples = frozen(8) + frozen(8, start=-1000.0)
+        vs = verdicts(samples)
+        assert vs[8].state == "suspect" and vs[8].stalled_for_s == 0.0
+        assert vs[-1].state == "suspect" and vs[-1].stalled_for_s == 105.0
+
+    def test_time_going_backwards_can_never_stall(self) -> None:
+        samples = frozen(8) + [busy(50.0, 500, 900)]
+        assert not detect(samples).stalled
+
+
+class TestSeedCases:
+    def test_steady_progress_never_fails(self) -> None:
+        samples = [busy(i * STEP, gen=1000 + 40 * i, prompt=500 + 90 * i) for i in range(200)]
+        assert all(v.state == "progressing" for v in verdicts(samples)[1:])
+
+    def test_frozen_counters_fail_only_after_the_window(self) -> None:
+        vs = verdicts(frozen(20))
+        assert [v.stalled for v in vs] == [v.t is not None and v.t >= 120.0 for v in vs]
+
+    def long_prefill(self) -> list[Sample]:
+        # V1 long prefill: generation flat, prompt tokens finish in chunks, heartbeat ticks every step.
+        return [busy(i * STEP, gen=100, prompt=2000 + 512 * i, running=1, heartbeat=30 + i) for i in range(40)]
+
+    def test_long_prefill_never_fails(self) -> None:
+        assert not any(v.stalled for v in verdicts(self.long_prefill()))
+
+    def test_falsification_without_prompt_and_heartbeat_the_prefill_would_stall(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(detector, "PROGRESS_COUNTERS", ("generation_tokens",))
+        v = detect(self.long_prefill())
+        assert v.state == "stalled"
+
+    def test_heartbeat_alone_keeps_a_prefill_alive(self) -> None:
+        samples = [busy(i * STEP, gen=100, prompt=2000, running=1, heartbeat=30 + i) for i in range(40)]
+        assert detect(samples).state == "progressing"
+
+
+# ---- property tests ---------------------------------------------------------------------------------------
+
+maybe = st.one_of(st.none(), st.floats(min_value=0, max_value=1e6, allow_nan=False), st.just(math.nan))
+samples_strategy = st.lists(
+    st.builds(
+        Sample,
+        t=st.floats(min_value=0, max_value=1e4, allow_nan=False),
+        running=st.one_of(maybe, st.integers(0, 50).map(float)),
+        generation_tokens=maybe,
+        prompt_tokens=maybe,
+        waiting=maybe,
+        heartbeat=maybe,
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(min_value=0.1, max_value=100), min_size=1, max_size=60),
+       st.integers(min_value=1, max_value=50))
+def test_property_strictly_increasing_counters_never_stall(steps: list[float], running: int) -> None:
+    t, gen = 0.0, 0.0
+    samples = []
+    for dt in steps:
+        t += dt
+        gen += dt
+        samples.append(Sample(t=t, running=float(running), generation_tokens=gen, prompt_tokens=None))
+    vs = verdicts(samples, window_s=1.0, min_samples=1)
+    assert not any(v.stalled for v in vs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(samples_strategy)
+def test_property_running_zero_never_stalls(samples: list[Sample]) -> None:
+    idle = [Sample(s.t, 0.0, s.generation_tokens, s.prompt_tokens, s.waiting, s.heartbeat) for s in samples]
+    assert not any(v.stalled for v in verdicts(sorted(idle, key=lambda s: s.t), window_s=1.0, min_samples=1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(samples_strategy, st.floats(min_value=1, max_value=500), st.integers(1, 5), st.booleans())
+def test_property_detect_is_the_incremental_fold(
+    samples: list[Sample], window_s: float, min_samples: int, count_waiting: bool
+) -> None:
+    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting)
+    last = Verdict("unknown", False, 0.0, "no evidence: no samples")
+    for s in samples:
+        last = state.observe(s)
+    assert detect(samples, window_s, min_samples=min_samples, count_waiting=count_waiting) == last
+
+
+@settings(max_examples=300, deadline=None)
+@given(samples_strategy)
+def test_property_verdict_is_consistent(samples: list[Sample]) -> None:
+    for v in verdicts(samples, window_s=30.0, min_samples=2):
+        assert v.stalled == (v.state == "stalled")
+        assert v.stalled_for_s >= 0.0
+        if v.state not in ("suspect", "stalled"):
+            assert v.stalled_for_s == 0.0
+        if v.stalled:
+            assert v.stalled_for_s >= 30.0 and v.busy_samples >= 2

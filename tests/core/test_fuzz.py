@@ -1,0 +1,92 @@
+"""Fuzzing the two pure cores that read untrusted input: the exposition parser and the detector.
+
+CI runs a bounded number of examples per test (default 200). A long run, with zero crashes expected:
+
+    FUZZ_EXAMPLES=100000 .venv/bin/python -m pytest tests/test_fuzz.py -q
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from watchdog.core.detector import DetectorState, Sample
+from watchdog.core.parsing import SIGNALS, ParseResult, parse_exposition
+from watchdog.core.profiles import PROFILES, get_profile
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+FIXTURES = sorted((Path(__file__).parents[1] / "fixtures").glob("*.prom"))
+CORPUS = [p.read_bytes() for p in FIXTURES]
+VLLM = get_profile("vllm")
+
+
+def well_formed(result: ParseResult) -> None:
+    assert result.skipped_lines >= 0
+    keys = [s.key for s in result.series]
+    assert len(keys) == len(set(keys)), "one snapshot per engine series"
+    for snap in result.series:
+        for name in SIGNALS:
+            value = getattr(snap, name)
+            assert value is None or isinstance(value, float)
+
+
+@FUZZ
+@given(st.binary(max_size=4096), st.sampled_from(sorted(PROFILES)))
+def test_random_bytes_never_crash_the_parser(body: bytes, profile: str) -> None:
+    well_formed(parse_exposition(body, get_profile(profile)))
+
+
+@FUZZ
+@given(st.sampled_from(CORPUS), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 8), st.binary(max_size=12)),
+                                         max_size=12))
+def test_mutated_real_expositions_never_crash_the_parser(body: bytes, edits: list[tuple[int, int, bytes]]) -> None:
+    data = bytearray(body)
+    for pos, cut, insert in edits:  # splice: delete `cut` bytes at `pos`, insert `insert`
+        pos %= len(data) + 1
+        data[pos:pos + cut] = insert
+    well_formed(parse_exposition(bytes(data), VLLM))
+
+
+line = st.one_of(
+    st.sampled_from([b"vllm:num_requests_running", b"vllm:generation_tokens_total", b"vllm:prompt_tokens_total",
+                     b"vllm:iteration_tokens_total_count", b"# TYPE vllm:num_requests_running gauge", b"# EOF"]),
+    st.binary(max_size=40),
+)
+labels = st.dictionaries(st.sampled_from(["engine", "model_name", "x"]), st.text(max_size=30), max_size=3)
+values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**20, 10**20),
+                   st.sampled_from(["NaN", "+Inf", "-Inf", "1e+100", "0x10", "", "--1"]))
+
+
+@FUZZ
+@given(st.lists(st.tuples(line, labels, values, st.one_of(st.none(), st.integers(0, 2**40))), max_size=30))
+def test_structured_garbage_with_huge_labels_and_duplicates(rows: list[tuple[bytes, dict[str, str], object,
+                                                                              int | None]]) -> None:
+    out = []
+    for name, labelset, value, ts in rows:
+        inner = ",".join(f'{k}="{v}"' for k, v in labelset.items()).encode("utf-8", "surrogatepass")
+        text = name + (b"{" + inner + b"}" if labelset else b"") + b" " + str(value).encode()
+        out.append(text + (b" %d" % ts if ts is not None else b""))
+    out += out[: len(out) // 2]  # duplicate series
+    well_formed(parse_exposition(b"\n".join(out), VLLM))
+
+
+maybe = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**9).map(float))
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.floats(-1e6, 1e6, allow_nan=False), maybe, maybe, maybe, maybe, maybe), max_size=60),
+       st.floats(0.5, 600), st.integers(1, 6), st.booleans())
+def test_random_sample_sequences_never_crash_the_detector(rows: list[tuple[float, ...]], window: float,
+                                                          min_samples: int, count_waiting: bool) -> None:
+    state = DetectorState(window, min_samples=min_samples, count_waiting=count_waiting)
+    for t, running, gen, prompt, waiting, heartbeat in rows:
+        v = state.observe(Sample(t, running, gen, prompt, waiting, heartbeat))
+        assert v.stalled == (v.state == "stalled") and math.isfinite(v.stalled_for_s) and v.stalled_for_s >= 0
+        assert v.reason and len(v.reason) < 2000
+        if v.stalled:
+            assert v.stalled_for_s >= window and v.busy_samples >= min_samples

@@ -1,0 +1,252 @@
+"""parse_exposition: exact names, keying, format quirks, bad lines, and agreement with prometheus_client."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from bench.expositions import build_vllm_v1_exposition
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from watchdog.core.parsing import SIGNALS, EngineSnapshot, parse_exposition
+from watchdog.core.profiles import PROFILES, Profile, get_profile
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+VLLM = get_profile("vllm")
+
+
+def fixture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+def by_key(body: bytes | str, profile: Profile = VLLM) -> dict[str, EngineSnapshot]:
+    return {s.key: s for s in parse_exposition(body, profile).series}
+
+
+def values(snapshot: EngineSnapshot) -> tuple[float | None, ...]:
+    return tuple(getattr(snapshot, s) for s in SIGNALS)
+
+
+def reference(body: bytes, profile: Profile) -> dict[tuple[tuple[str, str], ...], list[float | None]]:
+    """The same aggregation computed from a FULL prometheus_client parse of the whole body."""
+    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(body.decode("utf-8")):
+        for sample in family.samples:
+            for index, signal in enumerate(SIGNALS):
+                if sample.name == getattr(profile, signal):
+                    key = tuple((n, sample.labels[n]) for n in sorted(profile.engine_labels) if n in sample.labels)
+                    latest[(index, frozenset(sample.labels.items()))] = (key, float(sample.value))
+    out: dict[tuple[tuple[str, str], ...], list[float | None]] = {}
+    for (index, _), (key, value) in latest.items():
+        row = out.setdefault(key, [None] * len(SIGNALS))
+        row[index] = value if row[index] is None else row[index] + value  # type: ignore[operator]
+    return out
+
+
+def same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+WELL_FORMED = [
+    ("vllm-v0-lora-multimodel.prom", "vllm"),
+    ("vllm-v1-created-lookalikes.prom", "vllm"),
+    ("vllm-format-quirks.prom", "vllm"),
+    ("vllm-openmetrics-crlf.prom", "vllm"),
+    ("sglang-ranks.prom", "sglang"),
+    ("llamacpp.prom", "llamacpp"),
+]
+GENERATED = {
+    "v1-1engine": build_vllm_v1_exposition(engines=1),
+    "v1-8engines": build_vllm_v1_exposition(engines=8, running=[20, 21, 17, 24, 15, 22, 15, 25]),
+    "v1-2engines-multiprocess": build_vllm_v1_exposition(engines=2, created=False, process_metrics=False),
+    "v1-idle": build_vllm_v1_exposition(engines=1, running=0, waiting=0),
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "profile"),
+    [pytest.param(fixture(n), p, id=n) for n, p in WELL_FORMED]
+    + [pytest.param(b, "vllm", id=k) for k, b in GENERATED.items()],
+)
+def test_agrees_with_a_full_prometheus_client_parse(body: bytes, profile: str) -> None:
+    prof = PROFILES[profile]
+    result = parse_exposition(body, prof)
+    expected = reference(body, prof)
+    assert result.skipped_lines == 0
+    assert [s.labels for s in result.series] == sorted(expected)
+    for snapshot in result.series:
+        assert all(same(a, b) for a, b in zip(values(snapshot), expected[snapshot.labels], strict=True)), snapshot
+
+
+def test_data_parallel_8_engines_gives_8_series_with_exact_values() -> None:
+    running = [20, 21, 17, 24, 15, 22, 15, 25]
+    body = build_vllm_v1_exposition(
+        engines=8, running=running, waiting=3, generation_tokens=[1000 + e for e in range(8)],
+        prompt_tokens=5e6, iterations=[7e5 + e for e in range(8)],
+    )  # fmt: skip
+    series = parse_exposition(body, VLLM).series
+    assert [dict(s.labels)["engine"] for s in series] == [str(e) for e in range(8)]
+    assert [s.running for s in series] == running
+    assert [s.generation_tokens for s in series] == [1000.0 + e for e in range(8)]
+    assert [s.heartbeat for s in series] == [7e5 + e for e in range(8)]
+    assert {s.waiting for s in series} == {3.0} and {s.prompt_tokens for s in series} == {5e6}
+
+
+def test_exact_names_never_prefixes() -> None:
+    # waiting_by_reason (1000), *_created (1.7e9) and the heartbeat's _sum/_bucket are other series.
+    snap = by_key(fixture("vllm-v1-created-lookalikes.prom"))['engine="0",model_name="m"']
+    assert values(snap) == (21.0, 2.0, 9332410.0, 86354921.0, 505602.0)
+
+
+def test_lookalike_only_body_finds_nothing() -> None:
+    body = (
+        'vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 4\n'
+        'vllm:generation_tokens_created{engine="0"} 1.7e9\n'
+        'vllm:iteration_tokens_total_sum{engine="0"} 12\n'
+        'vllm:iteration_tokens_total_bucket{engine="0",le="+Inf"} 3\n'
+        "vllm:num_requests_running_total 3\n"
+        "xvllm:num_requests_running 3\n"
+    )
+    result = parse_exposition(body, VLLM)
+    assert result.series == () and result.found_families == frozenset() and result.skipped_lines == 0
+
+
+def test_other_labels_are_summed_model_name_keeps_models_apart() -> None:
+    series = by_key(fixture("vllm-v0-lora-multimodel.prom"))
+    assert set(series) == {'model_name="/models/Qwen2.5-7B/"', 'model_name="llama-3-8b"'}
+    llama = series['model_name="llama-3-8b"']
+    assert values(llama) == (2.0, 7.0, 520.5, 1234.0, 998.0)  # LoRA adapters summed: 500.5 + 20, 1000 + 234
+    qwen = series['model_name="/models/Qwen2.5-7B/"']
+    assert values(qwen) == (3.0, 0.0, 955.0, 11701968896.0, 41.0)  # integers without .0, e+010
+
+
+def test_duplicate_sample_last_wins_not_summed() -> None:
+    body = 'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_running{engine="0"} 4\n'
+    assert by_key(body)['engine="0"'].running == 4.0
+
+
+def test_label_order_does_not_split_a_series() -> None:
+    body = (
+        'vllm:num_requests_running{model_name="m",engine="0",lora="a"} 1\n'
+        'vllm:num_requests_running{engine="0",lora="b",model_name="m"} 2\n'
+    )
+    assert list(by_key(body)) == ['engine="0",model_name="m"']
+    assert by_key(body)['engine="0",model_name="m"'].running == 3.0
+
+
+def test_format_quirks_values() -> None:
+    series = by_key(fixture("vllm-format-quirks.prom"))
+    odd = series['engine="0",model_name="a \\"quoted\\" {model}, with = and /paths/"']
+    assert odd.labels == (("engine", "0"), ("model_name", 'a "quoted" {model}, with = and /paths/'))
+    assert odd.running == 1e100 and odd.waiting == 0.0015 and odd.generation_tokens == 12345678901234.0
+    assert odd.prompt_tokens is None  # HELP/TYPE without samples: unknown, not 0
+    assert series['engine="1",model_name="C:\\\\models\\\\x"'].running == 5.0  # timestamp ignored
+    assert math.isnan(series["engine=\"2\",model_name=\"{'method': 'prefill', 'x': \\\"y\\\"}\""].running or 0)
+    three = series['engine="3",model_name="m"']
+    assert three.running == math.inf and three.waiting == -math.inf
+    assert three.generation_tokens == 3.0 and three.heartbeat == 10.0  # spaces inside braces; ts -5
+    assert series['engine="4",model_name="m"'].running == 7.0  # tab separator, labels out of order
+
+
+def test_garbage_lines_skipped_and_counted_rest_kept() -> None:
+    result = parse_exposition(fixture("vllm-garbage.prom"), VLLM)
+    # twenty, unterminated quote, duplicate label, __name__ twice, 1_000, no value, truncated heartbeat.
+    assert result.skipped_lines == 7
+    assert [values(s) for s in result.series] == [(21.0, None, 100.0, 50.0, None)]
+    assert "vllm:num_requests_waiting" not in result.found_families
+    assert "vllm:iteration_tokens_total_count" not in result.found_families
+
+
+def test_truncated_body_keeps_complete_lines() -> None:
+    body = build_vllm_v1_exposition(engines=2)
+    cut = body.index(b'vllm:num_requests_running{engine="1"') + 30
+    result = parse_exposition(body[:cut], VLLM)
+    assert result.skipped_lines == 1
+    assert [s.running for s in result.series] == [20.0]
+
+
+@pytest.mark.parametrize(
+    "body", [b"", "", b"\n\n", b"# HELP vllm:num_requests_running x\n# TYPE vllm:num_requests_running gauge\n"]
+)
+def test_empty_or_sample_free_body(body: bytes | str) -> None:
+    assert parse_exposition(body, VLLM) == parse_exposition(b"", VLLM)
+    assert parse_exposition(b"", VLLM).series == () and parse_exposition(b"", VLLM).skipped_lines == 0
+
+
+def test_missing_family_is_none_never_zero() -> None:
+    body = 'vllm:num_requests_running{engine="0",model_name="m"} 0\n'
+    (snap,) = parse_exposition(body, VLLM).series
+    assert values(snap) == (0.0, None, None, None, None)
+
+
+def test_first_line_leading_blanks_crlf_and_str_input() -> None:
+    body = "vllm:num_requests_running 2\r\n  vllm:num_requests_waiting\t3\r\n# EOF\r\n"
+    result = parse_exposition(body, VLLM)
+    assert [values(s) for s in result.series] == [(2.0, 3.0, None, None, None)]
+    assert result == parse_exposition(body.encode(), VLLM)
+    assert result.series[0].key == ""
+
+
+def test_v0_model_name_only_and_v1_engine_series_stay_apart() -> None:
+    body = 'vllm:num_requests_running{model_name="m"} 1\nvllm:num_requests_running{engine="0",model_name="m"} 2\n'
+    assert list(by_key(body)) == ['engine="0",model_name="m"', 'model_name="m"']
+
+
+def test_other_profiles() -> None:
+    (llama,) = parse_exposition(fixture("llamacpp.prom"), get_profile("llamacpp")).series
+    assert llama.labels == () and values(llama) == (2.0, 0.0, 20931.0, 4812.0, 21500.0)
+    sglang = parse_exposition(fixture("sglang-ranks.prom"), get_profile("sglang")).series
+    assert [dict(s.labels)["tp_rank"] for s in sglang] == ["0", "1"]  # ranks are not added up
+    assert {values(s) for s in sglang} == {(162.0, 2826.0, 7557572.0, 8128902.0, None)}
+
+
+def test_found_families_and_snapshot_dict() -> None:
+    result = parse_exposition(fixture("vllm-openmetrics-crlf.prom"), VLLM)
+    assert result.found_families == {"vllm:num_requests_running", "vllm:generation_tokens_total"}
+    assert result.series[0].as_dict() == {
+        "labels": {"engine": "0", "model_name": "m"}, "running": 4.0, "waiting": None,
+        "generation_tokens": 10.0, "prompt_tokens": None, "heartbeat": None,
+    }  # fmt: skip
+
+
+_label_value = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_number = st.one_of(
+    st.integers(-(10**6), 10**6).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: repr(f).replace("inf", "Inf")),
+    st.sampled_from(["1e+100", "1.1701968896e+010", "-1.0", "NaN", "+Inf", "-Inf", "0.07500000000000001"]),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    engine=_label_value, model=_label_value, extra=st.one_of(st.none(), _label_value), value=_number,
+    timestamp=st.one_of(st.none(), st.integers(0, 2**41).map(str)), sep=st.sampled_from([" ", "\t", "  "]),
+)  # fmt: skip
+def test_any_single_line_agrees_with_prometheus_client(
+    engine: str, model: str, extra: str | None, value: str, timestamp: str | None, sep: str
+) -> None:
+    labels = f'engine="{_escape(engine)}",model_name="{_escape(model)}"'
+    if extra is not None:
+        labels += f',lora_name="{_escape(extra)}"'
+    line = f"vllm:generation_tokens_total{{{labels}}}{sep}{value}" + (f" {timestamp}" if timestamp else "")
+    body = f"# TYPE vllm:generation_tokens_total counter\n{line}\n"
+    expected = reference(body.encode(), VLLM)
+    (snap,) = parse_exposition(body, VLLM).series
+    assert snap.labels == (("engine", engine), ("model_name", model))
+    assert same(snap.generation_tokens, expected[snap.labels][2])
+
+
+def test_a_bad_line_among_good_ones_is_judged_like_prometheus_client() -> None:
+    for bad in ('vllm:num_requests_running{engine="0"} 1 2 x', 'vllm:num_requests_running{engine="0",} 1_0'):
+        with pytest.raises(ValueError):
+            list(text_string_to_metric_families(bad))
+        assert parse_exposition(bad, VLLM).skipped_lines == 1

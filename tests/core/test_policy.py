@@ -1,0 +1,147 @@
+"""The deletion policy (pure): dry-run, one decision per episode, and every safety rail.
+
+Each rail was removed once from watchdog/core/policy.py and the test named after it failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
+from watchdog.core.policy import CycleStatus, Decision, DeletionPolicy, Rails
+
+SERIES = 'engine="0",model_name="m"'
+T0 = 1000.0  # monotonic seconds at start
+
+
+def policy(**rails: Any) -> DeletionPolicy:
+    """A policy past warm-up (started and first listing at T0, decisions at T0 + 200 and later)."""
+    p = DeletionPolicy(Rails(**rails), started=T0)
+    p.begin_cycle(T0, watched=10, bad=0)
+    return p
+
+
+def decide(p: DeletionPolicy, uid: str = "u1", *, ns: str = "llm", mode: str = "enforce", owner: str | None = None,
+           age: float | None = 1e6, now: float = T0 + 200, leader: bool = True, series: str = SERIES) -> Decision:
+    return p.decide(uid=uid, series=series, namespace=ns, namespace_mode=mode, owner=owner, pod_age_s=age, now=now,
+                    leader=leader)
+
+
+def delete(p: DeletionPolicy, uid: str, now: float, ns: str = "llm", owner: str | None = None) -> None:
+    assert decide(p, uid, ns=ns, owner=owner, now=now).action == "delete"
+    p.record_deletion(now, uid=uid, series=SERIES, namespace=ns, owner=owner)
+
+
+def test_enforced_namespace_deletes_and_reasons() -> None:
+    assert decide(policy()) == Decision("delete", "enforce", "namespace is enforced and every rail allows it")
+    assert (REASON_DELETED, REASON_DRY_RUN, REASON_DEFERRED) == (
+        "StalledPodDeleted", "StalledPodDryRun", "StalledPodDeletionDeferred")
+
+
+def test_dry_run_global_and_per_namespace() -> None:
+    assert decide(policy(), mode="dry-run").action == "dry_run"
+    assert decide(policy(), mode="").action == "dry_run"  # anything but enforce never deletes
+    assert decide(policy(dry_run=True)).rule == "dry_run"
+
+
+def test_one_decision_per_episode() -> None:
+    p = policy()
+    p.record("u1", SERIES)
+    assert decide(p).action == "skip"
+    assert decide(p, series='engine="1",model_name="m"').action == "delete"
+    p.episode_over("u1", SERIES)
+    assert decide(p).action == "delete"
+    p.record("u1", SERIES)
+    p.forget_pods({"other"})
+    assert decide(p).action == "delete"
+
+
+def test_rate_limit_cluster_wide_rolling_window() -> None:
+    p = policy(max_deletions=2, max_deletions_per_namespace=5, deletion_window_seconds=600)
+    delete(p, "a", T0 + 200)
+    delete(p, "b", T0 + 300)
+    d = decide(p, "c", now=T0 + 400)
+    assert (d.action, d.rule) == ("defer", "budget")
+    assert "2 deletions in the last 600 s" in d.why
+    assert decide(p, "c", now=T0 + 799).action == "defer"  # the first deletion is 599 s old
+    assert decide(p, "c", now=T0 + 800).action == "delete"  # ... and now 600 s: out of the window
+
+
+def test_rate_limit_per_namespace() -> None:
+    p = policy(max_deletions=5, max_deletions_per_namespace=1)
+    delete(p, "a", T0 + 200, ns="team-a")
+    assert decide(p, "b", ns="team-a", now=T0 + 201).rule == "namespace_budget"
+    assert decide(p, "c", ns="team-b", now=T0 + 201).action == "delete"
+
+
+def test_one_per_owner_until_its_replacement_is_ready() -> None:
+    p = policy(max_deletions=5, max_deletions_per_namespace=5)
+    owner = "llm/ReplicaSet/llama-7d9"
+    delete(p, "old", T0 + 200, owner=owner)
+    assert decide(p, "sibling", owner=owner, now=T0 + 201).rule == "owner"
+    p.owner_ready(owner, first_seen=T0 + 50)  # a Ready sibling that was there before is no replacement
+    assert decide(p, "sibling", owner=owner, now=T0 + 202).rule == "owner"
+    p.owner_ready(owner, first_seen=T0 + 230)  # the replacement, first seen after the deletion, is Ready
+    assert decide(p, "sibling", owner=owner, now=T0 + 240).action == "delete"
+    assert decide(p, "other", owner="llm/StatefulSet/x", now=T0 + 240).action == "delete"
+
+
+def test_breaker_trips_on_mass_stall_and_closes_after_cooldown() -> None:
+    p = policy(breaker_fraction=0.3, breaker_min_pods=3, breaker_cooldown_seconds=300)
+    assert p.begin_cycle(T0 + 200, watched=10, bad=4) == CycleStatus(breaker_tripped=True, breaker_open=True)
+    assert decide(p, now=T0 + 200).rule == "breaker"
+    status = p.begin_cycle(T0 + 300, watched=10, bad=4)  # still over: stays open, not "tripped" again
+    assert status == CycleStatus(breaker_tripped=False, breaker_open=True)
+    assert decide(p, now=T0 + 550).rule == "breaker"
+    p.begin_cycle(T0 + 560, watched=10, bad=1)
+    assert decide(p, now=T0 + 599).rule == "breaker"
+    assert decide(p, now=T0 + 600).action == "delete"  # 300 s after the last cycle over the threshold
+
+
+@pytest.mark.parametrize("watched, bad, trips", [(10, 3, False), (10, 4, True), (4, 2, False), (5, 3, True),
+                                                 (2, 2, False)])
+def test_breaker_threshold_is_a_fraction_and_a_minimum(watched: int, bad: int, trips: bool) -> None:
+    p = policy()
+    p.begin_cycle(T0 + 10, watched=watched, bad=bad)
+    assert p.breaker_open(T0 + 10) is trips
+
+
+def test_warm_up_needs_a_window_since_start_and_since_first_listing() -> None:
+    p = DeletionPolicy(Rails(window_seconds=120), started=T0)
+    assert decide(p, now=T0 + 500).rule == "warm_up"  # never listed pods yet
+    p.begin_cycle(T0 + 300, watched=1, bad=0)  # the API answered only at T0+300 (429s before)
+    assert decide(p, now=T0 + 419).rule == "warm_up"
+    assert decide(p, now=T0 + 420).action == "delete"
+
+
+def test_minimum_pod_age_defaults_to_the_window() -> None:
+    assert decide(policy(window_seconds=120), age=119).rule == "min_age"
+    assert decide(policy(window_seconds=120), age=None).rule == "min_age"
+    assert decide(policy(window_seconds=120), age=120).action == "delete"
+    assert decide(policy(window_seconds=120, min_pod_age_seconds=3600), age=600).rule == "min_age"
+
+
+def test_pause_and_leadership() -> None:
+    assert decide(policy(paused=True)).rule == "paused"
+    assert decide(policy(), leader=False).rule == "not_leader"
+    assert decide(policy(paused=True), mode="dry-run").action == "dry_run"  # pause still reports
+
+
+def test_unknown_budget_fails_closed_until_restored() -> None:
+    p = policy()
+    p.forget_budget()
+    assert not p.budget_known and decide(p).rule == "budget_unknown"
+    p.restore([(T0 + 150, "llm"), (T0 + 100, "other")])
+    assert p.budget_known
+    assert decide(p, ns="third").rule == "budget"  # two restored deletions use up the default budget of 2
+
+
+def test_deferral_is_announced_once_per_episode_and_rule() -> None:
+    p = policy()
+    assert p.first_deferral("u1", SERIES, "budget")
+    assert not p.first_deferral("u1", SERIES, "budget")
+    assert p.first_deferral("u1", SERIES, "breaker")
+    p.episode_over("u1", SERIES)
+    assert p.first_deferral("u1", SERIES, "budget")

@@ -1,0 +1,178 @@
+"""The architecture, checked: ``import watchdog`` is this project; the layers only import downwards (the
+import-linter contracts in pyproject.toml); the pure core imports no I/O and reads no clock; there is no import
+cycle anywhere in the package (``TYPE_CHECKING`` imports included); modules stay small and unpacked; the
+offline verbs never load the Kubernetes client or the scheduler."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import watchdog
+
+PACKAGE = Path(watchdog.__file__).parent
+LAYERS = ("cli", "controller", "demo", "adapters", "config", "core")
+FORBIDDEN_IN_CORE = {"kubernetes", "requests", "urllib3", "socket", "http", "apscheduler", "aiohttp", "time",
+                     "yaml", "threading", "subprocess", "os", "concurrent"}
+
+
+def test_import_watchdog_is_this_project_not_the_filesystem_events_package() -> None:
+    assert watchdog.PROJECT_MARKER == "vllm-stall-watchdog"
+    assert (PACKAGE / "core" / "detector.py").exists()
+    assert not hasattr(watchdog, "observers")  # the PyPI 'watchdog' package has watchdog.observers
+
+
+def test_the_tree_shows_the_layers() -> None:
+    top = sorted(p.name for p in PACKAGE.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
+    assert top == sorted(["__init__.py", "__main__.py", *LAYERS])
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports, absolute, at any depth (inside functions and TYPE_CHECKING too)."""
+    here = module_name(path).split(".")
+    is_pkg = path.name == "__init__.py"
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here if is_pkg else here[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{a.name}" for a in node.names)  # `from pkg import module`
+    return names
+
+
+def package_graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for imported in imports_of(path):
+            if imported in modules and imported != name:
+                graph[name].add(imported)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first repeated at the end), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    graph = package_graph()
+    assert len(graph) >= 25  # the graph really was built
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_cycle_finder_sees_a_cycle_hidden_behind_type_checking(tmp_path: Path) -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
+    probe = PACKAGE / "core" / "_probe_cycle.py"
+    probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from watchdog.core.x import y\n")
+    try:
+        assert "watchdog.core.x" in imports_of(probe)
+    finally:
+        probe.unlink()
+
+
+def test_pure_core_imports_no_io_and_no_clock() -> None:
+    checked = 0
+    for path in (PACKAGE / "core").rglob("*.py"):
+        checked += 1
+        bad = {m.split(".")[0] for m in imports_of(path)} & FORBIDDEN_IN_CORE
+        assert not bad, f"{path.name} imports {sorted(bad)}"
+        text = path.read_text()
+        for clock in ("datetime.now(", ".utcnow(", "time.time(", "monotonic("):
+            assert clock not in text, f"{path.name} reads the clock ({clock})"
+    assert checked >= 10
+
+
+def test_layers_only_import_downwards() -> None:
+    """cli -> controller | demo -> adapters | config -> core (each may import the ones to its right)."""
+    rank = {"cli": 4, "controller": 3, "demo": 3, "adapters": 2, "config": 2, "core": 1}
+    bad = []
+    for source, targets in package_graph().items():
+        src = source.split(".")[1] if source.count(".") else None
+        for target in targets:
+            dst = target.split(".")[1] if target.count(".") else None
+            if src in rank and dst in rank and src != dst and rank[dst] >= rank[src]:
+                bad.append(f"{source} -> {target}")
+    assert not bad
+
+
+def test_import_linter_contracts_hold() -> None:
+    # In a process of its own: import-linter configures logging and would disable the loggers other tests read.
+    proc = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
+                           "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True))"],
+                          cwd=PACKAGE.parent, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "KEPT" in proc.stdout and "BROKEN" not in proc.stdout
+
+
+def test_modules_stay_small_and_unpacked() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text().splitlines()
+        assert len(lines) <= 400, f"{path.relative_to(PACKAGE)} has {len(lines)} lines"
+        packed = [i + 1 for i, line in enumerate(lines)
+                  if not line.lstrip().startswith("#") and _statements(line) > 1]
+        assert not packed, f"{path.relative_to(PACKAGE)}: several statements on line(s) {packed[:5]}"
+
+
+def _statements(line: str) -> int:
+    """Statements on one line: ``;`` outside strings, or a compound header with its body on the same line."""
+    try:
+        tree = ast.parse(line.strip())
+    except SyntaxError:
+        return 1
+    if len(tree.body) > 1:
+        return len(tree.body)
+    node = tree.body[0] if tree.body else None
+    return 2 if isinstance(node, ast.If | ast.For | ast.While | ast.With | ast.Try) else 1
+
+
+@pytest.mark.parametrize("verb", [["replay", "example:seed-incident"], ["check", "-"]])
+def test_offline_verbs_never_import_kubernetes_or_apscheduler(verb: list[str]) -> None:
+    code = ("import json, sys\nfrom watchdog.cli.main import main\nrc = main(sys.argv[1:])\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'apscheduler', 'kmock'})\n"
+            "print(json.dumps({'rc': rc, 'heavy': heavy}), file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *verb], input=b"vllm:num_requests_running 1\n",
+                          capture_output=True, timeout=60)
+    result = json.loads(proc.stderr.decode().strip().splitlines()[-1])
+    assert result["rc"] in (0, 1)
+    assert result["heavy"] == []

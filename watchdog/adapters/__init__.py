@@ -1,0 +1,2 @@
+"""Adapters: I/O that decides nothing (Kubernetes client, scrape, leader election, Events, node taints,
+metrics, logs)."""

@@ -1,0 +1,173 @@
+"""``check``: scrape one ``/metrics`` endpoint (URL, file or stdin) and show the engine series found.
+
+For trying the watchdog's eyes on a live server before deploying it: the same bounded scrape
+(:mod:`watchdog.adapters.scrape`) and the same parser (:mod:`watchdog.core.parsing`) as the running watchdog.
+Exit status: 0 at least one of the profile's metrics found, 1 none found, 2 bad usage or the target could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper, redact
+from watchdog.cli.argtypes import positive_int, positive_seconds
+from watchdog.core.parsing import SIGNALS, ParseResult, parse_exposition
+from watchdog.core.profiles import PROFILES, Profile, get_profile
+
+PROG = "vllm-watchdog check"
+
+HELP = """\
+Scrape one /metrics endpoint once and print the engine series the watchdog would see.
+
+TARGET forms:
+  http://HOST:PORT/metrics   GET with the watchdog's limits (gzip, no redirects, no credentials,
+                             --deadline for the whole scrape, --max-bytes after decompression)
+  PATH                       a saved exposition (e.g. from curl -s http://.../metrics > m.prom)
+  -                          read the exposition from stdin
+
+Output: one row (text) or object (json) per engine series. A series is one engine inside the server,
+identified by the profile's engine labels (vLLM: engine, model_name):
+  running            requests running now (gauge)          vllm:num_requests_running
+  waiting            requests queued (gauge)               vllm:num_requests_waiting
+  generation_tokens  generated tokens so far (counter)     vllm:generation_tokens_total
+  prompt_tokens      prefill tokens so far (counter)       vllm:prompt_tokens_total
+  heartbeat          engine steps so far (counter)         vllm:iteration_tokens_total_count
+'-' (text) or null (json) means the body has no such sample: unknown, not zero. The watchdog sees a wedge
+as running > 0 while the counters stay flat across scrapes: run check twice to compare.
+json: {"source": TARGET, "profile": NAME, "series": [{"labels": {...}, "running": ...}, ...],
+       "skipped_lines": N, "found": [names]}; NaN/Inf values are written as strings.
+skipped_lines counts malformed lines of the profile's metrics (skipped; the rest is still used).
+
+Exit status: 0 metrics found; 1 none of the profile's metrics in the body (vLLM started with
+--disable-log-stats? wrong --profile?); 2 bad usage, or the target could not be scraped or read.
+"""
+
+
+def add_parser(verbs: Any) -> None:
+    """Register the ``check`` verb on an ``argparse`` subparsers object."""
+    p: argparse.ArgumentParser = verbs.add_parser(
+        "check",
+        help="scrape one /metrics endpoint (URL, file or stdin) and show the engine series found",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("target", metavar="TARGET", help="http(s):// URL, file path, or '-' for stdin")
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="vllm",
+        help="which engine's metric names to read (default: %(default)s)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument(
+        "--deadline",
+        type=positive_seconds,
+        default=ScrapeLimits.deadline_s,
+        metavar="SECONDS",
+        help="total time one scrape may take, body included (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=positive_int,
+        default=ScrapeLimits.max_bytes,
+        metavar="N",
+        help="largest body accepted, in bytes after decompression (default: %(default)s)",
+    )
+    p.set_defaults(handler=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Run ``check`` for parsed ``args``; return the exit status (0, 1 or 2, see the module docstring)."""
+    profile = get_profile(args.profile)
+    target: str = args.target
+    try:
+        body = _read_target(target, args.deadline, args.max_bytes)
+    except ScrapeError as exc:
+        print(f"{PROG}: cannot scrape {redact(target)}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    result = parse_exposition(body, profile)
+    if args.format == "json":
+        print(json.dumps(_as_json(result, target, profile), indent=2))
+    elif result.series:
+        print(_as_table(result, target, profile))
+    if not result.found_families:
+        print(
+            f"{PROG}: none of the {profile.name} profile's metrics ({', '.join(profile.metric_names())}) "
+            f"found in {target} ({len(body)} bytes). Was the engine started with metrics off (vLLM: "
+            f"--disable-log-stats; SGLang: without --enable-metrics; llama.cpp: without --metrics), or is "
+            f"--profile wrong?",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _read_target(target: str, deadline_s: float, max_bytes: int) -> bytes:
+    """The body of ``target``; raises ScrapeError (URLs) or OSError (files, stdin, too large)."""
+    if "://" in target:
+        limits = ScrapeLimits(
+            connect_timeout_s=min(ScrapeLimits.connect_timeout_s, deadline_s),
+            deadline_s=deadline_s,
+            max_bytes=max_bytes,
+        )
+        scraper = Scraper(limits)
+        try:
+            return scraper.fetch(target)
+        finally:
+            scraper.close()
+    if target == "-":
+        data = sys.stdin.buffer.read(max_bytes + 1)
+    else:
+        with open(target, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(f"larger than --max-bytes {max_bytes}")
+    return data
+
+
+def _as_json(result: ParseResult, target: str, profile: Profile) -> dict[str, object]:
+    return {
+        "source": target,
+        "profile": profile.name,
+        "series": [{k: _json_value(v) for k, v in s.as_dict().items()} for s in result.series],
+        "skipped_lines": result.skipped_lines,
+        "found": sorted(result.found_families),
+    }
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    return value
+
+
+def _as_table(result: ParseResult, target: str, profile: Profile) -> str:
+    header = ("SERIES", *(s.upper() for s in SIGNALS))
+    rows = [(s.key or "(no labels)", *(_text_value(getattr(s, n)) for n in SIGNALS)) for s in result.series]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = [
+        f"source: {target}   profile: {profile.name}   series: {len(rows)}   skipped lines: {result.skipped_lines}",
+        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(header)),
+    ]
+    lines += [
+        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def _text_value(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+

@@ -1,0 +1,99 @@
+"""``replay``: run the stall detector over a recorded CSV trace, offline.
+
+The CSV format (one row per scrape of one engine series, in time order)::
+
+    t,running,generation_tokens,prompt_tokens[,waiting][,heartbeat]
+
+``t`` is seconds (any monotonic origin); the other cells are the gauge/counter values, an empty cell meaning
+*unknown* (failed scrape or missing metric). Output: one JSON object per row on stdout with ``t``, ``state``,
+``stalled``, ``stalled_for_s`` and ``reason``. Bad input (unreadable file, missing column, non-numeric cell)
+gives one line on stderr naming file, line and column, and exit status 2; nothing is printed for a file that
+does not read cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from importlib import resources
+from typing import Any
+
+from watchdog.cli.argtypes import positive_int, positive_seconds
+from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
+from watchdog.core.trace import Trace, TraceError, read_trace, replay
+
+__all__ = ["EXAMPLE", "Trace", "TraceError", "add_parser", "open_trace", "read_trace", "replay", "run_replay"]
+EXAMPLE = "example:seed-incident"
+
+HELP = """\
+Replay a recorded trace through the stall detector and print the verdict after every row.
+
+CSV format: a header row, then one row per scrape of ONE engine series, in time order.
+  required columns  t, running, generation_tokens, prompt_tokens
+  optional columns  waiting, heartbeat (vLLM: vllm:iteration_tokens_total_count)
+  t                 seconds on any monotonic origin (e.g. 0, 15, 30, ...)
+  empty cell        unknown (failed scrape or missing metric): never evidence of a stall
+  other columns     ignored (a note goes to stderr)
+
+Output: one JSON object per row:
+  {"t": 360.0, "state": "stalled", "stalled": true, "stalled_for_s": 120.0, "reason": "stalled: 21 ..."}
+state is one of idle, progressing, suspect, stalled, unknown.
+
+TRACE may be a file path, '-' for stdin, or 'example:seed-incident' for the bundled trace of the seed
+incident (21 requests running, token counters frozen).
+
+Exit status: 0 replayed, 2 bad usage or bad input (one line naming file, line and column).
+"""
+
+
+def open_trace(source: str) -> Trace:
+    """Read the trace named by ``source``: a path, ``-`` (stdin) or ``example:seed-incident``."""
+    if source == "-":
+        return read_trace(sys.stdin, "<stdin>")
+    if source == EXAMPLE:
+        text = resources.files("watchdog").joinpath("examples/seed-incident.csv").read_text("utf-8")
+        return read_trace(io.StringIO(text), EXAMPLE)
+    try:
+        with open(source, encoding="utf-8-sig", newline="") as stream:
+            return read_trace(stream, source)
+    except OSError as exc:
+        raise TraceError(f"{source}: cannot read: {exc.strerror or exc}") from None
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """The ``replay`` verb: exit 0 after printing every verdict, 2 on bad input."""
+    try:
+        trace = open_trace(args.trace)
+    except TraceError as exc:
+        print(f"vllm-watchdog replay: {exc}", file=sys.stderr)
+        return 2
+    note = "vllm-watchdog replay: note:"
+    if trace.ignored_columns:
+        print(f"{note} ignoring column(s) {', '.join(trace.ignored_columns)}", file=sys.stderr)
+    if not trace.samples:
+        print(f"{note} {args.trace} has a header but no rows", file=sys.stderr)
+    for line in trace.backwards_lines[:5]:
+        print(f"{note} line {line}: t goes backwards (a clock reset?): the detector starts over there",
+              file=sys.stderr)
+    for row in replay(trace, args.window, args.min_samples, args.count_waiting):
+        print(json.dumps(row))
+    return 0
+
+
+def add_parser(verbs: Any) -> None:
+    """Register the ``replay`` verb on an ``argparse`` subparsers object."""
+    p: argparse.ArgumentParser = verbs.add_parser(
+        "replay", help="run the stall detector over a recorded CSV trace",
+        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("trace", metavar="TRACE", help="CSV file, '-' for stdin, or example:seed-incident")
+    p.add_argument("--window", type=positive_seconds, default=DEFAULT_WINDOW_S, metavar="SECONDS",
+                   help="how long a busy engine may show no progress before it is stalled (default: %(default)s)")
+    p.add_argument("--min-samples", type=positive_int, default=DEFAULT_MIN_SAMPLES, metavar="N",
+                   help="known busy samples needed inside the window (default: %(default)s)")
+    p.add_argument("--count-waiting", action="store_true",
+                   help="count waiting requests as busy too (for engines that report running 0 while wedged)")
+    p.set_defaults(handler=run_replay)
+

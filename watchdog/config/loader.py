@@ -1,0 +1,251 @@
+"""Configuration loading: the settings table (:mod:`watchdog.config.settings`) from defaults, a YAML file, the
+environment and flags.
+
+Precedence: built-in default < config file (YAML, camelCase keys) < environment < command-line flag.
+:func:`load_config` collects every problem before it fails and raises :class:`ConfigError` whose ``str()`` is
+one line per problem, each naming where it came from (file and line, env var, or flag).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from watchdog.config.flags import add_flags, flags_from_args
+from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, TARGET_KEYS, Setting, Settings
+from watchdog.core import profiles
+from watchdog.core.model import DEFAULT_TARGETS, Target
+from watchdog.core.taints import parse_taint
+
+__all__ = ["ConfigError", "Settings", "add_flags", "flags_from_args", "load_config"]
+
+
+class ConfigError(Exception):
+    """Invalid configuration; ``problems`` lists one line per problem, each naming its source."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+def _coerce(setting: Setting, raw: Any, where: str, problems: list[str]) -> Any:
+    """Convert ``raw`` (from YAML, env or a flag) to the setting's type; append a problem and return None."""
+    if raw is None or (isinstance(raw, str) and raw.strip() == "" and setting.optional):
+        if setting.optional:
+            return None
+        problems.append(f"{where}: a value is required")
+        return None
+    kind = setting.type
+    value: Any = raw
+    if kind == "bool":
+        if isinstance(raw, bool):
+            value = raw
+        elif isinstance(raw, str) and raw.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            value = raw.strip().lower() in ("true", "1", "yes", "on")
+        else:
+            problems.append(f"{where}: {raw!r} is not a boolean (true/false)")
+            return None
+    elif kind in ("int", "float"):
+        if isinstance(raw, bool):
+            problems.append(f"{where}: {raw!r} is not a number")
+            return None
+        try:
+            value = int(str(raw)) if kind == "int" else float(str(raw))
+        except ValueError:
+            what = "an integer" if kind == "int" else "a number"
+            problems.append(f"{where}: {raw!r} is not {what}")
+            return None
+        if value != value or value in (float("inf"), float("-inf")):
+            problems.append(f"{where}: {raw!r} is not a finite number")
+            return None
+        if setting.minimum is not None and value < setting.minimum:
+            problems.append(f"{where}: {raw!r} is below the minimum {setting.minimum:g}")
+            return None
+    else:
+        if not isinstance(raw, str | int | float):
+            problems.append(f"{where}: expected a string, got {type(raw).__name__}")
+            return None
+        value = str(raw)
+        if kind == "choice" and value not in setting.choices:
+            problems.append(f"{where}: {value!r} is not one of {', '.join(setting.choices)}")
+            return None
+    return value
+
+
+def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | None:
+    if not isinstance(raw, list) or not raw:
+        problems.append(f"{where}: targets must be a non-empty list of {{name, podSelector, profile, port, path}}")
+        return None
+    out = []
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            problems.append(f"{at}: expected a mapping with {', '.join(TARGET_KEYS)}")
+            continue
+        unknown = sorted(set(item) - set(TARGET_KEYS))
+        for key in unknown:
+            problems.append(f"{at}: unknown key {key!r}{_suggest(str(key), TARGET_KEYS)}")
+        name, selector = item.get("name"), item.get("podSelector")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{at}.name: a non-empty string is required")
+        if not isinstance(selector, str) or not selector.strip():
+            problems.append(f"{at}.podSelector: a non-empty label selector string is required (e.g. app=vllm)")
+        port = item.get("port", "http")
+        if not isinstance(port, str | int) or isinstance(port, bool) or str(port) == "":
+            problems.append(f"{at}.port: a container port name or number is required")
+        path = item.get("path", "/metrics")
+        if not isinstance(path, str) or not path.startswith("/") or "//" in path or "@" in path or ".." in path:
+            problems.append(f"{at}.path: {path!r} must be an absolute URL path like /metrics")
+        metrics = item.get("metrics", {})
+        if not isinstance(metrics, dict) or not all(isinstance(v, str) for v in metrics.values()):
+            problems.append(f"{at}.metrics: a mapping of field -> metric name is required")
+            metrics = {}
+        profile = item.get("profile", "vllm")
+        problems.extend(f"{at}: {p}" for p in _profile_problems(str(name), profile, metrics))
+        out.append(Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics)))
+    names = [t.name for t in out]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{where}: target name {dup!r} is used twice")
+    return tuple(out)
+
+
+def _profile_problems(name: str, profile: Any, metrics: Mapping[str, str]) -> list[str]:
+
+    try:
+        if metrics:
+            profiles.custom_profile(name, metrics, base=str(profile))
+        else:
+            profiles.get_profile(str(profile))
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+def _suggest(word: str, options: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
+    """Read the YAML file: key -> (value, 'file:line key'). Problems are appended, never raised."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as exc:
+        problems.append(f"{path}: cannot read config file: {exc.strerror or exc}")
+        return {}
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: not UTF-8 text (byte {exc.start}): expected a YAML config file")
+        return {}
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problems.append(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
+        return {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or node is None:
+        problems.append(f"{path}:1: the config file must be a mapping of settings")
+        return {}
+    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+    return {str(k): (v, f"{path}:{lines.get(k, 1)} key {k!r}") for k, v in data.items()}
+
+
+def load_config(
+    file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the effective :class:`Settings` from defaults, ``file``, ``env`` (default ``os.environ``) and
+    ``flags`` (setting name -> value, ``None`` = not given). Raises :class:`ConfigError` listing every problem."""
+    env = os.environ if env is None else env
+    flags = flags or {}
+    problems: list[str] = []
+    values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+    targets: tuple[Target, ...] = DEFAULT_TARGETS
+
+    file = file if file is not None else env.get("WATCHDOG_CONFIG") or None
+    if file:
+        for key, (raw, where) in _read_file(file, problems).items():
+            if key == "targets":
+                targets = _targets(raw, where, problems) or targets
+            elif key in BY_KEY:
+                values[BY_KEY[key].name] = _coerce(BY_KEY[key], raw, where, problems)
+            else:
+                problems.append(f"{where}: unknown setting{_suggest(key, [*BY_KEY, 'targets'])}")
+    for s in SETTINGS:
+        if s.env in env:
+            values[s.name] = _coerce(s, env[s.env], f"env {s.env}", problems)
+    warnings = _unknown_env(env)
+    if "WATCHDOG_TARGETS" in env:
+        before = len(problems)
+        raw = _yaml_value(env["WATCHDOG_TARGETS"], "env WATCHDOG_TARGETS", problems)
+        if len(problems) == before:
+            targets = _targets(raw, "env WATCHDOG_TARGETS", problems) or targets
+    for name, raw in flags.items():
+        if raw is not None:
+            values[name] = _coerce(BY_NAME[name], raw, BY_NAME[name].flag, problems)
+
+    if not problems:
+        problems.extend(_cross_checks(values))
+    if problems:
+        raise ConfigError(problems)
+    return Settings.from_values(values, targets, tuple(warnings))
+
+
+_SERVICE_LINK = re.compile(r".*_(SERVICE_HOST|SERVICE_PORT(_.*)?|PORT(_\d+_(TCP|UDP|SCTP)(_.*)?)?)$")
+
+
+def _unknown_env(env: Mapping[str, str]) -> list[str]:
+    """WATCHDOG_* variables that set nothing (typos), minus Kubernetes service-link variables."""
+    known = {s.env for s in SETTINGS} | {"WATCHDOG_CONFIG", "WATCHDOG_TARGETS"}
+    out = []
+    for name in sorted(env):
+        if name.startswith("WATCHDOG_") and name not in known and not _SERVICE_LINK.match(name):
+            out.append(f"env {name} is not a setting and is ignored{_suggest(name, sorted(known))}")
+    return out
+
+
+def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        problems.append(f"{where}: not valid YAML/JSON")
+        return None
+
+
+def _cross_checks(v: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
+        problems.append(
+            f"windowSeconds ({v['window_seconds']:g}) must be at least 3 scrape intervals "
+            f"(3 x {v['scrape_interval_seconds']:g} s): a stall needs several scrapes of evidence"
+        )
+    if v["scrape_deadline_seconds"] >= v["scrape_interval_seconds"]:
+        problems.append(
+            f"scrapeDeadlineSeconds ({v['scrape_deadline_seconds']:g}) must be shorter than "
+            f"scrapeIntervalSeconds ({v['scrape_interval_seconds']:g})"
+        )
+    if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
+        problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
+    if v["breaker_fraction"] > 1:
+        problems.append(f"breakerFraction ({v['breaker_fraction']:g}) is a fraction of the watched pods: 0..1")
+    if v["max_deletions_per_namespace"] > v["max_deletions"]:
+        problems.append("maxDeletionsPerNamespace must not exceed maxDeletions (the cluster-wide budget)")
+    try:
+        parse_taint(str(v["node_taint"]))
+    except ValueError as exc:
+        problems.append(f"nodeTaint: {exc}")
+    host, _, port = str(v["listen_address"]).rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        problems.append(f"listenAddress {v['listen_address']!r} must be host:port with a port 0-65535, "
+                        "e.g. 0.0.0.0:8080")
+    return problems

@@ -1,0 +1,181 @@
+"""The settings table, defined once: each row gives a setting's type, default and help; its flag
+(``--window-seconds``), ``WATCHDOG_*`` environment variable and camelCase config-file key derive from its name,
+so the three sources cannot drift. Pure data; :mod:`watchdog.config.loader` loads and validates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from watchdog.core.model import DEFAULT_TARGETS, Target
+from watchdog.core.taints import DEFAULT_TAINT
+from watchdog.core.vocab import RemovalAction
+
+SettingType = Literal["float", "int", "bool", "str", "choice"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table. ``name`` is snake_case; the flag, env var and file key derive from it."""
+
+    name: str
+    type: SettingType
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    optional: bool = False  # None allowed (and is the default)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "WATCHDOG_" + self.name.upper()
+
+    @property
+    def key(self) -> str:
+        head, *rest = self.name.split("_")
+        return head + "".join(part.capitalize() for part in rest)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("kubeconfig", "str", None, "kubeconfig file; unset: in-cluster ServiceAccount, else ~/.kube/config",
+            optional=True),
+    Setting("context", "str", None, "kubeconfig context to use (default: the current context)", optional=True),
+    Setting("dry_run", "bool", False, "observe only: emit StalledPodDryRun Events, never delete (all namespaces)"),
+    Setting("window_seconds", "float", 120.0, "seconds a busy engine may show no progress before it is stalled",
+            minimum=1.0),
+    Setting("min_samples", "int", 3, "known busy samples needed inside the window", minimum=1),
+    Setting("count_waiting", "bool", False, "treat waiting requests as busy too (running may read 0 in a wedge)"),
+    Setting("scrape_interval_seconds", "float", 15.0, "seconds between cycles (discover, scrape, detect, act)",
+            minimum=1.0),
+    Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included",
+            minimum=0.1),
+    Setting("connect_timeout_seconds", "float", 1.0, "TCP connect timeout of one scrape, seconds", minimum=0.05),
+    Setting("max_body_bytes", "int", 8 * 1024 * 1024, "largest /metrics body accepted, after gzip", minimum=1024),
+    Setting("workers", "int", 32, "concurrent scrapes", minimum=1),
+    Setting("jitter_seconds", "float", 1.0, "random delay added to each cycle start, seconds", minimum=0.0),
+    Setting("namespace_selector", "str", "", "extra label selector namespaces must match besides the opt-in label "
+            "(shard a fleet across several releases, e.g. shard=a)"),
+    Setting("require_controller", "bool", True, "skip pods without a controller owner reference (bare pods)"),
+    Setting("grace_period_seconds", "int", None, "deletion grace period; unset: the pod's own", minimum=0,
+            optional=True),
+    # -- safety rails (RUNBOOK.md "Safety rails") --
+    Setting("paused", "bool", False, "global pause: keep watching, delete nothing (stalls are deferred)"),
+    Setting("action", "choice", "delete", "how to remove a stalled pod: delete, or evict (honours "
+            "PodDisruptionBudgets; a blocked eviction is deferred, never turned into a delete)",
+            choices=("delete", "evict")),
+    Setting("max_deletions", "int", 2, "deletions allowed cluster-wide per deletionWindowSeconds", minimum=1),
+    Setting("max_deletions_per_namespace", "int", 1, "deletions allowed per namespace per deletionWindowSeconds",
+            minimum=1),
+    Setting("deletion_window_seconds", "float", 600.0, "rolling window of the deletion budgets, seconds",
+            minimum=1.0),
+    Setting("breaker_fraction", "float", 0.3, "delete nothing while more than this fraction of watched pods "
+            "look stalled or unknown at once", minimum=0.0),
+    Setting("breaker_min_pods", "int", 3, "the breaker trips only when at least this many pods look bad",
+            minimum=1),
+    Setting("breaker_cooldown_seconds", "float", 300.0, "seconds the breaker stays open after the fraction "
+            "last exceeded the threshold", minimum=0.0),
+    Setting("min_pod_age_seconds", "float", None, "pods younger than this are never deleted; unset: the window",
+            minimum=0.0, optional=True),
+    Setting("leader_election", "bool", False, "Lease-based leader election (needed for more than one replica)"),
+    Setting("leader_election_namespace", "str", None, "namespace of the Lease; unset: $POD_NAMESPACE, else "
+            "default", optional=True),
+    Setting("lease_name", "str", "vllm-stall-watchdog", "name of the Lease used for leader election"),
+    Setting("node_escalation", "bool", False, "taint a node after repeated stalls of different pods on it"),
+    Setting("node_escalation_threshold", "int", 2, "distinct stalled pods on one node that trigger the taint",
+            minimum=2),
+    Setting("node_escalation_window_seconds", "float", 3600.0, "window for node_escalation_threshold, seconds",
+            minimum=60.0),
+    Setting("node_taint", "str", DEFAULT_TAINT, "taint added by node escalation "
+            "(key[=value]:Effect); never removed by the watchdog"),
+    Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds", minimum=0.5),
+    Setting("listen_address", "str", "0.0.0.0:8080", "host:port serving /metrics, /healthz and /readyz"),
+    Setting("log_format", "choice", "json", "log format", choices=("json", "text")),
+    Setting("log_level", "choice", "info", "log level", choices=("debug", "info", "warning", "error")),
+)
+BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
+BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
+TARGET_KEYS = ("name", "podSelector", "profile", "port", "path", "metrics")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective configuration: one typed field per row of :data:`SETTINGS` (same name, same order),
+    plus ``targets`` and the start-up ``warnings`` (not errors, e.g. an unknown ``WATCHDOG_*`` variable)."""
+
+    kubeconfig: str | None
+    context: str | None
+    dry_run: bool
+    window_seconds: float
+    min_samples: int
+    count_waiting: bool
+    scrape_interval_seconds: float
+    scrape_deadline_seconds: float
+    connect_timeout_seconds: float
+    max_body_bytes: int
+    workers: int
+    jitter_seconds: float
+    namespace_selector: str
+    require_controller: bool
+    grace_period_seconds: int | None
+    paused: bool
+    action: RemovalAction
+    max_deletions: int
+    max_deletions_per_namespace: int
+    deletion_window_seconds: float
+    breaker_fraction: float
+    breaker_min_pods: int
+    breaker_cooldown_seconds: float
+    min_pod_age_seconds: float | None
+    leader_election: bool
+    leader_election_namespace: str | None
+    lease_name: str
+    node_escalation: bool
+    node_escalation_threshold: int
+    node_escalation_window_seconds: float
+    node_taint: str
+    api_timeout_seconds: float
+    listen_address: str
+    log_format: str
+    log_level: str
+    targets: tuple[Target, ...] = DEFAULT_TARGETS
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], targets: tuple[Target, ...] = DEFAULT_TARGETS,
+                    warnings: tuple[str, ...] = ()) -> Settings:
+        """From setting name -> value (every row of the table; unknown names raise TypeError)."""
+        return cls(**values, targets=targets, warnings=warnings)
+
+    def values(self) -> dict[str, Any]:
+        """Setting name -> value, in table order (targets and warnings left out)."""
+        return {s.name: getattr(self, s.name) for s in SETTINGS}
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready view for the start-up log line."""
+        out = self.values()
+        out["targets"] = [target_to_dict(t) for t in self.targets]
+        return out
+
+
+def defaults() -> Settings:
+    """Every setting at its default."""
+    return Settings.from_values({s.name: s.default for s in SETTINGS})
+
+
+def target_to_dict(t: Target) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": t.name, "podSelector": t.pod_selector, "profile": t.profile, "port": t.port,
+                           "path": t.path}
+    if t.metrics:
+        out["metrics"] = dict(t.metrics)
+    return out
+
+
+_FIELDS = [f.name for f in fields(Settings)][: len(SETTINGS)]
+if [s.name for s in SETTINGS] != _FIELDS:  # one field per row, same order: drift fails at import, not at use
+    raise RuntimeError(f"Settings fields {_FIELDS} differ from the SETTINGS table")

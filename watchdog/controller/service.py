@@ -1,0 +1,124 @@
+"""The watchdog service: a long-running process (or one cycle with ``--once``).
+
+Wires the pieces: configuration -> logging -> Kubernetes client -> :class:`~watchdog.controller.cycle.Watchdog`, an
+``apscheduler`` 3.x interval job (``max_instances=1``, ``coalesce=True``, jitter) that calls
+:meth:`~watchdog.controller.cycle.Watchdog.run_cycle`, and an HTTP server on ``listenAddress`` with ``/metrics``,
+``/healthz`` (503 once no cycle completed for 3 intervals) and ``/readyz`` (200 once a cycle completed).
+SIGTERM/SIGINT stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
+from watchdog.adapters.leader import LeaderElector
+from watchdog.adapters.logs import setup_logging
+from watchdog.adapters.nodes import NodeEscalator
+from watchdog.config.settings import Settings
+from watchdog.controller.cycle import Watchdog
+from watchdog.controller.http import start_http
+from watchdog.core.escalation import NodeStallHistory
+
+log = logging.getLogger("watchdog.controller.service")
+
+
+
+def safe_cycle(watchdog: Watchdog) -> None:
+    """The scheduler's job: one cycle; any exception is logged and counted, and the loop goes on."""
+    try:
+        watchdog.run_cycle()
+    except Exception as exc:
+        watchdog.metrics.cycle_failures.inc()
+        log.error("cycle failed, will retry next interval: %s", exc, exc_info=not isinstance(exc, KubeError))
+
+
+def run_service(config: Settings, *, once: bool = False) -> int:
+    """Run the watchdog with ``config``: one cycle (``once``: 0 done, 1 it failed) or until SIGTERM/SIGINT
+    (0). 2 when the kubeconfig is unusable or the listen address cannot be bound."""
+    setup_logging(config.log_format, config.log_level)
+    log.info("starting vllm-stall-watchdog with effective configuration", extra={"config": config.summary()})
+    if config.log_format == "text":
+        log.info("effective configuration: %s", json.dumps(config.summary()))
+    for warning in config.warnings:
+        log.warning("config: %s", warning)
+    if config.dry_run:
+        log.warning("*** DRY-RUN: nothing will be deleted; stalls are reported as StalledPodDryRun Events ***")
+    try:
+        kube = KubeClient.from_settings(KubeSettings(kubeconfig=config.kubeconfig, context=config.context,
+                                                     request_timeout_s=config.api_timeout_seconds))
+    except KubeError as exc:
+        print(f"vllm-watchdog run: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
+        return 2
+    elector = _elector(config, kube)
+    escalation = None
+    if config.node_escalation:
+        escalation = NodeEscalator(kube, NodeStallHistory(config.node_escalation_threshold,
+                                                          config.node_escalation_window_seconds),
+                                   taint=config.node_taint, dry_run=config.dry_run)
+    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation)
+    if once:
+        try:
+            if elector is not None:
+                elector.step()
+            watchdog.run_cycle()
+        except Exception as exc:
+            log.error("cycle failed: %s", exc)
+            return 1
+        finally:
+            if elector is not None:
+                elector.stop()
+            watchdog.close()
+        return 0
+    return _serve(config.listen_address, config.scrape_interval_seconds, config.jitter_seconds, watchdog, elector)
+
+
+def _elector(config: Settings, kube: KubeClient) -> LeaderElector | None:
+    """The Lease campaign when leader election is on (Lease in leaderElectionNamespace, $POD_NAMESPACE or
+    default), with client-go's timings: 15 s lease, 10 s renew deadline, 2 s retry."""
+    if not config.leader_election:
+        return None
+    namespace = config.leader_election_namespace or os.environ.get("POD_NAMESPACE") or "default"
+    elector = LeaderElector(kube, namespace, name=config.lease_name)
+    log.info("leader election on: Lease %s/%s as %s", namespace, config.lease_name, elector.identity)
+    return elector
+
+
+def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
+           elector: LeaderElector | None) -> int:
+    try:
+        server = start_http(address, watchdog, interval_s)
+    except OSError as exc:
+        print(f"vllm-watchdog run: cannot listen on {address} (listenAddress): {exc.strerror or exc}",
+              file=sys.stderr)
+        watchdog.close()
+        return 2
+    if elector is not None:
+        elector.start()
+    log.info("serving /metrics /healthz /readyz on %s:%d", *server.server_address[:2])
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    scheduler = BackgroundScheduler()
+    scheduler.add_job(safe_cycle, "interval", args=[watchdog], seconds=interval_s, max_instances=1,
+                      coalesce=True, jitter=jitter_s or None, next_run_time=dt.datetime.now(dt.UTC),
+                      id="cycle", name="watchdog cycle")
+    scheduler.start()
+    try:
+        stop.wait()
+    finally:
+        log.info("stopping")
+        scheduler.shutdown(wait=False)
+        if elector is not None:
+            elector.stop()  # releases the Lease so a standby takes over at once
+        server.shutdown()
+        watchdog.close()
+    return 0

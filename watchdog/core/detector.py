@@ -1,0 +1,204 @@
+"""The stall detector: a pure function from scrape samples of one engine series to a verdict.
+
+Pure by contract (checked by an import-linter contract in ``pyproject.toml``): no I/O, no clock reads, no
+``kubernetes``/``requests``. Time is whatever the caller puts in :attr:`Sample.t` (seconds on a monotonic
+clock).
+
+The rules, each one pinned by a test in ``tests/test_detector.py``:
+
+1. *Busy* means ``running > 0`` (with ``count_waiting``: ``running + waiting > 0``). A sample that is not busy is
+   ``idle``; idle is never stalled and it ends any stall clock.
+2. *Progress* means any progress counter (generation tokens, prompt tokens, heartbeat) rose since the last
+   known value of that counter. A counter that went down is a reset (engine restart): it re-baselines and
+   counts as progress, never as a stall.
+3. The stall clock starts at ``t`` of the latest sample that showed progress, or of the first busy sample after
+   an idle sample (or the first sample ever seen), whichever is later.
+4. ``stalled`` when the latest sample is busy, nothing progressed since the clock started,
+   ``t - clock_start >= window_s`` and at least ``min_samples`` known busy samples lie in
+   ``[clock_start, t]`` (both ends included). Busy without progress before that is ``suspect``.
+5. *Unknown* samples (``running`` missing, or every progress counter missing; NaN, +/-Inf and negative values
+   count as missing) are never evidence: they do not start, advance or satisfy the clock, and do not move the
+   baselines. A verdict on an unknown latest sample is ``unknown``. A gap of unknowns inside a running clock
+   leaves the clock where it was: the counters are cumulative, so a counter that has not risen across the gap
+   did not rise during it; but the gap adds no samples towards ``min_samples``.
+6. ``t`` going backwards (clock reset, restarted caller) re-baselines as if the sample were the first one
+   ever seen, so it can never produce a stall.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from watchdog.core.confirm import PROGRESS_COUNTERS, known, load, missing_evidence
+from watchdog.core.vocab import EngineState
+
+State = EngineState
+__all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "PROGRESS_COUNTERS", "DetectorState", "Sample", "State",
+           "Verdict", "detect"]
+
+DEFAULT_WINDOW_S = 120.0
+DEFAULT_MIN_SAMPLES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One scrape of one engine series.
+
+    ``t``: seconds on a monotonic clock. ``running``/``waiting``: gauge values (requests). Counters
+    (``generation_tokens``, ``prompt_tokens``, ``heartbeat``): cumulative totals as floats. Any value may be
+    ``None`` (scrape failed or metric missing); NaN, infinities and negative values are treated as ``None``.
+    For vLLM the fields come from ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
+    ``vllm:generation_tokens_total``, ``vllm:prompt_tokens_total`` and ``vllm:iteration_tokens_total_count``.
+    """
+
+    t: float
+    running: float | None
+    generation_tokens: float | None
+    prompt_tokens: float | None
+    waiting: float | None = None
+    heartbeat: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the detector concludes after one sample.
+
+    ``state``: idle | progressing | suspect | stalled | unknown. ``stalled``: ``state == "stalled"``.
+    ``stalled_for_s``: seconds since the stall clock started (0 unless suspect/stalled). ``reason``: one
+    human sentence with the evidence, fit for a log line and a Kubernetes Event message. ``t``: the sample's
+    time; ``running``: the running gauge of the latest known sample (None when unknown); ``busy_samples``:
+    known busy samples inside the clock.
+    """
+
+    state: State
+    stalled: bool
+    stalled_for_s: float
+    reason: str
+    t: float | None = None
+    running: float | None = None
+    busy_samples: int = 0
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"{value:.0f}" if value == int(value) else f"{value:g}"
+
+
+class DetectorState:
+    """The incremental detector for one engine series: feed samples in time order to :meth:`observe`.
+
+    ``window_s``: seconds (> 0). ``min_samples``: known busy samples needed inside the window (>= 1).
+    ``count_waiting``: treat waiting requests as busy too. Raises ``ValueError`` on a bad parameter.
+    """
+
+    def __init__(
+        self,
+        window_s: float = DEFAULT_WINDOW_S,
+        *,
+        min_samples: int = DEFAULT_MIN_SAMPLES,
+        count_waiting: bool = False,
+        progress_counters: tuple[str, ...] | None = None,
+    ) -> None:
+        if not (isinstance(window_s, int | float) and math.isfinite(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be a positive number of seconds, got {window_s!r}")
+        if not isinstance(min_samples, int) or min_samples < 1:
+            raise ValueError(f"min_samples must be an integer >= 1, got {min_samples!r}")
+        self.window_s = float(window_s)
+        self.min_samples = min_samples
+        self.count_waiting = count_waiting
+        self.progress_counters = PROGRESS_COUNTERS if progress_counters is None else progress_counters
+        self._reset()
+
+    def _reset(self) -> None:
+        self._last_t: float | None = None
+        self._baseline: dict[str, float] = {}
+        self._clock_start: float | None = None  # None: not busy (idle) or nothing seen yet
+        self._busy_samples = 0
+
+    def observe(self, sample: Sample) -> Verdict:
+        """Take the next sample of this engine series and return the verdict after it."""
+        running = known(sample.running)
+        counters = {name: known(getattr(sample, name)) for name in self.progress_counters}
+        missing = missing_evidence(sample, self.progress_counters)
+        if running is None or missing is not None:
+            return Verdict("unknown", False, 0.0, f"no evidence: {missing} missing or invalid in this scrape",
+                           t=sample.t)
+
+        if self._last_t is not None and sample.t < self._last_t:
+            self._reset()  # rule 6: time went backwards; start over from this sample
+        first_ever = self._last_t is None
+        self._last_t = sample.t
+
+        progressed, reset = self._update_baselines(counters)
+        waiting = known(sample.waiting)
+        if (load(sample, self.count_waiting) or 0.0) <= 0:
+            self._clock_start = None
+            self._busy_samples = 0
+            return Verdict("idle", False, 0.0, "idle: no requests running", t=sample.t, running=running)
+
+        if progressed or self._clock_start is None:
+            self._clock_start = sample.t
+            self._busy_samples = 1
+        else:
+            self._busy_samples += 1
+        if progressed:
+            what = "a counter reset (engine restart)" if reset else "token counters rising"
+            return Verdict(
+                "progressing", False, 0.0, f"progressing: {_fmt(running)} running, {what}",
+                t=sample.t, running=running, busy_samples=1,
+            )
+
+        assert self._clock_start is not None
+        stalled_for = sample.t - self._clock_start
+        frozen = ", ".join(f"{name}={_fmt(counters[name])}" for name in self.progress_counters)
+        evidence = (
+            f"{_fmt(running)} requests running"
+            + (f" ({_fmt(waiting)} waiting)" if waiting is not None else "")
+            + f", counters unchanged ({frozen}) for {stalled_for:.0f} s "
+            f"over {self._busy_samples} busy samples (window {self.window_s:.0f} s)"
+        )
+        if stalled_for >= self.window_s and self._busy_samples >= self.min_samples:
+            return Verdict(
+                "stalled", True, stalled_for, f"stalled: {evidence}",
+                t=sample.t, running=running, busy_samples=self._busy_samples,
+            )
+        why = "first busy sample, no progress seen yet" if first_ever else "busy without progress"
+        return Verdict(
+            "suspect", False, stalled_for, f"suspect ({why}): {evidence}",
+            t=sample.t, running=running, busy_samples=self._busy_samples,
+        )
+
+    def _update_baselines(self, counters: dict[str, float | None]) -> tuple[bool, bool]:
+        """Compare known counters with their last known value; return (progressed, was_reset)."""
+        progressed = reset = False
+        for name, value in counters.items():
+            if value is None:
+                continue
+            previous = self._baseline.get(name)
+            if previous is not None and value != previous:
+                progressed = True
+                reset = reset or value < previous
+            self._baseline[name] = value
+        return progressed, reset
+
+
+def detect(
+    samples: Iterable[Sample],
+    window_s: float = DEFAULT_WINDOW_S,
+    *,
+    min_samples: int = DEFAULT_MIN_SAMPLES,
+    count_waiting: bool = False,
+) -> Verdict:
+    """The verdict after the last of ``samples`` (time-ordered, one engine series).
+
+    Exactly the fold of :meth:`DetectorState.observe` over ``samples``; ``unknown`` for no samples at all.
+    Raises ``ValueError`` on a bad ``window_s``/``min_samples``.
+    """
+    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting)
+    verdict = Verdict("unknown", False, 0.0, "no evidence: no samples")
+    for sample in samples:
+        verdict = state.observe(sample)
+    return verdict

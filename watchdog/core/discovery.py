@@ -1,0 +1,191 @@
+"""Discovery: Kubernetes objects (plain API dicts) -> the scrape targets of one cycle. Pure: no I/O.
+
+A pod is a target when all of these hold (each refusal is counted under a skip reason):
+
+- its namespace carries the label ``vllm-watchdog.io/enabled`` with value ``true`` (enforce) or ``dry-run``
+  (observe only); any other value or no label: ignored. ``kube-system`` is never watched;
+- it matched one of the configured targets' label selectors (the first matching target wins);
+- phase ``Running``, ``status.podIP`` set to a routable unicast address (link-local such as the cloud metadata
+  address 169.254.169.254, unspecified and multicast addresses are refused), not terminating, not
+  ``hostNetwork``;
+- Ready now, or seen Ready before by this process (a pod still loading its model is not judged);
+- not opted out by the annotation ``vllm-watchdog.io/exclude: "true"``;
+- it has a controller owner reference, unless ``require_controller`` is off.
+
+Port: the annotation ``vllm-watchdog.io/metrics-port`` (a name or number) may choose only among the pod's
+declared container ports, otherwise the pod is refused; without it, the target's port (a container port name,
+``http`` by default, or a number) and, when no container port has that name, the profile's default port. The
+host is always the pod's own ``status.podIP``; the path is the target's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchdog.core.model import (
+    EXCLUDE_ANNOTATION,
+    NAMESPACE_LABEL,
+    NEVER_WATCHED_NAMESPACES,
+    OPT_IN_VALUES,
+    PORT_ANNOTATION,
+    OwnerRef,
+    ScrapeTarget,
+    Target,
+)
+from watchdog.core.profiles import get_profile
+from watchdog.core.vocab import NamespaceMode
+
+Mode = NamespaceMode
+__all__ = ["Discovery", "Mode", "OwnerRef", "ScrapeTarget", "controller_of", "discover", "invalid_opt_ins",
+           "namespace_modes"]
+
+
+@dataclass
+class Discovery:
+    """The result of one discovery: targets, pods seen Ready, and how many pods were skipped for what."""
+
+    targets: list[ScrapeTarget]
+    ready_uids: set[str]
+    skipped: Counter[str]
+    modes: dict[str, Mode] = field(default_factory=dict)  # opted-in namespace -> mode
+
+
+def invalid_opt_ins(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Namespace name -> label value, for namespaces whose opt-in label has a value that means nothing."""
+    out = {}
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        value = (meta.get("labels") or {}).get(NAMESPACE_LABEL)
+        if value is not None and value not in OPT_IN_VALUES and meta.get("name"):
+            out[str(meta["name"])] = str(value)
+    return out
+
+
+def namespace_modes(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, Mode]:
+    """Namespace name -> mode, for namespaces that opted in with a valid label value."""
+    modes: dict[str, Mode] = {}
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        name = meta.get("name")
+        value = (meta.get("labels") or {}).get(NAMESPACE_LABEL)
+        if not name or name in NEVER_WATCHED_NAMESPACES:
+            continue
+        mode = OPT_IN_VALUES.get(str(value))
+        if mode is not None:
+            modes[name] = mode
+    return modes
+
+
+def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
+    """The owner reference marked ``controller: true`` in ``metadata.ownerReferences``, if any."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") and ref.get("name"):
+            return OwnerRef(str(ref.get("apiVersion", "")), str(ref["kind"]), str(ref["name"]), str(ref.get("uid", "")))
+    return None
+
+
+def _scrapable_ip(text: Any) -> bool:
+    try:
+        ip = ipaddress.ip_address(str(text))
+    except ValueError:
+        return False
+    return not (ip.is_link_local or ip.is_unspecified or ip.is_multicast or ip.is_reserved
+                or (ip.version == 4 and ip == ipaddress.IPv4Address("255.255.255.255")))
+
+
+def _is_ready(status: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def _declared_ports(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [p for c in spec.get("containers") or [] for p in c.get("ports") or [] if p.get("containerPort")]
+
+
+def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
+    """The metrics port for ``pod`` under ``target`` (see module docstring); None when the annotation names a
+    port the pod does not declare."""
+    declared = _declared_ports(pod.get("spec") or {})
+    wanted = ((pod.get("metadata") or {}).get("annotations") or {}).get(PORT_ANNOTATION)
+    if wanted is not None:
+        for p in declared:
+            if str(wanted) in (p.get("name"), str(p["containerPort"])):
+                return int(p["containerPort"])
+        return None
+    if target.port.isdigit():
+        return int(target.port)
+    for p in declared:
+        if p.get("name") == target.port:
+            return int(p["containerPort"])
+    return get_profile(target.profile).default_port
+
+
+def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, require_controller: bool) -> str | None:
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    if mode is None:
+        return "namespace_not_enabled"
+    if not meta.get("uid"):
+        return "no_uid"
+    if (meta.get("annotations") or {}).get(EXCLUDE_ANNOTATION) == "true":
+        return "excluded"
+    if meta.get("deletionTimestamp"):
+        return "terminating"
+    if status.get("phase") != "Running":
+        return "not_running"
+    if spec.get("hostNetwork"):
+        return "host_network"
+    if not status.get("podIP"):
+        return "no_ip"
+    if not _scrapable_ip(status["podIP"]):
+        return "unsafe_ip"
+    if not (ever_ready or _is_ready(status)):
+        return "never_ready"
+    if require_controller and controller_of(meta) is None:
+        return "no_controller"
+    return None
+
+
+def discover(
+    namespaces: Iterable[Mapping[str, Any]],
+    pods_by_target: Iterable[tuple[Target, Iterable[Mapping[str, Any]]]],
+    *,
+    ever_ready: frozenset[str] | set[str] = frozenset(),
+    require_controller: bool = True,
+) -> Discovery:
+    """Pick this cycle's :class:`ScrapeTarget` list from namespace and pod dicts (one pod list per target,
+    in target order). ``ever_ready``: pod UIDs this process saw Ready before."""
+    modes = namespace_modes(namespaces)
+    seen: set[str] = set()
+    targets: list[ScrapeTarget] = []
+    ready: set[str] = set()
+    skipped: Counter[str] = Counter()
+    for target, pods in pods_by_target:
+        for pod in pods:
+            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+            uid = str(meta.get("uid") or "")
+            if uid and uid in seen:
+                continue  # matched an earlier target: taken or skipped (counted) there
+            if uid:
+                seen.add(uid)
+            if uid and _is_ready(status):
+                ready.add(uid)
+            reason = _skip_reason(pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller)
+            port = choose_port(pod, target) if reason is None else None
+            if reason is None and port is None:
+                reason = "undeclared_port"
+            if reason is not None:
+                skipped[reason] += 1
+                continue
+            assert port is not None
+            restarts = sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or [])
+            targets.append(ScrapeTarget(
+                uid=uid, namespace=str(meta["namespace"]), name=str(meta.get("name")), ip=str(status["podIP"]),
+                port=port, path=target.path, target=target.name, profile=target.profile,
+                mode=modes[str(meta["namespace"])], restart_count=restarts, owner=controller_of(meta),
+                metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
+                node=(pod.get("spec") or {}).get("nodeName"),
+            ))
+    return Discovery(targets, ready, skipped, modes)

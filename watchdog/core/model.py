@@ -1,0 +1,84 @@
+"""The model types every layer shares, and the label and annotation names of the watchdog's API. Pure.
+
+- :class:`Target`: which pods to watch and how to scrape them (a row of the ``targets`` setting).
+- :class:`OwnerRef` and :class:`ScrapeTarget`: one discovered pod, as the cycle and the remediator see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from watchdog.core.vocab import NamespaceMode
+
+NAMESPACE_LABEL = "vllm-watchdog.io/enabled"
+EXCLUDE_ANNOTATION = "vllm-watchdog.io/exclude"
+PORT_ANNOTATION = "vllm-watchdog.io/metrics-port"
+#: Opt-in label values and the namespace mode each one means; any other value means "not watched".
+OPT_IN_VALUES: Mapping[str, NamespaceMode] = {"true": "enforce", "dry-run": "dry-run"}
+NEVER_WATCHED_NAMESPACES = frozenset({"kube-system"})
+COMPONENT = "vllm-stall-watchdog"  # Event reportingComponent/source, User-Agent product
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which pods to watch and how to scrape them. ``pod_selector``: a Kubernetes label selector string;
+    ``port``: a container port name or number; ``metrics``: custom metric names over ``profile``."""
+
+    name: str
+    pod_selector: str
+    profile: str = "vllm"
+    port: str = "http"
+    path: str = "/metrics"
+    metrics: Mapping[str, str] = field(default_factory=dict)
+
+
+DEFAULT_TARGETS: tuple[Target, ...] = (
+    Target("llmkube-vllm", "inference.llmkube.dev/runtime=vllm"),
+    Target("vllm", "app.kubernetes.io/name=vllm"),
+)
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """A controller owner reference as found on the object (``kind``, ``name``, ``api_version``, ``uid``)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class ScrapeTarget:
+    """One pod to scrape this cycle. ``url`` is ``http://{ip}:{port}{path}``; ``mode`` comes from the
+    namespace label; ``restart_count`` sums the containers' restart counts (state resets when it changes)."""
+
+    uid: str
+    namespace: str
+    name: str
+    ip: str
+    port: int
+    path: str
+    target: str
+    profile: str
+    mode: NamespaceMode
+    restart_count: int
+    owner: OwnerRef | None
+    metrics: Mapping[str, str] = field(default_factory=dict)
+    created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC)
+    node: str | None = None  # spec.nodeName
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.ip}]" if ":" in self.ip else self.ip
+        return f"http://{host}:{self.port}{self.path}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def owner_key(self) -> str | None:
+        """``namespace/Kind/name`` of the controller owner (the unit of the per-owner deletion rule)."""
+        return f"{self.namespace}/{self.owner.kind}/{self.owner.name}" if self.owner else None

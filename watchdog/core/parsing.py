@@ -1,0 +1,183 @@
+"""PURE: one ``/metrics`` body (Prometheus text format 0.0.4) -> the engine series of one profile.
+
+:func:`parse_exposition` returns a :class:`ParseResult`: one :class:`EngineSnapshot` per engine series with
+the five stall signals of the :class:`~watchdog.core.profiles.Profile` (requests running/waiting, generation and
+prompt token counters, heartbeat), as floats exactly as exposed, or ``None`` when the body has no sample of
+that metric for that engine ("unknown", never 0).
+
+How (and why it is fast): a bytes-level pre-filter (one ``re`` search anchored on ``\\n``, which runs at
+``bytes.split`` speed) keeps only lines that start with one of the profile's sample names followed by ``{``,
+a space or a tab; every other line -- HELP/TYPE comments, the other ~100 families, their histogram buckets
+-- is never decoded or parsed. Names match exactly, never as prefixes: ``vllm:generation_tokens_created``,
+``vllm:num_requests_waiting_by_reason`` and ``vllm:iteration_tokens_total_sum``/``_bucket`` are other series.
+Each kept line is parsed on its own: canonical lines (``name{a="b",...} value [timestamp]`` with no
+backslash escapes) by a strict regular expression, anything else by ``prometheus_client``'s parser
+(``text_string_to_metric_families`` on that one line). A line that neither accepts is skipped and counted in
+``skipped_lines``; the rest of the body is still used. The tests check that the result equals a full
+``prometheus_client`` parse of each fixture. Lines of other families are never parsed, so garbage there is
+neither noticed nor counted. OpenMetrics ``# EOF`` and ``*_created`` samples are ignored like any other line.
+A sample line must start at column 0 (or after spaces/tabs); lines separated by ``\\r\\n`` are fine.
+
+Keying: a series is identified by the profile's ``engine_labels`` that the sample carries, sorted by name
+(vLLM: ``engine`` and ``model_name``; several models or data-parallel engines behind one server stay apart;
+V0 samples with only ``model_name`` form a series keyed on it; unlabeled samples form the series ``()``).
+Every other label (LoRA adapter, reason, ...) is summed over: all five signals are counts, so the sum of
+the parts is the engine's total. A sample repeated with an identical label set is a duplicate; the last one
+wins (not summed). Values are kept as exposed, NaN and +/-Inf included: consumers must treat non-finite
+values as unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from watchdog.core.profiles import Profile
+
+__all__ = ["EngineSnapshot", "ParseResult", "parse_exposition"]
+
+Labels = tuple[tuple[str, str], ...]
+SIGNALS = ("running", "waiting", "generation_tokens", "prompt_tokens", "heartbeat")
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """The stall signals of one engine series in one scrape (counts; ``None`` = not exposed)."""
+
+    labels: Labels
+    running: float | None
+    waiting: float | None
+    generation_tokens: float | None
+    prompt_tokens: float | None
+    heartbeat: float | None
+
+    @property
+    def key(self) -> str:
+        """Stable human string of ``labels``, e.g. ``engine="0",model_name="m"`` (``''`` when unlabeled)."""
+        return ",".join(f'{name}="{_escape(value)}"' for name, value in self.labels)
+
+    def as_dict(self) -> dict[str, object]:
+        """``{"labels": {...}, "running": ..., ...}`` (values as floats or ``None``)."""
+        return {"labels": dict(self.labels), **{s: getattr(self, s) for s in SIGNALS}}
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What :func:`parse_exposition` found in one body."""
+
+    series: tuple[EngineSnapshot, ...]
+    """One snapshot per engine series, sorted by ``labels``."""
+    skipped_lines: int
+    """Malformed lines of the profile's sample names that were skipped."""
+    found_families: frozenset[str]
+    """The profile's sample names with at least one valid sample in the body."""
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+# A canonical sample line after its name: optional labels without escapes, value, optional timestamp.
+# Values/timestamps are then checked with float(); everything this rejects goes to prometheus_client.
+_LABEL = rb'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"'
+_REST = re.compile(
+    rb"(?:\{((?:" + _LABEL + rb"(?:," + _LABEL + rb")*,?)?)\})?"
+    rb"[ \t]+([0-9A-Za-z.+-]+)(?: +([0-9A-Za-z.+-]+))?[ \t\r]*"
+)
+_PAIR = re.compile(rb'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    first_line: re.Pattern[bytes]
+    other_lines: re.Pattern[bytes]
+    fields_by_name: dict[bytes, tuple[int, ...]]
+
+
+@lru_cache(maxsize=64)
+def _matcher(profile: Profile) -> _Matcher:
+    fields_by_name: dict[bytes, tuple[int, ...]] = {}
+    for index, signal in enumerate(SIGNALS):
+        name = getattr(profile, signal)
+        if name:
+            raw = name.encode()
+            fields_by_name[raw] = (*fields_by_name.get(raw, ()), index)
+    alternatives = b"|".join(re.escape(n) for n in sorted(fields_by_name, key=len, reverse=True))
+    line = rb"[ \t]*(" + alternatives + rb")(?=[{ \t])([^\n]*)"
+    # "\n" first: the regex engine then jumps from newline to newline at memchr speed.
+    return _Matcher(re.compile(line), re.compile(rb"\n" + line), fields_by_name)
+
+
+def parse_exposition(body: bytes | str, profile: Profile) -> ParseResult:
+    """Parse one exposition (bytes, UTF-8; or str) for ``profile``'s signals.
+
+    Never raises on bad input: malformed lines of the profile's names are skipped and counted.
+    """
+    data = body if isinstance(body, bytes) else body.encode("utf-8", "replace")
+    matcher = _matcher(profile)
+    candidates: list[tuple[bytes, bytes]] = matcher.other_lines.findall(data)
+    head = matcher.first_line.match(data)
+    if head is not None:
+        candidates.insert(0, (head.group(1), head.group(2)))
+
+    engine_labels = sorted(profile.engine_labels)
+    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, float]] = {}
+    found: set[str] = set()
+    skipped = 0
+    for raw_name, rest in candidates:
+        parsed = _parse_fast(rest)
+        if parsed is None:
+            parsed = _parse_slow(raw_name + rest, raw_name.decode())
+            if parsed is None:
+                skipped += 1
+                continue
+        labels, value = parsed
+        key = tuple((n, labels[n]) for n in engine_labels if n in labels)
+        identity = frozenset(labels.items())
+        for index in matcher.fields_by_name[raw_name]:
+            latest[(index, identity)] = (key, value)
+        found.add(raw_name.decode())
+
+    totals: dict[Labels, list[float | None]] = {}
+    for (index, _), (key, value) in latest.items():
+        row = totals.setdefault(key, [None] * len(SIGNALS))
+        previous = row[index]
+        row[index] = value if previous is None else previous + value
+    series = tuple(EngineSnapshot(key, *row) for key, row in sorted(totals.items()))
+    return ParseResult(series=series, skipped_lines=skipped, found_families=frozenset(found))
+
+
+def _parse_fast(rest: bytes) -> tuple[dict[str, str], float] | None:
+    """Labels and value of a canonical line (``rest`` = what follows the name), or None to go slow."""
+    match = _REST.fullmatch(rest)
+    if match is None:
+        return None
+    label_text, value_text, timestamp_text = match.groups()
+    try:
+        value = float(value_text)
+        if timestamp_text is not None:
+            float(timestamp_text)
+    except ValueError:
+        return None
+    if not label_text:
+        return {}, value
+    pairs = _PAIR.findall(label_text)
+    labels = {k.decode(): v.decode("utf-8", "replace") for k, v in pairs}
+    if len(labels) != len(pairs):
+        return None  # duplicate label name: let prometheus_client judge it
+    return labels, value
+
+
+def _parse_slow(line: bytes, name: str) -> tuple[dict[str, str], float] | None:
+    """Parse one sample line with prometheus_client; None if it is malformed or not a ``name`` sample."""
+    text = line.decode("utf-8", "replace")
+    try:
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except Exception:  # the parser raises ValueError, IndexError, ... on malformed input
+        return None
+    if len(samples) != 1 or samples[0].name != name:
+        return None
+    return dict(samples[0].labels), float(samples[0].value)

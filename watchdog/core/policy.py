@@ -1,0 +1,203 @@
+"""The deletion policy: given a stall, may the watchdog delete now, only report it, or hold off? Pure.
+
+Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a test that fails without it):
+
+1. *One decision per stall episode*: a pod+engine series already acted on is skipped until its engine leaves
+   the stalled state (``episode_over``) or the pod goes.
+2. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
+   turns the deletion into a ``StalledPodDryRun`` Event.
+3. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause; not the leader;
+   warm-up (no deletion before a full window since start and since the first successful pod listing);
+   the pod is younger than the minimum age; the mass-stall breaker is open; the cluster-wide budget (default
+   2 per 10 min), the namespace budget (1 per 10 min) or the owner rule (1 per owner until a replacement pod
+   of that owner is Ready) is used up.
+
+The breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the watched pods, and at least
+``breaker_min_pods``, look stalled or unknown at once — far more likely a network or monitoring fault than
+simultaneous engine hangs — and closes by itself ``breaker_cooldown_s`` after the last cycle that exceeded it.
+
+All times are seconds on the caller's monotonic clock. State is keyed by pod UID, namespace and owner.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from watchdog.core.vocab import DecisionAction
+
+Action = DecisionAction
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``action``: delete | dry_run | defer | skip; ``rule``: short machine name of the rule that decided
+    (e.g. ``budget``, ``breaker``); ``why``: one human phrase for logs and Events."""
+
+    action: Action
+    rule: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Rails:
+    """The configurable limits (see RUNBOOK.md "Safety rails"). Each field is named as its setting, so the
+    controller fills it from the settings without renaming anything."""
+
+    window_seconds: float = 120.0
+    dry_run: bool = False
+    paused: bool = False
+    max_deletions: int = 2
+    max_deletions_per_namespace: int = 1
+    deletion_window_seconds: float = 600.0
+    breaker_fraction: float = 0.3
+    breaker_min_pods: int = 3
+    breaker_cooldown_seconds: float = 300.0
+    min_pod_age_seconds: float | None = None  # None: the window
+
+
+@dataclass(frozen=True)
+class CycleStatus:
+    """What :meth:`DeletionPolicy.begin_cycle` found: ``breaker_tripped`` (it opened in this very cycle) and
+    ``breaker_open`` (it is open now)."""
+
+    breaker_tripped: bool
+    breaker_open: bool
+
+
+class DeletionPolicy:
+    """Decisions plus the few facts they need across cycles. ``started``: monotonic start time.
+
+    Its state changes only through its methods: :meth:`begin_cycle` (once per cycle), :meth:`restore` and
+    :meth:`forget_budget` (the deletion history read back after a restart or a leadership change; until the
+    first :meth:`restore` the budget is unknown and every deletion is deferred — fail closed, unless
+    ``budget_known`` says there is nothing to read back), :meth:`record` / :meth:`record_deletion` (what the
+    remediator did), :meth:`episode_over` and :meth:`forget_pods`.
+    """
+
+    def __init__(self, rails: Rails | None = None, started: float = 0.0, *, budget_known: bool = True) -> None:
+        self.rails = rails or Rails()
+        self.started = started
+        self._acted: set[tuple[str, str]] = set()
+        self._deferred: set[tuple[str, str, str]] = set()  # (uid, series, rule) already announced
+        self._deletions: deque[tuple[float, str]] = deque()  # (t, namespace)
+        self._blocked_owners: dict[str, float] = {}  # owner key -> when it lost a pod
+        self._first_sync: float | None = None
+        self._breaker_until: float | None = None
+        self._budget_known = budget_known
+
+    @property
+    def budget_known(self) -> bool:
+        """False until earlier deletions were restored (after a restart or a leadership change)."""
+        return self._budget_known
+
+    # -- per-cycle inputs ------------------------------------------------------------------------------------
+    def begin_cycle(self, now: float, *, watched: int, bad: int) -> CycleStatus:
+        """Call once per cycle after a successful pod listing: ``watched`` pods judged, ``bad`` of them with a
+        stalled or unknown engine (or a failed scrape)."""
+        if self._first_sync is None:
+            self._first_sync = now
+        r = self.rails
+        over = bad >= r.breaker_min_pods and watched > 0 and bad / watched > r.breaker_fraction
+        was_open = self.breaker_open(now)
+        if over:
+            self._breaker_until = now + r.breaker_cooldown_seconds
+        return CycleStatus(breaker_tripped=over and not was_open, breaker_open=self.breaker_open(now))
+
+    def breaker_open(self, now: float) -> bool:
+        return self._breaker_until is not None and now < self._breaker_until
+
+    def owner_ready(self, owner: str, first_seen: float) -> None:
+        """A pod of ``owner``, first seen at ``first_seen``, is Ready. If it appeared after the owner lost a pod it
+        is the replacement, and the owner may be acted on again (a sibling that was there before does not count)."""
+        lost_at = self._blocked_owners.get(owner)
+        if lost_at is not None and first_seen > lost_at:
+            del self._blocked_owners[owner]
+
+    # -- the decision -------------------------------------------------------------------------------------------
+    def decide(self, *, uid: str, series: str, namespace: str, namespace_mode: str, owner: str | None,
+               pod_age_s: float | None, now: float, leader: bool = True) -> Decision:
+        """Decide for a stalled engine ``series`` of pod ``uid``. ``pod_age_s``: seconds since the pod was
+        created (None: unknown, treated as too young). ``leader``: this replica holds the lease."""
+        r = self.rails
+        if (uid, series) in self._acted:
+            return Decision("skip", "episode", "already acted on this stall episode")
+        if r.dry_run:
+            return Decision("dry_run", "dry_run", "global dryRun is on")
+        if namespace_mode != "enforce":
+            return Decision("dry_run", "dry_run", "namespace is labelled dry-run")
+        if r.paused:
+            return Decision("defer", "paused", "the watchdog is paused (paused: true)")
+        if not leader:
+            return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
+        if self._first_sync is None or now - max(self.started, self._first_sync) < r.window_seconds:
+            return Decision("defer", "warm_up", f"warming up: no deletion before a full {r.window_seconds:g} s window "
+                                                "since start and since the first pod listing")
+        min_age = r.window_seconds if r.min_pod_age_seconds is None else r.min_pod_age_seconds
+        if pod_age_s is None or pod_age_s < min_age:
+            age = "unknown" if pod_age_s is None else f"{pod_age_s:.0f} s"
+            return Decision("defer", "min_age", f"pod age {age} is below the minimum {min_age:g} s")
+        if self.breaker_open(now):
+            return Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled or unknown "
+                                                "at once, more likely a network or monitoring fault")
+        if not self.budget_known:
+            return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet (own Events); "
+                                                       "the budget is unknown")
+        self._expire(now)
+        if len(self._deletions) >= r.max_deletions:
+            return Decision("defer", "budget", f"cluster budget used: {len(self._deletions)} deletions in the "
+                                               f"last {r.deletion_window_seconds:g} s (max {r.max_deletions})")
+        in_ns = sum(1 for _, ns in self._deletions if ns == namespace)
+        if in_ns >= r.max_deletions_per_namespace:
+            return Decision("defer", "namespace_budget", f"namespace budget used: {in_ns} deletions in "
+                                                         f"{namespace} in the last {r.deletion_window_seconds:g} s")
+        if owner is not None and owner in self._blocked_owners:
+            return Decision("defer", "owner", f"{owner} already lost a pod; waiting for its replacement to be Ready")
+        return Decision("delete", "enforce", "namespace is enforced and every rail allows it")
+
+    # -- what happened ----------------------------------------------------------------------------------------
+    def record(self, uid: str, series: str) -> None:
+        """Remember that this stall episode was acted on (deleted or announced)."""
+        self._acted.add((uid, series))
+
+    def record_deletion(self, now: float, *, uid: str, series: str, namespace: str, owner: str | None) -> None:
+        """A pod was deleted (or evicted): charge the budgets and block its owner until a replacement is Ready."""
+        self.record(uid, series)
+        self._deletions.append((now, namespace))
+        if owner is not None:
+            self._blocked_owners[owner] = now
+
+    def forget_budget(self) -> None:
+        """Drop the deletion history before it is read back again (e.g. when this replica becomes leader):
+        deletions are deferred (``budget_unknown``) until the next :meth:`restore`."""
+        self._deletions.clear()
+        self._budget_known = False
+
+    def restore(self, deletions: Iterable[tuple[float, str]]) -> None:
+        """Replace the deletion history with ``deletions`` read back ((monotonic t, namespace) each, e.g. from
+        this watchdog's own recent Events after a restart); the budget is known from now on."""
+        self._deletions = deque(sorted(deletions))
+        self._budget_known = True
+
+    def first_deferral(self, uid: str, series: str, rule: str) -> bool:
+        """True the first time ``rule`` defers this stall episode (one Event per episode and rule, no spam)."""
+        key = (uid, series, rule)
+        if key in self._deferred:
+            return False
+        self._deferred.add(key)
+        return True
+
+    def episode_over(self, uid: str, series: str) -> None:
+        """The engine series left the stalled state: a later stall is a new episode."""
+        self._acted.discard((uid, series))
+        self._deferred = {k for k in self._deferred if k[:2] != (uid, series)}
+
+    def forget_pods(self, live_uids: set[str]) -> None:
+        """Drop what is known about pods that are gone (budgets and owner blocks are kept)."""
+        self._acted = {k for k in self._acted if k[0] in live_uids}
+        self._deferred = {k for k in self._deferred if k[0] in live_uids}
+
+    def _expire(self, now: float) -> None:
+        while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:
+            self._deletions.popleft()

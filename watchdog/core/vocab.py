@@ -1,0 +1,34 @@
+"""Every closed vocabulary of the watchdog, typed once. Pure.
+
+Each is a ``Literal`` (what mypy checks) and a tuple derived from it (what metrics pre-create as label values
+and what tests iterate), so a word added here reaches the detector, the remediator, the metrics and the docs
+checks together.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: The detector's verdict on one engine series (watchdog.core.detector).
+EngineState = Literal["idle", "progressing", "suspect", "stalled", "unknown"]
+#: How one scrape ended (watchdog.adapters.scrape); "ok" or a ScrapeError reason.
+ScrapeOutcome = Literal["ok", "timeout", "refused", "http_status", "too_large", "bad_encoding", "parse",
+                        "connection"]
+#: What one remediation did (watchdog.controller.remediator). "skip" is internal and never counted.
+RemediationResult = Literal["deleted", "evicted", "dry_run", "deferred", "not_found", "conflict", "aborted",
+                            "error", "skip"]
+#: The rule that deferred a deletion (watchdog.core.policy and the remediator).
+DeferralRule = Literal["paused", "not_leader", "warm_up", "min_age", "breaker", "budget", "namespace_budget",
+                       "owner", "budget_unknown", "pdb"]
+#: What the deletion policy decides for one stall.
+DecisionAction = Literal["delete", "dry_run", "defer", "skip"]
+#: A watched namespace's mode, from its opt-in label.
+NamespaceMode = Literal["enforce", "dry-run"]
+#: How a stalled pod is removed (setting ``action``).
+RemovalAction = Literal["delete", "evict"]
+
+ENGINE_STATES: tuple[EngineState, ...] = get_args(EngineState)
+SCRAPE_OUTCOMES: tuple[ScrapeOutcome, ...] = get_args(ScrapeOutcome)
+SCRAPE_ERRORS: frozenset[ScrapeOutcome] = frozenset(SCRAPE_OUTCOMES) - {"ok"}
+REMEDIATION_RESULTS: tuple[RemediationResult, ...] = tuple(r for r in get_args(RemediationResult) if r != "skip")
+DEFERRAL_RULES: tuple[DeferralRule, ...] = get_args(DeferralRule)
