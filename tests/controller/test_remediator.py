@@ -11,7 +11,7 @@ import pytest
 
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import DELETION_RESULTS, Metrics, new_metrics
-from watchdog.controller.remediator import Remediator
+from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.core.confirm import not_confirmed
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import discover
@@ -90,9 +90,11 @@ def open_policy(**kw: Any) -> DeletionPolicy:
     return policy
 
 
-def remediator(kube: Any, rescrape: Rescrape | None = None, **kw: Any) -> tuple[Remediator, Metrics]:
+def remediator(kube: Any, rescrape: Rescrape | None = None, *, require_controller: bool = True,
+               **kw: Any) -> tuple[Remediator, Metrics]:
     metrics = new_metrics()
-    return Remediator(kube, open_policy(**kw), rescrape or Rescrape(), metrics), metrics
+    return Remediator(kube, open_policy(**kw), rescrape or Rescrape(), metrics,
+                      require_controller=require_controller), metrics
 
 
 def events(api: EmulatorServer, namespace: str = NS) -> list[tuple[str, str, str]]:
@@ -165,7 +167,7 @@ def test_bare_pod_gets_one_event(api: EmulatorServer, kube_client: KubeClient) -
     assert stored is not None
     [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("v", "x=y"), [stored])],
                         require_controller=False).targets
-    rem, _ = remediator(kube_client)
+    rem, _ = remediator(kube_client, require_controller=False)
     assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "bare")]
 
@@ -229,9 +231,28 @@ def _failed(api: EmulatorServer, pod: dict[str, Any]) -> None:
     api.patch_object(pod_path(pod), {"status": {"phase": "Failed"}})
 
 
+def _excluded(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    api.patch_object(pod_path(pod), {"metadata": {"annotations": {"vllm-watchdog.io/exclude": "true"}}})
+
+
+def _namespace_to_dry_run(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    api.patch_object(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {"vllm-watchdog.io/enabled": "dry-run"}}})
+
+
+def _namespace_opted_out(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    api.patch_object(f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {"vllm-watchdog.io/enabled": None}}})
+
+
+def _restarted(api: EmulatorServer, pod: dict[str, Any]) -> None:
+    statuses = [{**c, "restartCount": 1} for c in pod["status"].get("containerStatuses") or [{"name": "vllm"}]]
+    api.patch_object(pod_path(pod), {"status": {"containerStatuses": statuses}})
+
+
 @pytest.mark.parametrize(("change", "why"), [
     (_gone, "pod is gone"), (_recreated, "a new pod under the same name"),
-    (_new_ip, "pod IP is now 10.9.9.9"), (_failed, "phase is Failed"),
+    (_new_ip, "pod IP is now 10.9.9.9"), (_failed, "skips it: not_running"),
+    (_excluded, "skips it: excluded"), (_namespace_to_dry_run, "namespace mode is now dry-run"),
+    (_namespace_opted_out, "skips it: namespace_not_enabled"), (_restarted, "a container restarted"),
 ])
 def test_aborts_when_the_pod_changed(api: EmulatorServer, kube_client: KubeClient,
                                      change: Callable[[EmulatorServer, dict[str, Any]], None], why: str) -> None:
@@ -294,7 +315,7 @@ def test_aborts_when_the_fresh_get_shows_the_pod_terminating(api: EmulatorServer
     rescrape = Rescrape()
     rem, metrics = remediator(kube, rescrape)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
-    assert outcome.result == "aborted" and "pod is terminating" in outcome.detail
+    assert outcome.result == "aborted" and "skips it: terminating" in outcome.detail
     assert (kube.calls, rescrape.calls) == ({"get_pod": 1, "delete_pod": 0}, 0)
     assert results(metrics) == {"aborted": 1.0}
 
@@ -353,25 +374,67 @@ def test_pod_gone_between_get_and_delete_is_not_found(api: EmulatorServer, kube_
     assert results(metrics) == {"not_found": 1.0}
 
 
-def test_delete_error_is_reported_and_not_retried(api: EmulatorServer, kube_client: KubeClient) -> None:
+def _second_stall(api: EmulatorServer, rem: Remediator) -> Remediation:
+    """Another stalled pod of another owner in the same namespace, decided right after."""
+    other = seed_deployment(api, NS, "other", "10.0.0.8", 8000)
+    return rem.remediate(target_of(api, other["pod"]), SNAP, VERDICT, WINDOW)
+
+
+@pytest.mark.parametrize("action", ["delete", "evict"])
+@pytest.mark.parametrize(("status", "applied", "result"), [
+    (0, True, "deleted"),     # read timeout: the server applied it, the answer was lost
+    (504, True, "deleted"),   # 5xx after it was applied ("may still be processing")
+    (500, False, "error"),    # 5xx without applying it: still charged (fail closed)
+    (0, False, "error"),      # no answer, nothing applied: still charged
+])
+def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client: KubeClient, action: str,
+                                               status: int, applied: bool, result: str) -> None:
+    """Issue 11 item 1: a DELETE/evict whose answer is lost must charge the budgets before anything else, so
+    the next stalled pod is not "allowed" in the same cycle, and be resolved by a GET (gone or terminating
+    with our UID = deleted, with its Events)."""
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    name = seeded["pod"]["metadata"]["name"]
+    verb = "evict_pod" if action == "evict" else "delete_pod"
 
-    def boom(*args: Any) -> Any:
-        raise KubeError("delete pod", 500, "Internal Server Error", "etcd timeout")
+    def lost(namespace: str, pod: str, uid: str, grace: int | None) -> Any:
+        if applied:
+            kube_client.delete_pod(namespace, pod, uid, grace)
+        raise KubeError(f"{action} pod", status, "Gateway Timeout" if status else "ReadTimeoutError: timed out")
 
-    kube = Wrapper(kube_client, delete_pod=boom)
-    rem, metrics = remediator(kube)
+    kube = Wrapper(kube_client, **{verb: lost})
+    metrics = new_metrics()
+    rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
+                     action=action)  # type: ignore[arg-type]
     target = target_of(api, seeded["pod"])
     outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
-    assert outcome.result == "error"
-    assert "not retried" in outcome.detail and "HTTP 500" in outcome.detail
-    assert kube.calls["delete_pod"] == 1
-    assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
+    done = "evicted" if action == "evict" and result == "deleted" else result
+    assert outcome.result == done, outcome.detail
+    assert kube.calls[verb] == 1
+    assert (api.get_pod(NS, name) is None) is applied
+    reasons = [e["reason"] for e in api.list_events(NS)]
+    assert reasons == (["StalledPodDeleted", "StalledPodDeleted"] if applied else [])
+    if not applied:
+        assert "charged to the budgets" in outcome.detail
+    second = _second_stall(api, rem)  # the namespace budget (1) is used by the ambiguous attempt
+    assert (second.result, "namespace budget used" in second.detail) == ("deferred", True)
+    # The episode was acted on: no second DELETE for the same stall.
+    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "skip"
+    assert kube.calls[verb] == 1
+
+
+def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def forbidden(*args: Any) -> Any:
+        raise KubeError("delete pod", 403, "Forbidden", "pods is forbidden")
+
+    kube = Wrapper(kube_client, delete_pod=forbidden)
+    rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(),
+                     new_metrics())  # type: ignore[arg-type]
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "error" and "refused, not retried" in outcome.detail
     assert api.list_events(NS) == []
-    assert results(metrics) == {"error": 1.0}
-    # The next cycle decides again from a fresh GET.
-    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "error"
-    assert kube.calls["delete_pod"] == 2
+    assert _second_stall(api, rem).result == "error"  # not deferred: nothing was charged
 
 
 def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient) -> None:

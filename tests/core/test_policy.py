@@ -145,3 +145,15 @@ def test_deferral_is_announced_once_per_episode_and_rule() -> None:
     assert p.first_deferral("u1", SERIES, "breaker")
     p.episode_over("u1", SERIES)
     assert p.first_deferral("u1", SERIES, "budget")
+
+
+def test_a_dry_run_announcement_does_not_stand_for_the_deletion_after_a_flip_to_enforce() -> None:
+    """Issue 11 item 3: dry-run -> enforce must start a new decision for a wedge already announced."""
+    p = policy()
+    assert decide(p, mode="dry-run").action == "dry_run"
+    p.record("u1", SERIES, "dry_run")
+    assert decide(p, mode="dry-run").action == "skip"  # announced once per episode
+    assert decide(p, mode="enforce").action == "delete"  # flipped: a new decision
+    p.record("u1", SERIES, "delete")
+    assert decide(p, mode="enforce").action == "skip"
+    assert decide(p, mode="dry-run").action == "skip"  # a deletion is never re-announced

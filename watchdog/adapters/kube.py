@@ -169,6 +169,10 @@ class KubeClient:
         """A fresh read of one pod (quorum read, never cached); None when it does not exist (404)."""
         return self._get(f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
 
+    def get_namespace(self, name: str) -> dict[str, Any] | None:
+        """A fresh read of one namespace (its opt-in label, right before a deletion); None when it is gone."""
+        return self._get(f"get namespace {name}", self._core.read_namespace, name)
+
     def _get(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         try:
             result: dict[str, Any] = self._call(what, fn, *args, **kwargs)

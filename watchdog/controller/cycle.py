@@ -105,7 +105,8 @@ class Watchdog:
         self.remediator = Remediator(
             kube, self.policy, self._rescrape, self.metrics, grace_period_s=config.grace_period_seconds,
             count_waiting=config.count_waiting, action=config.action, leader=leader, clock=clock,
-            wall_clock=wall_clock, escalation=escalation)
+            wall_clock=wall_clock, escalation=escalation,
+            require_controller=config.require_controller)
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="scrape")
         self.pods: dict[str, PodState] = {}

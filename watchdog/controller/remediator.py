@@ -6,13 +6,17 @@
    leadership, warm-up, minimum pod age, the mass-stall breaker and the deletion budgets. A deferral gets one
    ``StalledPodDeletionDeferred`` Event per episode and rule, a metric, and is retried next cycle;
 2. in dry-run, records ``StalledPodDryRun`` Events and stops;
-3. GETs the pod afresh (never the cache) and aborts if it is gone or changed: UID, IP, phase, terminating;
+3. GETs the pod and its namespace afresh (never the cache) and aborts unless discovery's rules still pick it
+   (:func:`watchdog.core.discovery.recheck`: UID, exclusion annotation, namespace opt-in and mode, phase,
+   terminating, IP, owner, restart count);
 4. re-scrapes the engine once and aborts unless :func:`watchdog.core.confirm.not_confirmed` (the detector's own
    reading of evidence, busy and progress) confirms the stall: unknown now, idle now, or a counter moved;
 5. checks leadership once more, then deletes (or, with ``action: evict``, evicts through the Eviction API so
    PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete) with ``preconditions.uid`` (a
    pod re-created under the same name is never hit) and the pod's own grace period unless configured; 404 and
-   409 mean nothing to do; other API errors are not retried (the next cycle decides again from a fresh GET);
+   409 mean nothing to do; a refused request (4xx) is not retried; a LOST answer (timeout, 5xx: the server may
+   have applied it) is charged to the budgets first (fail closed) and resolved with a GET: gone or terminating
+   means deleted, with its Events;
 6. charges the budgets, records ``StalledPodDeleted`` Events on the pod and its top controller owner, and tells
    the node escalation (if enabled) which node the pod ran on.
 
@@ -34,10 +38,11 @@ from watchdog.adapters.metrics import Metrics
 from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.core.confirm import not_confirmed
 from watchdog.core.detector import Verdict
+from watchdog.core.discovery import recheck
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.policy import DeletionPolicy
+from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answer
 from watchdog.core.vocab import RemediationResult
 
 log = logging.getLogger("watchdog.controller.remediator")
@@ -79,11 +84,12 @@ class Remediator:
                  grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
                  leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, escalation: Escalation | None = None,
-                 events: EventRecorder | None = None) -> None:
+                 events: EventRecorder | None = None, require_controller: bool = True) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
         self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
         self.events = events or EventRecorder(kube, metrics)
+        self.require_controller = require_controller
 
     def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, window_s: float, *,
                   seen_for_s: float = 0.0) -> Remediation:
@@ -98,7 +104,7 @@ class Remediator:
             return Remediation("skip", decision.why)
         evidence = (f"engine series {{{series.key}}} of pod {target.ref}: {verdict.reason}; window {window_s:g} s")
         if decision.action == "dry_run":
-            self.policy.record(target.uid, series.key)
+            self.policy.record(target.uid, series.key, "dry_run")
             self.events.on_pod_and_owner(target, REASON_DRY_RUN, f"DRY-RUN, would delete ({decision.why}): {evidence}")
             return self._done("dry_run", f"would delete {target.ref}: {decision.why}")
         if decision.action == "defer":
@@ -127,7 +133,9 @@ class Remediator:
             else:
                 result = self.kube.delete_pod(target.namespace, target.name, target.uid, self.grace_period_s)
         except KubeError as exc:
-            return self._done("error", f"{verb} {target.ref} failed, not retried: {exc}")
+            if not ambiguous(exc.status):
+                return self._done("error", f"{verb} {target.ref} refused, not retried: {exc}")
+            return self._lost_answer(target, key, evidence, now, verb, exc)
         if result == "blocked":
             return self._defer(target, key, "pdb", "the Eviction API refused (a PodDisruptionBudget would be "
                                "violated); never falling back to delete", evidence)
@@ -135,12 +143,36 @@ class Remediator:
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
             return self._done("not_found" if result == "not_found" else "conflict",
                               f"nothing {verb}d for {target.ref}: {why}")
+        self._charge(target, key, now)
+        return self._removed(target, evidence, verb, "")
+
+    def _charge(self, target: ScrapeTarget, key: str, now: float) -> None:
         self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
                                     owner=target.owner_key)
-        self.events.on_pod_and_owner(target, REASON_DELETED, f"{verb}d: {evidence}", action="Delete")
+
+    def _removed(self, target: ScrapeTarget, evidence: str, verb: str, note: str) -> Remediation:
+        self.events.on_pod_and_owner(target, REASON_DELETED, f"{verb}d{note}: {evidence}", action="Delete")
         if self.escalation is not None:
             self.escalation.on_deletion(target.node, target.uid, target.ref)
-        return self._done("evicted" if verb == "evict" else "deleted", f"{verb}d {target.ref} (uid {target.uid})")
+        return self._done("evicted" if verb == "evict" else "deleted",
+                          f"{verb}d {target.ref} (uid {target.uid}){note}")
+
+    def _lost_answer(self, target: ScrapeTarget, key: str, evidence: str, now: float, verb: str,
+                     exc: KubeError) -> Remediation:
+        """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
+        budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see), then
+        look: gone or terminating means it happened, with its Event (so a restart reads it back too)."""
+        self._charge(target, key, now)
+        try:
+            pod = self.kube.get_pod(target.namespace, target.name)
+        except KubeError as again:
+            return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read "
+                              f"({again}): charged to the budgets (fail closed), not retried")
+        if fate_after_lost_answer(pod, target.uid):
+            return self._removed(target, evidence, verb, f" (answer lost: {exc.reason}; the pod is gone or "
+                                 "terminating)")
+        return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: "
+                          "charged to the budgets (fail closed), not retried")
 
     def _defer(self, target: ScrapeTarget, key: str, rule: str, why: str, evidence: str) -> Remediation:
         self.metrics.deferrals.labels(rule).inc()
@@ -156,19 +188,10 @@ class Remediator:
         return Remediation(result, detail)
 
     def _changed(self, target: ScrapeTarget) -> str | None:
+        """Why a fresh GET of the pod and its namespace says not to act (discovery's rules re-applied)."""
         try:
             pod = self.kube.get_pod(target.namespace, target.name)
+            namespace = self.kube.get_namespace(target.namespace) if pod is not None else None
         except KubeError as exc:
             return f"fresh GET failed ({exc})"
-        if pod is None:
-            return "pod is gone"
-        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        if meta.get("uid") != target.uid:
-            return f"UID is now {meta.get('uid')} (a new pod under the same name)"
-        if meta.get("deletionTimestamp"):
-            return "pod is terminating"
-        if status.get("phase") != "Running":
-            return f"phase is {status.get('phase')}"
-        if status.get("podIP") != target.ip:
-            return f"pod IP is now {status.get('podIP')}"
-        return None
+        return recheck(pod, namespace, target, require_controller=self.require_controller)

@@ -180,7 +180,7 @@ def discover(
                 skipped[reason] += 1
                 continue
             assert port is not None
-            restarts = sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or [])
+            restarts = _restarts(status)
             targets.append(ScrapeTarget(
                 uid=uid, namespace=str(meta["namespace"]), name=str(meta.get("name")), ip=str(status["podIP"]),
                 port=port, path=target.path, target=target.name, profile=target.profile,
@@ -189,3 +189,33 @@ def discover(
                 node=(pod.get("spec") or {}).get("nodeName"),
             ))
     return Discovery(targets, ready, skipped, modes)
+
+
+def _restarts(status: Mapping[str, Any]) -> int:
+    return sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or [])
+
+
+def recheck(pod: Mapping[str, Any] | None, namespace: Mapping[str, Any] | None, target: ScrapeTarget, *,
+            require_controller: bool = True) -> str | None:
+    """Why the freshly read ``pod`` (and its ``namespace``) is no longer the target the decision was made on,
+    or None when it still is. Re-applies every discovery rule that can change at run time — UID, the exclusion
+    annotation, the namespace opt-in (a flip to dry-run included), phase, deletion timestamp, hostNetwork, IP,
+    controller owner, restart count — so the pre-delete GET honours what an operator just did."""
+    if pod is None:
+        return "pod is gone"
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if meta.get("uid") != target.uid:
+        return f"UID is now {meta.get('uid')} (a new pod under the same name)"
+    mode = namespace_modes([namespace]).get(target.namespace) if namespace is not None else None
+    reason = _skip_reason(pod, mode, True, require_controller)
+    if reason is not None:
+        return f"discovery now skips it: {reason}"
+    if mode != target.mode:
+        return f"namespace mode is now {mode}"
+    if status.get("podIP") != target.ip:
+        return f"pod IP is now {status.get('podIP')}"
+    if controller_of(meta) != target.owner:
+        return "its controller owner changed"
+    if _restarts(status) != target.restart_count:
+        return "a container restarted (new detector state needed)"
+    return None

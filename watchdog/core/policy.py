@@ -2,8 +2,9 @@
 
 Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a test that fails without it):
 
-1. *One decision per stall episode*: a pod+engine series already acted on is skipped until its engine leaves
-   the stalled state (``episode_over``) or the pod goes.
+1. *One decision per stall episode and mode*: a pod+engine series already acted on is skipped until its
+   engine leaves the stalled state (``episode_over``) or the pod goes; a dry-run announcement does not count
+   once the namespace (or the global setting) is flipped to enforce: that is a new decision.
 2. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
    turns the deletion into a ``StalledPodDryRun`` Event.
 3. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause; not the leader;
@@ -22,8 +23,9 @@ All times are seconds on the caller's monotonic clock. State is keyed by pod UID
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from watchdog.core.vocab import DecisionAction
 
@@ -79,7 +81,7 @@ class DeletionPolicy:
     def __init__(self, rails: Rails | None = None, started: float = 0.0, *, budget_known: bool = True) -> None:
         self.rails = rails or Rails()
         self.started = started
-        self._acted: set[tuple[str, str]] = set()
+        self._acted: dict[tuple[str, str], str] = {}  # (uid, series) -> "dry_run" (announced) | "delete"
         self._deferred: set[tuple[str, str, str]] = set()  # (uid, series, rule) already announced
         self._deletions: deque[tuple[float, str]] = deque()  # (t, namespace)
         self._blocked_owners: dict[str, float] = {}  # owner key -> when it lost a pod
@@ -121,7 +123,11 @@ class DeletionPolicy:
         """Decide for a stalled engine ``series`` of pod ``uid``. ``pod_age_s``: seconds since the pod was
         created (None: unknown, treated as too young). ``leader``: this replica holds the lease."""
         r = self.rails
-        if (uid, series) in self._acted:
+        acted = self._acted.get((uid, series))
+        observing = r.dry_run or namespace_mode != "enforce"
+        # One decision per episode and mode: a dry-run announcement does not stand for the deletion once the
+        # operator flips the namespace (or the global setting) to enforce.
+        if acted == "delete" or (acted == "dry_run" and observing):
             return Decision("skip", "episode", "already acted on this stall episode")
         if r.dry_run:
             return Decision("dry_run", "dry_run", "global dryRun is on")
@@ -157,9 +163,9 @@ class DeletionPolicy:
         return Decision("delete", "enforce", "namespace is enforced and every rail allows it")
 
     # -- what happened ----------------------------------------------------------------------------------------
-    def record(self, uid: str, series: str) -> None:
-        """Remember that this stall episode was acted on (deleted or announced)."""
-        self._acted.add((uid, series))
+    def record(self, uid: str, series: str, action: str = "delete") -> None:
+        """Remember that this stall episode was acted on: ``action`` "dry_run" (announced) or "delete"."""
+        self._acted[(uid, series)] = "dry_run" if action == "dry_run" else "delete"
 
     def record_deletion(self, now: float, *, uid: str, series: str, namespace: str, owner: str | None) -> None:
         """A pod was deleted (or evicted): charge the budgets and block its owner until a replacement is Ready."""
@@ -190,14 +196,30 @@ class DeletionPolicy:
 
     def episode_over(self, uid: str, series: str) -> None:
         """The engine series left the stalled state: a later stall is a new episode."""
-        self._acted.discard((uid, series))
+        self._acted.pop((uid, series), None)
         self._deferred = {k for k in self._deferred if k[:2] != (uid, series)}
 
     def forget_pods(self, live_uids: set[str]) -> None:
         """Drop what is known about pods that are gone (budgets and owner blocks are kept)."""
-        self._acted = {k for k in self._acted if k[0] in live_uids}
+        self._acted = {k: v for k, v in self._acted.items() if k[0] in live_uids}
         self._deferred = {k for k in self._deferred if k[0] in live_uids}
 
     def _expire(self, now: float) -> None:
         while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:
             self._deletions.popleft()
+
+
+def ambiguous(status: int) -> bool:
+    """True when a DELETE/eviction answered with ``status`` (0: no answer: timeout, reset) may still have been
+    applied by the API server: no answer at all, or a 5xx ("may still be processing"). Such an outcome is
+    charged to the budgets (fail closed) before it is resolved."""
+    return status == 0 or status >= 500
+
+
+def fate_after_lost_answer(pod: Mapping[str, Any] | None, uid: str) -> bool:
+    """Whether a removal whose answer was lost took effect, from a fresh GET of the pod: gone, a new pod under
+    the name (ours is gone), or ours terminating (deletionTimestamp set) mean it did."""
+    if pod is None:
+        return True
+    meta = pod.get("metadata") or {}
+    return meta.get("uid") != uid or bool(meta.get("deletionTimestamp"))
