@@ -4,27 +4,57 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+
+MAX_SECONDS = 86400.0  # a day: a longer duration is a typo, and overflows timers and sleeps
+MAX_INT = 1 << 40
 
 
-def positive_seconds(text: str) -> float:
-    """A finite number of seconds > 0."""
+def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a number of seconds") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a finite number of seconds")
     return value
 
 
+def seconds_between(low: float, high: float = MAX_SECONDS, *, low_inclusive: bool = False) -> Callable[[str], float]:
+    """A type for a finite number of seconds in ``low..high`` (``low`` itself only when ``low_inclusive``)."""
+
+    def parse(text: str) -> float:
+        value = _seconds(text)
+        if value < low or (value == low and not low_inclusive):
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} must be {'>=' if low_inclusive else '>'} {low:g} seconds")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} must be at most {high:g} seconds")
+        return value
+
+    parse.__name__ = "seconds"  # argparse names the type in its "invalid ... value" fallback
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 and at most :data:`MAX_SECONDS`."""
+    return seconds_between(0.0)(text)
+
+
+def non_negative_seconds(text: str) -> float:
+    """A finite number of seconds >= 0 and at most :data:`MAX_SECONDS`."""
+    return seconds_between(0.0, low_inclusive=True)(text)
+
+
 def positive_int(text: str) -> int:
-    """A whole number >= 1."""
+    """A whole number >= 1 (and at most 2**40)."""
     try:
-        value = int(text)
+        value = int(text[:50])
+        if len(text) > 50:
+            raise ValueError
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    if value > MAX_INT:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {MAX_INT}")
     return value

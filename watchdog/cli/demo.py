@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from watchdog.cli.argtypes import non_negative_seconds, positive_seconds, seconds_between
+
 HELP = """\
 Run the real watchdog against an embedded Kubernetes API emulator (kmock; not a real cluster) and four
 simulated vLLM pods on 127.0.0.2-5:
@@ -26,10 +28,12 @@ def add_parser(verbs: Any) -> None:
     p: argparse.ArgumentParser = verbs.add_parser(
         "demo", help="the watchdog against an embedded API emulator and 4 simulated vLLM pods",
         description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--window", type=float, default=5.0, metavar="SECONDS", help="stall window (default: 5)")
-    p.add_argument("--wedge-after", type=float, default=3.0, metavar="SECONDS",
+    # >= 3 s: the demo scrapes every min(1, window/3) s, and the watchdog refuses intervals below 1 s
+    p.add_argument("--window", type=seconds_between(3.0, 3600.0, low_inclusive=True), default=5.0,
+                   metavar="SECONDS", help="stall window, 3-3600 (default: 5)")
+    p.add_argument("--wedge-after", type=non_negative_seconds, default=3.0, metavar="SECONDS",
                    help="seconds before the wedge pod freezes (default: 3)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                    help="give up after this long (default: 60)")
     p.add_argument("--verbose", action="store_true", help="print every watchdog log line")
     p.set_defaults(handler=_run)

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from watchdog.config.flags import add_flags, flags_from_args
+from watchdog.config.selectors import selector_problem, show
 from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, TARGET_KEYS, Setting, Settings
 from watchdog.core import profiles
 from watchdog.core.model import DEFAULT_TARGETS, Target
@@ -29,8 +30,23 @@ class ConfigError(Exception):
     """Invalid configuration; ``problems`` lists one line per problem, each naming its source."""
 
     def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = list(problems)
+        # One line each, and bounded: a message never echoes a huge value (values are cut by show() already;
+        # this is the backstop for text quoted by other modules' exceptions).
+        lines = [_one_line(p) for p in problems]
+        super().__init__("\n".join(lines))
+        self.problems = lines
+
+
+_MAX_PROBLEM = 400
+
+
+def _one_line(problem: str) -> str:
+    text = " ".join(str(problem).splitlines())
+    return text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 3] + "..."
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def _coerce(setting: Setting, raw: Any, where: str, problems: list[str]) -> Any:
@@ -48,23 +64,29 @@ def _coerce(setting: Setting, raw: Any, where: str, problems: list[str]) -> Any:
         elif isinstance(raw, str) and raw.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
             value = raw.strip().lower() in ("true", "1", "yes", "on")
         else:
-            problems.append(f"{where}: {raw!r} is not a boolean (true/false)")
+            problems.append(f"{where}: {show(raw)} is not a boolean (true/false)")
             return None
     elif kind in ("int", "float"):
         if isinstance(raw, bool):
-            problems.append(f"{where}: {raw!r} is not a number")
+            problems.append(f"{where}: {show(raw)} is not a number")
             return None
         try:
-            value = int(str(raw)) if kind == "int" else float(str(raw))
-        except ValueError:
+            if kind == "int":
+                value = raw if isinstance(raw, int) else int(str(raw))
+            else:
+                value = float(raw) if isinstance(raw, int | float) else float(str(raw))
+        except (ValueError, OverflowError):
             what = "an integer" if kind == "int" else "a number"
-            problems.append(f"{where}: {raw!r} is not {what}")
+            problems.append(f"{where}: {show(raw)} is not {what}")
             return None
         if value != value or value in (float("inf"), float("-inf")):
-            problems.append(f"{where}: {raw!r} is not a finite number")
+            problems.append(f"{where}: {show(raw)} is not a finite number")
             return None
         if setting.minimum is not None and value < setting.minimum:
-            problems.append(f"{where}: {raw!r} is below the minimum {setting.minimum:g}")
+            problems.append(f"{where}: {show(raw)} is below the minimum {setting.minimum:g}")
+            return None
+        if setting.maximum is not None and value > setting.maximum:
+            problems.append(f"{where}: {show(raw)} is above the maximum {_number(setting.maximum)}")
             return None
     else:
         if not isinstance(raw, str | int | float):
@@ -72,9 +94,33 @@ def _coerce(setting: Setting, raw: Any, where: str, problems: list[str]) -> Any:
             return None
         value = str(raw)
         if kind == "choice" and value not in setting.choices:
-            problems.append(f"{where}: {value!r} is not one of {', '.join(setting.choices)}")
+            problems.append(f"{where}: {show(value)} is not one of {', '.join(setting.choices)}")
             return None
+        if setting.name == "namespace_selector":
+            problem = selector_problem(value)
+            if problem:
+                problems.append(f"{where}: {show(value)} is not a valid label selector: {problem}")
+                return None
     return value
+
+
+_PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+
+
+def _port_problem(port: Any) -> str | None:
+    """Why ``port`` is not a container port name (IANA_SVC_NAME) or number 1-65535, or None."""
+    what = "a container port name (IANA_SVC_NAME, e.g. http) or a number 1-65535 is required"
+    if isinstance(port, bool) or not isinstance(port, str | int):
+        return what
+    text = str(port)
+    if re.fullmatch(r"[0-9]+", text, flags=re.ASCII):
+        return None if 1 <= int(text) <= 65535 else f"{show(port)} is not a port number 1-65535"
+    if isinstance(port, int):
+        return f"{show(port)} is not a port number 1-65535"
+    if (len(text) > 15 or not _PORT_NAME.fullmatch(text) or "--" in text
+            or not any("a" <= c <= "z" for c in text)):
+        return f"{show(port)}: {what} (a name has at most 15 of a-z, 0-9, '-', with a letter)"
+    return None
 
 
 def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | None:
@@ -89,18 +135,20 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
             continue
         unknown = sorted(set(item) - set(TARGET_KEYS))
         for key in unknown:
-            problems.append(f"{at}: unknown key {key!r}{_suggest(str(key), TARGET_KEYS)}")
+            problems.append(f"{at}: unknown key {show(key)}{_suggest(str(key)[:100], TARGET_KEYS)}")
         name, selector = item.get("name"), item.get("podSelector")
         if not isinstance(name, str) or not name:
             problems.append(f"{at}.name: a non-empty string is required")
         if not isinstance(selector, str) or not selector.strip():
             problems.append(f"{at}.podSelector: a non-empty label selector string is required (e.g. app=vllm)")
+        elif problem := selector_problem(selector):
+            problems.append(f"{at}.podSelector: {show(selector)} is not a valid label selector: {problem}")
         port = item.get("port", "http")
-        if not isinstance(port, str | int) or isinstance(port, bool) or str(port) == "":
-            problems.append(f"{at}.port: a container port name or number is required")
+        if problem := _port_problem(port):
+            problems.append(f"{at}.port: {problem}")
         path = item.get("path", "/metrics")
         if not isinstance(path, str) or not path.startswith("/") or "//" in path or "@" in path or ".." in path:
-            problems.append(f"{at}.path: {path!r} must be an absolute URL path like /metrics")
+            problems.append(f"{at}.path: {show(path)} must be an absolute URL path like /metrics")
         metrics = item.get("metrics", {})
         if not isinstance(metrics, dict) or not all(isinstance(v, str) for v in metrics.values()):
             problems.append(f"{at}.metrics: a mapping of field -> metric name is required")
@@ -110,7 +158,7 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
         out.append(Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics)))
     names = [t.name for t in out]
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(f"{where}: target name {dup!r} is used twice")
+        problems.append(f"{where}: target name {show(dup)} is used twice")
     return tuple(out)
 
 
@@ -143,6 +191,11 @@ def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
         problems.append(f"{path}: not UTF-8 text (byte {exc.start}): expected a YAML config file")
         return {}
     try:
+        alias = _anchor_or_alias(text)
+        if alias is not None:
+            problems.append(f"{path}:{alias}: YAML anchors and aliases (&name, *name, <<) are not allowed in "
+                            "the config file: write each value out")
+            return {}
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -150,13 +203,25 @@ def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
         line = f":{mark.line + 1}" if mark is not None else ""
         problems.append(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
         return {}
+    except ValueError:  # PyYAML's int() of a number with thousands of digits
+        problems.append(f"{path}: a number in the config file has too many digits")
+        return {}
     if data is None:
         return {}
     if not isinstance(data, dict) or node is None:
         problems.append(f"{path}:1: the config file must be a mapping of settings")
         return {}
     lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
-    return {str(k): (v, f"{path}:{lines.get(k, 1)} key {k!r}") for k, v in data.items()}
+    return {str(k): (v, f"{path}:{lines.get(k, 1)} key {show(k)}") for k, v in data.items()}
+
+
+def _anchor_or_alias(text: str) -> int | None:
+    """The 1-based line of the first YAML anchor or alias in ``text``, or None. Raises yaml.YAMLError."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            mark = event.start_mark
+            return 1 if mark is None else int(mark.line) + 1
+    return None
 
 
 def load_config(
@@ -180,7 +245,7 @@ def load_config(
             elif key in BY_KEY:
                 values[BY_KEY[key].name] = _coerce(BY_KEY[key], raw, where, problems)
             else:
-                problems.append(f"{where}: unknown setting{_suggest(key, [*BY_KEY, 'targets'])}")
+                problems.append(f"{where}: unknown setting{_suggest(key[:100], [*BY_KEY, 'targets'])}")
     for s in SETTINGS:
         if s.env in env:
             values[s.name] = _coerce(s, env[s.env], f"env {s.env}", problems)
@@ -210,14 +275,17 @@ def _unknown_env(env: Mapping[str, str]) -> list[str]:
     out = []
     for name in sorted(env):
         if name.startswith("WATCHDOG_") and name not in known and not _SERVICE_LINK.match(name):
-            out.append(f"env {name} is not a setting and is ignored{_suggest(name, sorted(known))}")
+            out.append(f"env {show(name)[1:-1]} is not a setting and is ignored{_suggest(name[:100], sorted(known))}")
     return out
 
 
 def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
     try:
+        if _anchor_or_alias(text) is not None:
+            problems.append(f"{where}: YAML anchors and aliases (&name, *name) are not allowed")
+            return None
         return yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):
         problems.append(f"{where}: not valid YAML/JSON")
         return None
 
@@ -234,6 +302,11 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
             f"scrapeDeadlineSeconds ({v['scrape_deadline_seconds']:g}) must be shorter than "
             f"scrapeIntervalSeconds ({v['scrape_interval_seconds']:g})"
         )
+    if v["jitter_seconds"] >= v["scrape_interval_seconds"]:
+        problems.append(
+            f"jitterSeconds ({v['jitter_seconds']:g}) must be shorter than scrapeIntervalSeconds "
+            f"({v['scrape_interval_seconds']:g}): a later cycle start makes /healthz report stale cycles"
+        )
     if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
         problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
     if v["breaker_fraction"] > 1:
@@ -246,6 +319,6 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         problems.append(f"nodeTaint: {exc}")
     host, _, port = str(v["listen_address"]).rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        problems.append(f"listenAddress {v['listen_address']!r} must be host:port with a port 0-65535, "
+        problems.append(f"listenAddress {show(v['listen_address'])} must be host:port with a port 0-65535, "
                         "e.g. 0.0.0.0:8080")
     return problems

@@ -1,0 +1,50 @@
+"""Issue 11 items 16 and 19: bad verb flags are refused by argparse (exit 2, one line), never a traceback or a
+FAIL summary that hides the reason."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from watchdog.cli.argtypes import MAX_SECONDS, non_negative_seconds, positive_int, positive_seconds, seconds_between
+from watchdog.cli.main import main
+
+
+def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("value", ["1e300", "86401", "inf", "nan", "0", "-1"])
+def test_check_deadline_out_of_range_is_one_line_exit_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(["check", "--deadline", value, "-"], capsys)
+    assert line.startswith("vllm-watchdog check: error: argument --deadline: ") and repr(value) in line
+
+
+@pytest.mark.parametrize(("flag", "value", "needle"), [
+    ("--window", "0", "must be >= 3 seconds"), ("--window", "nan", "not a finite number"),
+    ("--window", "2.9", "must be >= 3 seconds"), ("--window", "1e300", "at most 3600"),
+    ("--timeout", "-1", "must be > 0 seconds"), ("--timeout", "0", "must be > 0 seconds"),
+    ("--timeout", "inf", "not a finite number"), ("--wedge-after", "-1", "must be >= 0 seconds"),
+    ("--wedge-after", "nan", "not a finite number"), ("--timeout", "soon", "not a number of seconds"),
+])
+def test_demo_flags_are_validated(flag: str, value: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(["demo", flag, value], capsys)
+    assert line.startswith(f"vllm-watchdog demo: error: argument {flag}: ") and needle in line
+
+
+def test_argtypes_bounds() -> None:
+    assert positive_seconds("86400") == MAX_SECONDS
+    assert non_negative_seconds("0") == 0.0
+    assert seconds_between(3.0, 10.0, low_inclusive=True)("3") == 3.0
+    assert positive_int("7") == 7
+    for parse, text in [(positive_seconds, "86400.5"), (non_negative_seconds, "-0.1"), (positive_int, "9" * 5000),
+                        (positive_int, "0"), (positive_int, str(2 ** 41))]:
+        with pytest.raises(argparse.ArgumentTypeError) as err:
+            parse(text)
+        assert len(str(err.value)) < 120
