@@ -47,3 +47,10 @@ lint-dockerfile: ## hadolint
 .PHONY: bench-fleet
 bench-fleet:     ## fleet benchmark: 100/500/2,000 simulated pods vs the goals, and the exec-probe comparison (~8 min)
 	$(PY) tests/bench/bench_fleet.py
+
+.PHONY: control-plane test-cluster
+control-plane:   ## build etcd, kube-apiserver, kube-controller-manager from the official Go modules (cached by version)
+	bash tests/cluster/build_control_plane.sh
+
+test-cluster:    ## the cluster tier: the watchdog against a real control plane on loopback (needs `make control-plane`)
+	$(PY) -m pytest -m cluster tests/cluster

@@ -203,7 +203,15 @@ class Scenario:
     def deployment(self, namespace: str, name: str, replicas: int, *, mode: str = "progressing",
                    grace_s: int = 10, node: str | None = None) -> dict[str, Any]:
         labels = {**VLLM_LABEL, "app": name}
-        pod_spec: dict[str, Any] = {
+        pod_spec = self._pod_spec(grace_s, node)
+        created: dict[str, Any] = self.api.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels, "annotations": {MODE_ANNOTATION: mode}}, "spec": pod_spec}}})
+        return created
+
+    def _pod_spec(self, grace_s: int, node: str | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
             "terminationGracePeriodSeconds": grace_s,
             "automountServiceAccountToken": False,
             "containers": [{
@@ -213,11 +221,30 @@ class Scenario:
             }],
         }
         if node is not None:
-            pod_spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-        created: dict[str, Any] = self.api.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
-                "metadata": {"labels": labels, "annotations": {MODE_ANNOTATION: mode}}, "spec": pod_spec}}})
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return spec
+
+    def statefulset(self, namespace: str, name: str, replicas: int, *, mode: str = "progressing",
+                    grace_s: int = 10) -> dict[str, Any]:
+        labels = {**VLLM_LABEL, "app": name}
+        created: dict[str, Any] = self.api.create(f"/apis/apps/v1/namespaces/{namespace}/statefulsets", {
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels, "annotations": {MODE_ANNOTATION: mode}},
+                "spec": self._pod_spec(grace_s, None)}}})
+        return created
+
+    def owned_pod(self, namespace: str, name: str, owner: dict[str, Any], *, mode: str = "progressing",
+                  grace_s: int = 5) -> dict[str, Any]:
+        """A pod created directly with ``owner`` as its controller owner reference (``owner`` as stored)."""
+        created: dict[str, Any] = self.api.create(f"/api/v1/namespaces/{namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {**VLLM_LABEL, "app": name},
+                         "annotations": {MODE_ANNOTATION: mode},
+                         "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                              "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                              "controller": True}]},
+            "spec": self._pod_spec(grace_s, None)})
         return created
 
     def pods(self, namespace: str, app: str | None = None) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ SERVICE_CIDR = "10.96.0.0/16"  # an allocation range for ClusterIPs only; no pac
 # Names as `kube-controller-manager --help` lists them (v1.35).
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "garbage-collector-controller",
                "disruption-controller", "endpointslice-controller", "serviceaccount-controller",
-               "serviceaccount-token-controller", "namespace-controller")
+               "serviceaccount-token-controller", "namespace-controller", "statefulset-controller")
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",

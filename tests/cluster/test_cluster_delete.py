@@ -58,7 +58,7 @@ def test_wedged_pod_deleted_replaced_and_described(scenario, watchdogs, release,
     after = s.pods(ns, "engine")
     assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in fresh}
     assert not any(p["metadata"].get("deletionTimestamp") for p in after)
-    assert len(audit(control_plane, rel.user, verb="delete", resource="pods")) == 1
+    assert len(audit(control_plane, rel.user, verb="delete", resource="pods", namespace=ns)) == 1
     on_pod = s.events_on(ns, "Pod", name)
     assert [e["reason"] for e in on_pod] == ["StalledPodDeleted"], on_pod
     assert on_pod[0]["involvedObject"]["uid"] == uid and on_pod[0]["count"] == 1
