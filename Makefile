@@ -14,9 +14,10 @@ test-unit:       ## unit tests only
 test-e2e:        ## end-to-end tests only (emulator + simulated pods, separate processes)
 	$(PY) -m pytest -m e2e
 
-lint:            ## ruff + mypy (strict on the pure core) + the import contract
+lint:            ## ruff + mypy (strict on core, config and the typed test fakes) + the import contracts
 	$(BIN)/ruff check watchdog tests
 	$(BIN)/mypy
+	$(BIN)/mypy --strict tests/fakes.py
 	$(BIN)/lint-imports --no-cache
 
 lint-deadcode:   ## vulture: unused code (allowlist in tests/vulture_allowlist.py)

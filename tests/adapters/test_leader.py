@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.leader import LeaderElector, default_identity
@@ -145,22 +146,19 @@ def test_stop_releases_so_another_takes_over_at_once(emulator: EmulatorServer, k
     assert emulator.emulator.count_requests(verb="replace") == 0 and lease(emulator)["holderIdentity"] == "b"
 
 
-class Interleaved:
+class Interleaved(FakeKube):
     """Forwards to a KubeClient; runs ``hook`` once right after the next get_lease answered."""
 
     def __init__(self, kube: KubeClient) -> None:
-        self.kube = kube
+        super().__init__(kube)
         self.hook: Callable[[], object] | None = None
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        result = self.kube.get_lease(namespace, name)
+        result = self.inner.get_lease(namespace, name)
         hook, self.hook = self.hook, None
         if hook is not None:
             hook()
         return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.kube, name)
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["create-race", "takeover-race"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.nodes import NodeEscalator
@@ -123,19 +124,17 @@ def test_the_patch_carries_the_resource_version_read(emulator: EmulatorServer, k
     assert stored["metadata"]["labels"] == {"zone": "a"}  # the merge patch touched only spec.taints
 
 
-class RacingKube:
+class RacingKube(FakeKube):
     """get_node answers, then somebody else changes the Node before our patch arrives."""
 
     def __init__(self, kube: KubeClient, srv: EmulatorServer) -> None:
-        self.kube, self.srv = kube, srv
+        super().__init__(kube)
+        self.srv = srv
 
     def get_node(self, name: str) -> dict[str, Any] | None:
-        got = self.kube.get_node(name)
+        got = self.inner.get_node(name)
         self.srv.patch_object(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
         return got
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.kube, name)
 
 
 def test_a_conflict_is_an_error_and_not_retried(emulator: EmulatorServer, kube_client: KubeClient) -> None:

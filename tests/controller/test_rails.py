@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.leader import LeaderElector
@@ -29,22 +30,6 @@ FAST = Rates(prompt_tokens=1e7, generation_tokens=1e6, steps=1e5)
 # monotonic time the watchdog has watched them (pod_age_s takes the larger of the two).
 BASE = {**FAST_SETTINGS, "windowSeconds": 45.0, "scrapeIntervalSeconds": 15.0, "scrapeDeadlineSeconds": 10.0,
         "connectTimeoutSeconds": 5.0}  # generous: a loaded CI machine must not turn scrapes into unknowns
-
-
-class Flaky:
-    """A KubeClient stand-in: forwards to ``inner`` unless ``fail[name]`` says how to fail that call."""
-
-    def __init__(self, inner: KubeClient) -> None:
-        self.inner, self.fail = inner, {}  # type: ignore[var-annotated]
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if name not in self.fail:
-            return attr
-
-        def call(*args: Any, **kw: Any) -> Any:
-            raise self.fail[name]
-        return call
 
 
 class Fleet:
@@ -178,7 +163,7 @@ def test_429_storm_at_start_up_never_causes_a_deletion(fleet: Fleet) -> None:
     for i in range(3):
         fleet.pod(f"ok-{i}", "progressing")
     fleet.pod("wedged", "wedged")
-    kube = Flaky(KubeClient.from_settings(KubeSettings(host=fleet.api.base_url)))
+    kube = FakeKube(KubeClient.from_settings(KubeSettings(host=fleet.api.base_url)))
     kube.fail["list_pods"] = KubeError("list pods", 429, "Too Many Requests")
     wd = fleet.watchdog(kube)
 

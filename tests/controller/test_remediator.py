@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import DELETION_RESULTS, Metrics, new_metrics
@@ -42,21 +43,6 @@ class Rescrape:
         if self.before is not None:
             self.before()
         return self.answer
-
-
-class Wrapper:
-    """A KubeClient stand-in forwarding to a real one; chosen methods replaced, calls counted."""
-
-    def __init__(self, inner: KubeClient, **overrides: Callable[..., Any]) -> None:
-        self.inner, self.overrides, self.calls = inner, overrides, {name: 0 for name in overrides}
-
-    def __getattr__(self, name: str) -> Any:
-        if name in self.overrides:
-            def call(*args: Any, **kw: Any) -> Any:
-                self.calls[name] += 1
-                return self.overrides[name](*args, **kw)
-            return call
-        return getattr(self.inner, name)
 
 
 def results(m: Metrics) -> dict[str, float]:
@@ -311,7 +297,7 @@ def test_aborts_when_the_fresh_get_shows_the_pod_terminating(api: EmulatorServer
         pod["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
         return pod
 
-    kube = Wrapper(kube_client, get_pod=terminating, delete_pod=kube_client.delete_pod)
+    kube = FakeKube(kube_client, get_pod=terminating, delete_pod=kube_client.delete_pod)
     rescrape = Rescrape()
     rem, metrics = remediator(kube, rescrape)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
@@ -401,10 +387,10 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
             kube_client.delete_pod(namespace, pod, uid, grace)
         raise KubeError(f"{action} pod", status, "Gateway Timeout" if status else "ReadTimeoutError: timed out")
 
-    kube = Wrapper(kube_client, **{verb: lost})
+    kube = FakeKube(kube_client, **{verb: lost})
     metrics = new_metrics()
     rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
-                     action=action)  # type: ignore[arg-type]
+                     action=action)
     target = target_of(api, seeded["pod"])
     outcome = rem.remediate(target, SNAP, VERDICT, WINDOW)
     done = "evicted" if action == "evict" and result == "deleted" else result
@@ -428,9 +414,9 @@ def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeC
     def forbidden(*args: Any) -> Any:
         raise KubeError("delete pod", 403, "Forbidden", "pods is forbidden")
 
-    kube = Wrapper(kube_client, delete_pod=forbidden)
+    kube = FakeKube(kube_client, delete_pod=forbidden)
     rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(),
-                     new_metrics())  # type: ignore[arg-type]
+                     new_metrics())
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
     assert outcome.result == "error" and "refused, not retried" in outcome.detail
     assert api.list_events(NS) == []
@@ -443,7 +429,7 @@ def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient) 
     def boom(*args: Any) -> Any:
         raise KubeError("get pod", 503, "Service Unavailable")
 
-    kube = Wrapper(kube_client, get_pod=boom, delete_pod=kube_client.delete_pod)
+    kube = FakeKube(kube_client, get_pod=boom, delete_pod=kube_client.delete_pod)
     rem, _ = remediator(kube)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
     assert outcome.result == "aborted" and "fresh GET failed" in outcome.detail
@@ -456,7 +442,7 @@ def test_event_failures_never_block_the_delete(api: EmulatorServer, kube_client:
     def boom(*args: Any) -> Any:
         raise KubeError("create event", 403, "Forbidden")
 
-    kube = Wrapper(kube_client, create_event=boom)
+    kube = FakeKube(kube_client, create_event=boom)
     rem, metrics = remediator(kube)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
     assert outcome.result == "deleted"
@@ -473,7 +459,7 @@ def test_any_exception_from_events_or_the_owner_walk_is_contained(api: EmulatorS
     def boom(*args: Any) -> Any:
         raise RuntimeError("unexpected")
 
-    kube = Wrapper(kube_client, create_event=boom, get_object=boom)
+    kube = FakeKube(kube_client, create_event=boom, get_object=boom)
     rem, metrics = remediator(kube)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
     assert outcome.result == "deleted"
@@ -499,8 +485,8 @@ def test_configured_grace_period_is_sent(api: EmulatorServer, kube_client: KubeC
         sent.append(args)
         return kube_client.delete_pod(*args)
 
-    kube = Wrapper(kube_client, delete_pod=spy)
-    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)  # type: ignore[arg-type]
+    kube = FakeKube(kube_client, delete_pod=spy)
+    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)
     target = target_of(api, seeded["pod"])
     assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "deleted"
     assert sent == [(NS, target.name, target.uid, 7)]
@@ -523,3 +509,13 @@ def test_progressed_reads_values_as_the_detector_does() -> None:
     assert not_confirmed(SNAP, idle, True) == "engine went idle"
     assert not_confirmed(SNAP, dataclasses.replace(SNAP, running=0.0, waiting=2.0), True) is None
     assert not_confirmed(SNAP, dataclasses.replace(SNAP, running=0.0, waiting=2.0), False) == "engine went idle"
+
+
+def test_an_eviction_says_evicted_in_its_events_and_result(api: EmulatorServer, kube_client: KubeClient) -> None:
+    """The real API server tier caught "evictd:" in the Event message (the verb + "d")."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    rem = Remediator(kube_client, open_policy(), Rescrape(), new_metrics(), action="evict")
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "evicted" and outcome.detail.startswith("evicted ")
+    messages = [e["message"] for e in api.list_events(NS)]
+    assert len(messages) == 2 and all(m.startswith("evicted: engine series") for m in messages)

@@ -29,31 +29,36 @@ from watchdog.config.settings import Settings
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi
 from watchdog.controller.remediator import Remediation, Remediator
+from watchdog.controller.state import EngineState, PodRecord
 from watchdog.core.detector import DetectorState, Sample, Verdict
 from watchdog.core.discovery import discover, invalid_opt_ins
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot, ParseResult, parse_exposition
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import Profile, custom_profile, get_profile
+from watchdog.core.vocab import ENGINE_STATES
 
 log = logging.getLogger("watchdog.controller.cycle")
 
 
 @dataclass
-class EngineState:
-    """The detector and the latest snapshot of one engine series."""
+class PodHealth:
+    """This cycle's pods for the breakers. Fleet-wide: pods with a stalled engine series (unknown is never
+    evidence, and a tenant's pods that serve nothing must not blind the watchdog for every other namespace).
+    Per namespace: pods with a stalled series, a failed scrape, or no usable series in the body (a series that
+    merely vanished from an otherwise good body does not count)."""
 
-    detector: DetectorState
-    last: EngineSnapshot | None = None
-    verdict: Verdict | None = None
+    watched: int = 0
+    stalled: int = 0
+    by_namespace: dict[str, tuple[int, int]] = field(default_factory=dict)  # namespace -> (watched, bad)
 
-
-@dataclass
-class PodState:
-    """Per pod UID: the restart count the engine states belong to, and one state per engine series."""
-
-    restart_count: int
-    engines: dict[str, EngineState] = field(default_factory=dict)
+    def add(self, namespace: str, scraped: bool, present: set[str]) -> None:
+        stalled = "stalled" in present
+        bad = stalled or not scraped or not present or present <= {"unknown"}
+        self.watched += 1
+        self.stalled += stalled
+        watched, seen_bad = self.by_namespace.get(namespace, (0, 0))
+        self.by_namespace[namespace] = (watched + 1, seen_bad + bad)
 
 
 @dataclass
@@ -109,10 +114,8 @@ class Watchdog:
             require_controller=config.require_controller)
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="scrape")
-        self.pods: dict[str, PodState] = {}
-        self.ever_ready: set[str] = set()
-        self.first_seen: dict[str, float] = {}  # pod UID -> monotonic time this process first watched it
-        self.scrape_seconds: dict[str, float] = {}  # pod UID -> how long its last scrape took
+        self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
+        self.ever_ready: set[str] = set()  # pod UIDs seen Ready (discovery judges pods once Ready)
         self._was_leader = False
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self.last_success: float | None = None  # monotonic time the last cycle completed
@@ -149,27 +152,27 @@ class Watchdog:
 
         # Slowest first, by each pod's scrape time last cycle: a pod that hangs until the deadline then overlaps
         # with the fast ones instead of adding its deadline to the end of the cycle.
-        futures = {t.uid: self.pool.submit(self._timed_scrape, t)
-                   for t in sorted(found.targets, key=lambda t: -self.scrape_seconds.get(t.uid, 0.0))}
+        records = {t.uid: self._record(t) for t in found.targets}
+        futures = {t.uid: self.pool.submit(self._timed_scrape, t, records[t.uid])
+                   for t in sorted(found.targets, key=lambda t: -records[t.uid].scrape_seconds)}
         results = [futures[t.uid].result() for t in found.targets]
-        judged: list[tuple[ScrapeTarget, PodState]] = []
-        bad = 0
+        judged: list[tuple[ScrapeTarget, PodRecord]] = []
+        health = PodHealth()
         for target, (outcome, parsed) in zip(found.targets, results, strict=True):
             report.scrapes[outcome] += 1
             self.metrics.scrapes.labels(outcome).inc()
+            pod = records[target.uid]
             try:
-                pod = self._judge(target, parsed, report)
+                present = self._judge(target, pod, parsed, report)
             except Exception:  # one pod's trouble never stops the cycle
                 log.exception("judging pod %s failed", target.ref)
                 continue
             judged.append((target, pod))
-            states = {e.verdict.state for e in pod.engines.values() if e.verdict}
-            bad += parsed is None or not states or bool(states & {"stalled", "unknown"})
-            first_seen = self.first_seen.setdefault(target.uid, self.clock())
+            health.add(target.namespace, parsed is not None, present)
             if target.uid in found.ready_uids and target.owner_key:
-                self.policy.owner_ready(target.owner_key, first_seen)
+                self.policy.owner_ready(target.owner_key, pod.first_seen)
 
-        self._rails_for_cycle(len(found.targets), bad, {str(n.get("metadata", {}).get("name")) for n in namespaces})
+        self._rails_for_cycle(health, {str(n.get("metadata", {}).get("name")) for n in namespaces})
         for target, pod in judged:
             try:
                 self._act(target, pod, report)
@@ -182,7 +185,7 @@ class Watchdog:
         self.last_success = self.clock()
         return report
 
-    def _rails_for_cycle(self, watched: int, bad: int, namespaces: set[str]) -> None:
+    def _rails_for_cycle(self, health: PodHealth, namespaces: set[str]) -> None:
         now = self.clock()
         leader = self.leader()
         if leader and not self._was_leader:
@@ -190,10 +193,17 @@ class Watchdog:
         self._was_leader = leader
         if not self.policy.budget_known:
             restore_budget(self.kube, self.policy, now, self.wall_clock(), namespaces)
-        status = self.policy.begin_cycle(now, watched=watched, bad=bad)
+        status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,
+                                         namespaces=health.by_namespace)
+        for namespace in status.namespaces_tripped:
+            watched, bad = health.by_namespace[namespace]
+            log.error("namespace breaker OPEN in %s: %d of its %d watched pods look stalled or unknown: deleting "
+                      "nothing in that namespace for %g s", namespace, bad, watched,
+                      self.config.breaker_cooldown_seconds, extra={"namespace": namespace})
         if status.breaker_tripped:
-            log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled or unknown (threshold %.0f%%, "
-                      "at least %d pods): deleting nothing until it stays below for %g s", bad, watched,
+            log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled (threshold %.0f%%, "
+                      "at least %d pods): deleting nothing until it stays below for %g s", health.stalled,
+                      health.watched,
                       100 * self.config.breaker_fraction, self.config.breaker_min_pods,
                       self.config.breaker_cooldown_seconds)
         self.metrics.breaker_open.set(int(status.breaker_open))
@@ -207,12 +217,23 @@ class Watchdog:
             return exc.reason, None
         return "ok", parse_exposition(body, self._profiles[target.target])
 
-    def _timed_scrape(self, target: ScrapeTarget) -> tuple[str, ParseResult | None]:
+    def _timed_scrape(self, target: ScrapeTarget, pod: PodRecord) -> tuple[str, ParseResult | None]:
         start = time.perf_counter()
         try:
             return self._scrape(target)
         finally:
-            self.scrape_seconds[target.uid] = time.perf_counter() - start
+            pod.scrape_seconds = time.perf_counter() - start
+
+    def _record(self, target: ScrapeTarget) -> PodRecord:
+        """The pod's record; a new one when first seen or when a container restarted (detector state reset)."""
+        pod = self.pods.get(target.uid)
+        if pod is not None and pod.restart_count != target.restart_count:
+            log.info("pod %s restarted (restart count %d -> %d): detector state reset", target.ref,
+                     pod.restart_count, target.restart_count)
+            pod = self.pods[target.uid] = PodRecord(target.restart_count, pod.first_seen, pod.scrape_seconds)
+        elif pod is None:
+            pod = self.pods[target.uid] = PodRecord(target.restart_count, self.clock())
+        return pod
 
     def _rescrape(self, target: ScrapeTarget, key: str) -> EngineSnapshot | None:
         outcome, parsed = self._scrape(target)
@@ -224,26 +245,29 @@ class Watchdog:
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:
             del self.pods[uid]
-        self.first_seen = {uid: t for uid, t in self.first_seen.items() if uid in live}
-        self.scrape_seconds = {uid: s for uid, s in self.scrape_seconds.items() if uid in live}
         self.policy.forget_pods(live)
 
-    def _judge(self, target: ScrapeTarget, parsed: ParseResult | None, report: CycleReport) -> PodState:
-        pod = self.pods.get(target.uid)
-        if pod is None or pod.restart_count != target.restart_count:
-            if pod is not None:
-                log.info("pod %s restarted (restart count %d -> %d): detector state reset", target.ref,
-                         pod.restart_count, target.restart_count)
-            pod = self.pods[target.uid] = PodState(target.restart_count)
+    def _judge(self, target: ScrapeTarget, pod: PodRecord, parsed: ParseResult | None,
+               report: CycleReport) -> set[str]:
+        """Feed this cycle's sample of every engine series to its detector; return the states of the series
+        present in the body (empty when the scrape failed or the body had none)."""
         t = self.clock()
         seen: dict[str, EngineSnapshot] = {s.key: s for s in parsed.series} if parsed else {}
+        if parsed is not None:
+            for key in pod.drop_vanished(t, self.config.window_seconds, seen):
+                log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
+                         extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
+                self.policy.episode_over(target.uid, key)
+        present: set[str] = set()
         for key in set(seen) | set(pod.engines):
             snap = seen.get(key)
             engine = pod.engines.get(key)
             if engine is None:
                 engine = pod.engines[key] = EngineState(DetectorState(
                     self.config.window_seconds, min_samples=self.config.min_samples,
-                    count_waiting=self.config.count_waiting))
+                    count_waiting=self.config.count_waiting), last_seen=t)
+            if snap is not None:
+                engine.last_seen = t
             sample = (Sample(t, snap.running, snap.generation_tokens, snap.prompt_tokens, snap.waiting,
                              snap.heartbeat) if snap else Sample(t, None, None, None))
             verdict = engine.detector.observe(sample)
@@ -251,22 +275,33 @@ class Watchdog:
             engine.verdict = verdict
             if snap is not None:
                 engine.last = snap
+                present.add(verdict.state)
             report.engines[verdict.state] += 1
             report.verdicts.append((target.ref, key, verdict))
             if verdict.state != previous:
                 log.info("pod %s series {%s}: %s -> %s: %s", target.ref, key, previous, verdict.state,
                          verdict.reason)
-                if verdict.stalled:
-                    self.metrics.stalls.inc()
-            if not verdict.stalled:
-                self.policy.episode_over(target.uid, key)
-        return pod
+            self._follow_episode(target, key, engine)
+        pod.cap_series()
+        return present
 
-    def _act(self, target: ScrapeTarget, pod: PodState, report: CycleReport) -> None:
+    def _follow_episode(self, target: ScrapeTarget, key: str, engine: EngineState) -> None:
+        """Stall episodes follow the detector's own clock: one opens when the series turns stalled and closes
+        only when the engine is seen idle or progressing (the clock restarted), never on a failed scrape."""
+        state = engine.verdict.state if engine.verdict else None
+        if state == "stalled" and not engine.in_episode:
+            engine.in_episode = True
+            self.metrics.stalls.inc()
+        elif state in ("idle", "progressing"):
+            if engine.in_episode:
+                engine.in_episode = False
+            self.policy.episode_over(target.uid, key)
+
+    def _act(self, target: ScrapeTarget, pod: PodRecord, report: CycleReport) -> None:
         for _key, engine in sorted(pod.engines.items()):
             if engine.verdict is None or not engine.verdict.stalled or engine.last is None:
                 continue
-            seen_for = self.clock() - self.first_seen.get(target.uid, self.clock())
+            seen_for = self.clock() - pod.first_seen
             result = self.remediator.remediate(target, engine.last, engine.verdict, self.config.window_seconds,
                                                seen_for_s=seen_for)
             if result.result == "skip":
@@ -279,7 +314,7 @@ class Watchdog:
     def _publish(self, report: CycleReport) -> None:
         m = self.metrics
         m.pods_watched.set(report.pods)
-        for state in ("idle", "progressing", "suspect", "stalled", "unknown"):
+        for state in ENGINE_STATES:
             m.engines.labels(state).set(report.engines.get(state, 0))
         m.cycle_duration.observe(report.duration_s)
         m.last_cycle.set(time.time())

@@ -46,6 +46,7 @@ from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answ
 from watchdog.core.vocab import RemediationResult
 
 log = logging.getLogger("watchdog.controller.remediator")
+_PAST = {"delete": "deleted", "evict": "evicted"}  # Event and log wording per action
 
 Result = RemediationResult
 #: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
@@ -142,7 +143,7 @@ class Remediator:
         if result not in ("deleted", "evicted"):
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
             return self._done("not_found" if result == "not_found" else "conflict",
-                              f"nothing {verb}d for {target.ref}: {why}")
+                              f"nothing {_PAST[verb]} for {target.ref}: {why}")
         self._charge(target, key, now)
         return self._removed(target, evidence, verb, "")
 
@@ -151,11 +152,11 @@ class Remediator:
                                     owner=target.owner_key)
 
     def _removed(self, target: ScrapeTarget, evidence: str, verb: str, note: str) -> Remediation:
-        self.events.on_pod_and_owner(target, REASON_DELETED, f"{verb}d{note}: {evidence}", action="Delete")
+        self.events.on_pod_and_owner(target, REASON_DELETED, f"{_PAST[verb]}{note}: {evidence}", action="Delete")
         if self.escalation is not None:
             self.escalation.on_deletion(target.node, target.uid, target.ref)
         return self._done("evicted" if verb == "evict" else "deleted",
-                          f"{verb}d {target.ref} (uid {target.uid}){note}")
+                          f"{_PAST[verb]} {target.ref} (uid {target.uid}){note}")
 
     def _lost_answer(self, target: ScrapeTarget, key: str, evidence: str, now: float, verb: str,
                      exc: KubeError) -> Remediation:

@@ -13,9 +13,12 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    2 per 10 min), the namespace budget (1 per 10 min) or the owner rule (1 per owner until a replacement pod
    of that owner is Ready) is used up.
 
-The breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the watched pods, and at least
-``breaker_min_pods``, look stalled or unknown at once — far more likely a network or monitoring fault than
-simultaneous engine hangs — and closes by itself ``breaker_cooldown_s`` after the last cycle that exceeded it.
+The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the watched pods, and
+at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
+hangs — and closes by itself ``breaker_cooldown_seconds`` after the last cycle that exceeded it. Pods that
+cannot be judged (failed scrape, no usable series) count only towards their own namespace's breaker (same
+thresholds, rule ``namespace_breaker``): a tenant controls its own pods, so it can hold back deletions in its
+namespace but never blind the watchdog for the others.
 
 All times are seconds on the caller's monotonic clock. State is keyed by pod UID, namespace and owner.
 """
@@ -66,6 +69,7 @@ class CycleStatus:
 
     breaker_tripped: bool
     breaker_open: bool
+    namespaces_tripped: tuple[str, ...] = ()  # namespace breakers that opened in this very cycle
 
 
 class DeletionPolicy:
@@ -87,6 +91,7 @@ class DeletionPolicy:
         self._blocked_owners: dict[str, float] = {}  # owner key -> when it lost a pod
         self._first_sync: float | None = None
         self._breaker_until: float | None = None
+        self._namespace_breakers: dict[str, float] = {}  # namespace -> open until (monotonic)
         self._budget_known = budget_known
 
     @property
@@ -95,17 +100,30 @@ class DeletionPolicy:
         return self._budget_known
 
     # -- per-cycle inputs ------------------------------------------------------------------------------------
-    def begin_cycle(self, now: float, *, watched: int, bad: int) -> CycleStatus:
+    def begin_cycle(self, now: float, *, watched: int, bad: int,
+                    namespaces: Mapping[str, tuple[int, int]] | None = None) -> CycleStatus:
         """Call once per cycle after a successful pod listing: ``watched`` pods judged, ``bad`` of them with a
-        stalled or unknown engine (or a failed scrape)."""
+        stalled engine (the fleet-wide breaker); ``namespaces``: namespace -> (watched, bad) where bad also
+        counts pods that could not be judged (failed scrape, no usable series) — each namespace's own breaker,
+        so one tenant's broken pods hold back deletions in its namespace only."""
         if self._first_sync is None:
             self._first_sync = now
-        r = self.rails
-        over = bad >= r.breaker_min_pods and watched > 0 and bad / watched > r.breaker_fraction
         was_open = self.breaker_open(now)
-        if over:
-            self._breaker_until = now + r.breaker_cooldown_seconds
-        return CycleStatus(breaker_tripped=over and not was_open, breaker_open=self.breaker_open(now))
+        if self._over(watched, bad):
+            self._breaker_until = now + self.rails.breaker_cooldown_seconds
+        tripped = []
+        self._namespace_breakers = {ns: t for ns, t in self._namespace_breakers.items() if now < t}
+        for namespace, (ns_watched, ns_bad) in (namespaces or {}).items():
+            if self._over(ns_watched, ns_bad):
+                if namespace not in self._namespace_breakers:
+                    tripped.append(namespace)
+                self._namespace_breakers[namespace] = now + self.rails.breaker_cooldown_seconds
+        return CycleStatus(breaker_tripped=self._over(watched, bad) and not was_open,
+                           breaker_open=self.breaker_open(now), namespaces_tripped=tuple(sorted(tripped)))
+
+    def _over(self, watched: int, bad: int) -> bool:
+        r = self.rails
+        return bad >= r.breaker_min_pods and watched > 0 and bad / watched > r.breaker_fraction
 
     def breaker_open(self, now: float) -> bool:
         return self._breaker_until is not None and now < self._breaker_until
@@ -147,6 +165,10 @@ class DeletionPolicy:
         if self.breaker_open(now):
             return Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled or unknown "
                                                 "at once, more likely a network or monitoring fault")
+        until = self._namespace_breakers.get(namespace)
+        if until is not None and now < until:
+            return Decision("defer", "namespace_breaker", f"the breaker of namespace {namespace} is open: too many "
+                                                          "of its pods look stalled or cannot be judged")
         if not self.budget_known:
             return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet (own Events); "
                                                        "the budget is unknown")

@@ -18,8 +18,8 @@ ScrapeOutcome = Literal["ok", "timeout", "refused", "http_status", "too_large", 
 RemediationResult = Literal["deleted", "evicted", "dry_run", "deferred", "not_found", "conflict", "aborted",
                             "error", "skip"]
 #: The rule that deferred a deletion (watchdog.core.policy and the remediator).
-DeferralRule = Literal["paused", "not_leader", "warm_up", "min_age", "breaker", "budget", "namespace_budget",
-                       "owner", "budget_unknown", "pdb"]
+DeferralRule = Literal["paused", "not_leader", "warm_up", "min_age", "breaker", "namespace_breaker", "budget",
+                       "namespace_budget", "owner", "budget_unknown", "pdb"]
 #: What the deletion policy decides for one stall.
 DecisionAction = Literal["delete", "dry_run", "defer", "skip"]
 #: A watched namespace's mode, from its opt-in label.

@@ -1,0 +1,152 @@
+"""Issue 11 items 4, 6 and 9 at the cycle level (emulator + simulated pods + fake clock): vanished series are
+forgotten and never blind the breaker, stall episodes follow the detector's clock across a failed scrape, and
+one tenant's broken pods cannot hold back deletions in other namespaces."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cycle import NS, Rig, make_config, remediated
+
+from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
+from watchdog.controller.cycle import PodHealth
+from watchdog.controller.state import MAX_SERIES_PER_POD, PodRecord
+from watchdog.core.detector import DetectorState
+from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import seed_deployment
+
+
+class ShapingScraper:
+    """The real scraper, with test-controlled damage: drop lines matching ``drop`` for chosen hosts, or fail
+    the next scrape of a host."""
+
+    def __init__(self) -> None:
+        self.inner = Scraper(ScrapeLimits(connect_timeout_s=0.3, deadline_s=0.8))
+        self.drop: dict[str, re.Pattern[bytes]] = {}
+        self.fail_once: set[str] = set()
+
+    def fetch(self, url: str) -> bytes:
+        host = url.split("//", 1)[1].split(":", 1)[0]
+        if host in self.fail_once:
+            self.fail_once.discard(host)
+            raise ScrapeError("timeout", "timeout after 0.8 s (injected)")
+        body = self.inner.fetch(url)
+        pattern = self.drop.get(host)
+        return b"\n".join(line for line in body.split(b"\n") if not pattern or not pattern.search(line))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.fixture
+def api(emulator: EmulatorServer) -> EmulatorServer:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    return emulator
+
+
+@pytest.fixture
+def shaped(api: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Rig, ShapingScraper]]:
+    scraper = ShapingScraper()
+    rig = Rig(api, make_config(tmp_path), scraper=scraper)
+    yield rig, scraper
+    rig.close()
+
+
+def test_vanished_engine_series_are_forgotten_and_do_not_hold_the_breaker(
+        shaped: tuple[Rig, ShapingScraper]) -> None:
+    """Item 4: three healthy pods lose DP engine "1" (a model unloaded); the wedged pod must still be deleted,
+    and the lost series forgotten after a window (not `unknown` forever)."""
+    rig, scraper = shaped
+    healthy = [rig.sim(f"127.0.0.{i}", "progressing", engines=2) for i in (2, 3, 4)]
+    for i, sim in enumerate(healthy):
+        rig.deployment(f"ok{i}", sim)
+    wedged = rig.deployment("wedged", rig.sim("127.0.0.5", "wedged"))
+    rig.cycle()
+    for sim in healthy:
+        scraper.drop[sim.address] = re.compile(rb'engine="1"')
+    deleted = []
+    for _ in range(8):
+        report = rig.cycle()
+        deleted += [r for r in remediated(report) if r[1] == "deleted"]
+    assert deleted == [(f"{NS}/{wedged['pod']['metadata']['name']}", "deleted")]
+    assert rig.wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 0
+    for record in rig.wd.pods.values():
+        assert all('engine="1"' not in key for key in record.engines), record.engines.keys()
+
+
+def test_a_failed_scrape_does_not_end_the_stall_episode(api: EmulatorServer, tmp_path: Path) -> None:
+    """Item 6: one wedge with a failed scrape in the middle is one episode: one stalls_total, one
+    StalledPodDryRun Event per object (was two of each per gap)."""
+    api.create_namespace("obs", {NAMESPACE_LABEL: "dry-run"})
+    scraper = ShapingScraper()
+    rig = Rig(api, make_config(tmp_path), scraper=scraper)
+    try:
+        sim = rig.sim("127.0.0.6", "wedged")
+        seeded = seed_deployment(api, "obs", "llama", sim.address, sim.port)
+        for cycle in range(10):
+            if cycle in (5, 7):
+                scraper.fail_once.add(sim.address)
+            rig.cycle()
+        assert rig.wd.metrics.registry.get_sample_value("vllm_watchdog_stalls_total") == 1
+        on_pod = [e for e in api.list_events("obs") if e["involvedObject"]["kind"] == "Pod"]
+        assert [e["reason"] for e in on_pod] == ["StalledPodDryRun"]
+        assert api.get_pod("obs", seeded["pod"]["metadata"]["name"]) is not None
+    finally:
+        rig.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_one_tenants_broken_pods_do_not_blind_other_namespaces(shaped: tuple[Rig, ShapingScraper],
+                                                               api: EmulatorServer) -> None:
+    """Item 9: three label-matching pods that serve no metrics (refused) in a tenant namespace used to open the
+    fleet-wide breaker (3 of 6 pods "bad"); now they open only their own namespace's breaker."""
+    rig, _ = shaped
+    api.create_namespace("tenant", {NAMESPACE_LABEL: "true"})
+    port = _closed_port()
+    for i in range(3):
+        seed_deployment(api, "tenant", f"mute{i}", f"127.0.0.{20 + i}", port)
+    rig.deployment("a", rig.sim("127.0.0.7", "progressing"))
+    rig.deployment("b", rig.sim("127.0.0.8", "idle"))
+    wedged = rig.deployment("wedged", rig.sim("127.0.0.9", "wedged"))
+    deleted = []
+    for _ in range(8):
+        deleted += [r for r in remediated(rig.cycle()) if r[1] == "deleted"]
+    assert deleted == [(f"{NS}/{wedged['pod']['metadata']['name']}", "deleted")]
+    assert rig.wd.policy.decide(uid="x", series="s", namespace="tenant", namespace_mode="enforce", owner=None,
+                                pod_age_s=1e6, now=rig.now).rule == "namespace_breaker"
+
+
+def test_pod_health_counts_unknowns_only_in_their_namespace() -> None:
+    h = PodHealth()
+    for _ in range(3):
+        h.add("tenant", scraped=False, present=set())
+    h.add("tenant", scraped=True, present={"unknown"})
+    h.add("ml", scraped=True, present={"stalled", "progressing"})
+    h.add("ml", scraped=True, present={"idle"})
+    assert (h.watched, h.stalled) == (6, 1)
+    assert h.by_namespace == {"tenant": (4, 4), "ml": (2, 1)}
+
+
+def test_a_pod_keeps_a_bounded_number_of_series() -> None:
+    record = PodRecord(restart_count=0, first_seen=0.0)
+    for i in range(MAX_SERIES_PER_POD + 10):
+        record.engines[f"model_name=m{i}"] = _engine(float(i))
+    assert record.cap_series() == 10
+    assert len(record.engines) == MAX_SERIES_PER_POD and "model_name=m0" not in record.engines
+
+
+def _engine(last_seen: float) -> Any:
+    from watchdog.controller.state import EngineState
+
+    return EngineState(DetectorState(5.0), last_seen=last_seen)

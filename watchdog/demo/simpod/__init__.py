@@ -1,0 +1,25 @@
+"""Simulated vLLM pods (``engine``: counters per mode; ``pod``: the exposition; ``server``: HTTP; ``fleet``;
+``__main__``): HTTP servers on loopback addresses serving vLLM V1-shaped ``/metrics`` and ``/health``.
+
+The exposition is produced by prometheus_client (as vLLM does), with vLLM V1 family names, types, HELP texts
+and labels (``engine`` = data-parallel rank "0".."N-1", ``model_name``), including the ``*_created`` gauges.
+Counters advance as a function of ``time.monotonic()``, so they rise between scrapes, not per scrape.
+
+Modes (per engine except ``hang``, which follows engine 0; switch at runtime with :meth:`SimPod.set_mode`):
+
+- ``progressing``: busy (running 20, waiting 2); prompt/generation tokens and the heartbeat rise. ``idle``:
+  running 0, waiting 0, every counter flat.
+- ``prefill``: one long prefill (running 1): prompt/generation flat, ``vllm:iteration_tokens_total_count``
+  (the per-step heartbeat) rises - the V1 long-prefill case that must not be read as a wedge.
+- ``wedged``: running 21 (``wedged_running``), every counter incl. the heartbeat frozen; /health still 200.
+- ``wedge_after``: progressing for ``wedge_after_s`` seconds after the mode was set, then wedged.
+- ``hang``: the pod accepts connections and never answers (any path but ``/sim/*``), to test scrape deadlines.
+Simulation-only control endpoints (not in vLLM): ``GET /sim/mode`` returns the state as JSON,
+``POST /sim/mode?mode=wedged[&wedge_after=5]`` switches the mode (for pods running as separate processes).
+"""
+
+from watchdog.demo.simpod.engine import DEFAULT_MODEL, MODES, Rates
+from watchdog.demo.simpod.fleet import SimFleet
+from watchdog.demo.simpod.pod import SimPod
+
+__all__ = ["DEFAULT_MODEL", "MODES", "Rates", "SimFleet", "SimPod"]
