@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from watchdog.adapters.logs import JsonFormatter, setup_logging
+from watchdog.adapters.logs import JsonFormatter, TextFormatter, setup_logging
 
 
 @pytest.fixture
@@ -74,3 +74,52 @@ def test_setup_logging_level_filters(capsys: pytest.CaptureFixture[str]) -> None
     logging.getLogger("watchdog.controller.service").info("quiet")
     logging.getLogger("watchdog.controller.service").warning("loud")
     assert [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines()] == ["loud"]
+
+
+# -- control characters from pod-controlled strings (label values, names) -----------------------------------
+HOSTILE = "\r\x1b[31mFAKE\n"  # return to column 0, turn the terminal red, forge a new line
+
+
+def visible(line: str) -> bool:
+    """No character a terminal or a log viewer would act on (C0, DEL, C1, U+2028/2029)."""
+    return not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029" for c in line)
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_text_log_escapes_control_characters_in_the_message(capsys: pytest.CaptureFixture[str]) -> None:
+    setup_logging("text", "info")
+    log = logging.getLogger("watchdog.controller.remediator")
+    log.warning("remediation deleted: engine series {model_name=%s} of pod %s", HOSTILE, "ml/p\u2028x\x85y")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and visible(err.rstrip("\n"))
+    assert err.rstrip("\n").endswith(
+        "remediation deleted: engine series {model_name=\\r\\x1b[31mFAKE\\n} of pod ml/p\\u2028x\\x85y")
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_text_log_keeps_a_traceback_multi_line_with_its_controls_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    setup_logging("text", "info")
+    try:
+        raise ValueError(f"bad label {HOSTILE}")
+    except ValueError:
+        logging.getLogger("watchdog.controller.cycle").exception("cycle failed for %s", HOSTILE)
+    lines = capsys.readouterr().err.splitlines()
+    assert all(visible(line) for line in lines)
+    assert lines[0].endswith("cycle failed for \\r\\x1b[31mFAKE\\n")
+    assert lines[1] == "Traceback (most recent call last):"
+    # Line breaks inside a traceback are kept (it is multi-line text); everything else in it is escaped.
+    assert lines[-2:] == ["ValueError: bad label \\r\\x1b[31mFAKE", ""]
+
+
+def test_text_formatter_leaves_the_record_for_other_handlers() -> None:
+    rec = record("value %s", HOSTILE)
+    TextFormatter().format(rec)
+    assert rec.getMessage() == f"value {HOSTILE}"
+
+
+def test_json_log_escapes_control_characters_and_decodes_to_the_original() -> None:
+    value = HOSTILE + "\x85\u2028\u2029\x7f"
+    line = JsonFormatter().format(record("series {model_name=%s}", value, pod=f"ml/{value}"))
+    assert line.isascii() and visible(line)  # every control character is a \uXXXX escape
+    out = json.loads(line)
+    assert out["msg"] == f"series {{model_name={value}}}" and out["pod"] == f"ml/{value}"

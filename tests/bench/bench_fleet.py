@@ -74,6 +74,7 @@ GOAL_CYCLE_S = 5.0
 GOAL_CPU_SHARE = 0.30  # of one core at the production interval
 GOAL_RSS_MIB = 100.0
 RAILS_LIFTED = {"max_deletions": 1000, "max_deletions_per_namespace": 1000, "min_pod_age_seconds": 0}
+LOOPBACK_PODS = {"allow_loopback_pod_ips": True}  # the simulated pods' IPs are 127.x addresses (tests only)
 
 
 # -- the fleet ---------------------------------------------------------------------------------------------
@@ -419,7 +420,7 @@ def run_once(args: argparse.Namespace, url: str, plans: list[PodPlan], size: int
     from watchdog.config.settings import SETTINGS
 
     known = {s.name for s in SETTINGS}
-    settings.update({k: v for k, v in RAILS_LIFTED.items() if k in known})
+    settings.update({k: v for k, v in {**RAILS_LIFTED, **LOOPBACK_PODS}.items() if k in known})
     spec = {"emulator": url, "settings": settings, "interval": args.interval, "window": args.window,
             "cycles": args.cycles, "wedge_url": victim.url, "seed": rng.randrange(10**9)}
     spec_path, out_path = tmp / f"side-{size}-{run}.json", tmp / f"side-{size}-{run}.out.json"

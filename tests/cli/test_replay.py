@@ -113,3 +113,37 @@ def test_excel_bom_duplicate_columns_header_only_and_time_going_back(
     assert rc == 2 and "column(s) t appear more than once" in err
     rc, rows, err = run(capsys, write(tmp_path, "t,running,generation_tokens,prompt_tokens\n"))
     assert rc == 0 and rows == [] and "has a header but no rows" in err
+
+
+HEADER = b"t,running,generation_tokens,prompt_tokens"
+
+
+@pytest.mark.parametrize(("newline", "bom"), [(b"\n", b""), (b"\r\n", b""), (b"\r", b""), (b"\n", b"\xef\xbb\xbf")])
+def test_a_byte_that_is_not_utf8_is_reported_on_its_own_line_and_column(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], newline: bytes, bom: bytes) -> None:
+    # 500 good rows (lines 2-501), then a Latin-1 byte inside the 8th character of line 502: far past the
+    # text decoder's first 8 KiB chunk, where the error used to be reported as line 1.
+    rows = [HEADER, *(f"{i},1,{i},{i}".encode() for i in range(500)), b"500,1,5\xe90,500", b"501,1,1,1"]
+    p = tmp_path / "latin1.csv"
+    p.write_bytes(bom + newline.join(rows) + newline)
+    rc, out, err = run(capsys, str(p))
+    assert rc == 2 and out == []
+    assert err.strip() == (f"vllm-watchdog replay: {p}:502, column 8: byte 0xe9 is not UTF-8 (invalid continuation "
+                           "byte); save the trace as UTF-8 text")
+
+
+def test_a_bad_byte_on_the_first_line_and_on_stdin() -> None:
+    proc = subprocess.run([sys.executable, "-m", "watchdog", "replay", "-"], capture_output=True,
+                          input=b"t,running,generation_tokens,prompt_tokens\n0,0,1,1\n15,\xff,1,1\n")
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert b"<stdin>:3, column 4: byte 0xff is not UTF-8 (invalid start byte)" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "watchdog", "replay", "-"], capture_output=True,
+                          input=b"\xef\xbb\xbft\xc3,running\n")
+    assert b"<stdin>:1, column 2: byte 0xc3 is not UTF-8" in proc.stderr
+
+
+def test_utf8_text_around_the_rows_is_still_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "utf8.csv"
+    p.write_bytes("t,running,generation_tokens,prompt_tokens,note\r\n0,0,1,1,café\r\n15,0,1,1,🙂\r\n".encode())
+    rc, rows, err = run(capsys, str(p))
+    assert rc == 0 and [r["state"] for r in rows] == ["idle", "idle"] and "ignoring column(s) note" in err

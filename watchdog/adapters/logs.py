@@ -1,4 +1,10 @@
-"""Logging set-up: JSON lines (default, one object per line) or plain text for humans."""
+"""Logging set-up: JSON lines (default, one object per line) or plain text for humans.
+
+Log messages carry pod-controlled strings (names, metric label values): neither format lets a control character
+through raw. JSON escapes every control and non-ASCII character itself (``ensure_ascii``); the text format
+writes them as visible escapes (:func:`watchdog.core.events.escape_controls`, the same rule as Event messages),
+so a label value cannot move the cursor, colour the terminal or forge a log line.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import logging
 import sys
 import time
 from typing import Any
+
+from watchdog.core.events import escape_controls
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -24,7 +32,31 @@ class JsonFormatter(logging.Formatter):
         out.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")})
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
+        # ensure_ascii (the default, kept on purpose): control characters, C1, U+2028/2029 all become \uXXXX.
+        return json.dumps(out, default=str, ensure_ascii=True)
+
+
+class TextFormatter(logging.Formatter):
+    """``HH:MM:SS LEVEL logger: message`` with the message's control characters escaped; a traceback or stack
+    keeps its line breaks, every other control character in it escaped."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        safe = logging.makeLogRecord(record.__dict__)  # the record other handlers see stays as it was
+        safe.msg, safe.args = escape_controls(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            safe.exc_text = self.formatException(record.exc_info)
+        if safe.exc_text:
+            safe.exc_text = _escape_lines(safe.exc_text)
+        if record.stack_info:
+            safe.stack_info = _escape_lines(record.stack_info)
+        return super().format(safe)
+
+
+def _escape_lines(text: str) -> str:
+    return "\n".join(escape_controls(line) for line in text.split("\n"))
 
 
 def setup_logging(fmt: str = "json", level: str = "info") -> None:
@@ -33,7 +65,7 @@ def setup_logging(fmt: str = "json", level: str = "info") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)

@@ -22,7 +22,7 @@ from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
-from watchdog.core.trace import Trace, TraceError, read_trace, replay
+from watchdog.core.trace import Trace, TraceError, decode_trace, read_trace, replay
 
 __all__ = ["EXAMPLE", "Trace", "TraceError", "add_parser", "open_trace", "read_trace", "replay", "run_replay"]
 EXAMPLE = "example:seed-incident"
@@ -49,17 +49,26 @@ Exit status: 0 replayed, 2 bad usage or bad input (one line naming file, line an
 
 
 def open_trace(source: str) -> Trace:
-    """Read the trace named by ``source``: a path, ``-`` (stdin) or ``example:seed-incident``."""
+    """Read the trace named by ``source``: a path, ``-`` (stdin) or ``example:seed-incident``. The bytes are
+    decoded here, whole, so that a byte that is not UTF-8 is reported on its own line and column."""
     if source == "-":
-        return read_trace(sys.stdin, "<stdin>")
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is None:  # already text (a test's StringIO)
+            return read_trace(sys.stdin, "<stdin>")
+        return _from_bytes(stdin.read(), "<stdin>")
     if source == EXAMPLE:
-        text = resources.files("watchdog").joinpath("examples/seed-incident.csv").read_text("utf-8")
-        return read_trace(io.StringIO(text), EXAMPLE)
+        return _from_bytes(resources.files("watchdog").joinpath("examples/seed-incident.csv").read_bytes(), EXAMPLE)
     try:
-        with open(source, encoding="utf-8-sig", newline="") as stream:
-            return read_trace(stream, source)
+        with open(source, "rb") as stream:
+            data = stream.read()
     except OSError as exc:
         raise TraceError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    return _from_bytes(data, source)
+
+
+def _from_bytes(data: bytes, name: str) -> Trace:
+    # newline="": lines end at \r\n, \r or \n, as the csv module expects (and as open(newline="") gave).
+    return read_trace(io.StringIO(decode_trace(data, name), newline=""), name)
 
 
 def run_replay(args: argparse.Namespace) -> int:

@@ -66,6 +66,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("namespace_selector", "str", "", "extra label selector namespaces must match besides the opt-in label "
             "(shard a fleet across several releases, e.g. shard=a)"),
     Setting("require_controller", "bool", True, "skip pods without a controller owner reference (bare pods)"),
+    Setting("allow_loopback_pod_ips", "bool", False, "for the embedded demo and tests only: accept pod IPs in "
+            "127.0.0.0/8 and ::1; never on a real cluster"),
     Setting("grace_period_seconds", "int", None, "deletion grace period; unset: the pod's own",
             minimum=0, maximum=86400,
             optional=True),
@@ -129,6 +131,7 @@ class Settings:
     jitter_seconds: float
     namespace_selector: str
     require_controller: bool
+    allow_loopback_pod_ips: bool
     grace_period_seconds: int | None
     paused: bool
     action: RemovalAction

@@ -137,7 +137,8 @@ class Watchdog:
             namespaces = self.kube.list_namespaces(self.namespace_selector)
             pods_by_target = [(t, self.kube.list_pods(t.pod_selector)) for t in self.config.targets]
             found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
-                             require_controller=self.config.require_controller)
+                             require_controller=self.config.require_controller,
+                             allow_loopback=self.config.allow_loopback_pod_ips)
             live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
             del pods_by_target
         self.ever_ready = (self.ever_ready | found.ready_uids) & live

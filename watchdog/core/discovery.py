@@ -5,9 +5,10 @@ A pod is a target when all of these hold (each refusal is counted under a skip r
 - its namespace carries the label ``vllm-watchdog.io/enabled`` with value ``true`` (enforce) or ``dry-run``
   (observe only); any other value or no label: ignored. ``kube-system`` is never watched;
 - it matched one of the configured targets' label selectors (the first matching target wins);
-- phase ``Running``, ``status.podIP`` set to a routable unicast address (link-local such as the cloud metadata
-  address 169.254.169.254, unspecified and multicast addresses are refused), not terminating, not
-  ``hostNetwork``;
+- phase ``Running``, ``status.podIP`` set to an ordinary unicast address (:mod:`watchdog.core.addresses`:
+  loopback, link-local, every known cloud metadata address, unspecified, multicast, broadcast, reserved and
+  IPv4-in-IPv6 forms are refused; loopback only with ``allow_loopback``, for the demo and tests), not
+  terminating, not ``hostNetwork``;
 - Ready now, or seen Ready before by this process (a pod still loading its model is not judged);
 - not opted out by the annotation ``vllm-watchdog.io/exclude: "true"``;
 - it has a controller owner reference, unless ``require_controller`` is off.
@@ -20,12 +21,12 @@ host is always the pod's own ``status.podIP``; the path is the target's.
 
 from __future__ import annotations
 
-import ipaddress
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from watchdog.core.addresses import is_scrapable
 from watchdog.core.model import (
     EXCLUDE_ANNOTATION,
     NAMESPACE_LABEL,
@@ -88,13 +89,9 @@ def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
     return None
 
 
-def _scrapable_ip(text: Any) -> bool:
-    try:
-        ip = ipaddress.ip_address(str(text))
-    except ValueError:
-        return False
-    return not (ip.is_link_local or ip.is_unspecified or ip.is_multicast or ip.is_reserved
-                or (ip.version == 4 and ip == ipaddress.IPv4Address("255.255.255.255")))
+def _scrapable_ip(text: Any, allow_loopback: bool = False) -> bool:
+    """The SSRF guard: the rules and the one list of metadata addresses live in :mod:`watchdog.core.addresses`."""
+    return is_scrapable(text, allow_loopback=allow_loopback)
 
 
 def _is_ready(status: Mapping[str, Any]) -> bool:
@@ -123,7 +120,8 @@ def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
     return get_profile(target.profile).default_port
 
 
-def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, require_controller: bool) -> str | None:
+def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, require_controller: bool,
+                 allow_loopback: bool = False) -> str | None:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     if mode is None:
         return "namespace_not_enabled"
@@ -139,7 +137,7 @@ def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, re
         return "host_network"
     if not status.get("podIP"):
         return "no_ip"
-    if not _scrapable_ip(status["podIP"]):
+    if not _scrapable_ip(status["podIP"], allow_loopback):
         return "unsafe_ip"
     if not (ever_ready or _is_ready(status)):
         return "never_ready"
@@ -154,9 +152,11 @@ def discover(
     *,
     ever_ready: frozenset[str] | set[str] = frozenset(),
     require_controller: bool = True,
+    allow_loopback: bool = False,
 ) -> Discovery:
     """Pick this cycle's :class:`ScrapeTarget` list from namespace and pod dicts (one pod list per target,
-    in target order). ``ever_ready``: pod UIDs this process saw Ready before."""
+    in target order). ``ever_ready``: pod UIDs this process saw Ready before. ``allow_loopback``: accept pod
+    IPs in 127.0.0.0/8 and ``::1`` (setting ``allow_loopback_pod_ips``: the embedded demo and tests only)."""
     modes = namespace_modes(namespaces)
     seen: set[str] = set()
     targets: list[ScrapeTarget] = []
@@ -172,7 +172,8 @@ def discover(
                 seen.add(uid)
             if uid and _is_ready(status):
                 ready.add(uid)
-            reason = _skip_reason(pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller)
+            reason = _skip_reason(pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller,
+                                  allow_loopback)
             port = choose_port(pod, target) if reason is None else None
             if reason is None and port is None:
                 reason = "undeclared_port"
@@ -207,7 +208,10 @@ def recheck(pod: Mapping[str, Any] | None, namespace: Mapping[str, Any] | None, 
     if meta.get("uid") != target.uid:
         return f"UID is now {meta.get('uid')} (a new pod under the same name)"
     mode = namespace_modes([namespace]).get(target.namespace) if namespace is not None else None
-    reason = _skip_reason(pod, mode, True, require_controller)
+    # The IP filter is re-applied as discovery applied it: loopback passes only when it is the very IP that
+    # discovery already accepted (it does so only with allow_loopback); a changed IP is refused below anyway.
+    same_ip = status.get("podIP") == target.ip
+    reason = _skip_reason(pod, mode, True, require_controller, allow_loopback=same_ip)
     if reason is not None:
         return f"discovery now skips it: {reason}"
     if mode != target.mode:

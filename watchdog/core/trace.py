@@ -11,8 +11,10 @@ The CSV format (one row per scrape of one engine series, in time order)::
 
 from __future__ import annotations
 
+import codecs
 import csv
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -44,6 +46,24 @@ def _cell(raw: str, where: str, column: str) -> float | None:
     except ValueError:
         raise TraceError(f"{where}, column {column!r}: {text!r} is not a number") from None
     return value
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what the csv module (and open(newline="")) counts as one line
+
+
+def decode_trace(data: bytes, name: str) -> str:
+    """The UTF-8 text of a trace file's bytes (a leading BOM dropped). A byte that is not UTF-8 raises
+    :class:`TraceError` naming the line and the column (characters, from 1) where it is."""
+    body = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = body[: exc.start].decode("utf-8")  # strict decoding stops at the first bad byte: all valid
+        breaks = list(_LINE_BREAK.finditer(before))
+        line = len(breaks) + 1
+        column = len(before) - (breaks[-1].end() if breaks else 0) + 1
+        raise TraceError(f"{name}:{line}, column {column}: byte 0x{body[exc.start]:02x} is not UTF-8 "
+                         f"({exc.reason}); save the trace as UTF-8 text") from None
 
 
 def read_trace(stream: TextIO, name: str) -> Trace:

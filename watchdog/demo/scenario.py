@@ -105,4 +105,5 @@ FAST_SETTINGS: dict[str, Any] = {
     "minSamples": 3,
     "listenAddress": "127.0.0.1:0",
     "logFormat": "text",
+    "allowLoopbackPodIps": True,  # the simulated pods listen on 127.0.0.x (demo and tests only)
 }
