@@ -80,6 +80,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the test process dies, even by SIGKILL or a CI timeout,
+    so no control plane outlives its session (its own session keeps a terminal's Ctrl-C away from it, so the
+    fixture can stop it in order)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -274,7 +283,7 @@ class ControlPlane:
         with open(log, "wb") as out:
             self.procs[name] = subprocess.Popen([str(self.bin_dir / name), *args], stdout=out,
                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                start_new_session=True)
+                                                start_new_session=True, preexec_fn=_die_with_parent)
 
     def _alive(self, name: str) -> bool:
         proc = self.procs[name]

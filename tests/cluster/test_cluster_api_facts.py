@@ -9,7 +9,8 @@ relies on (each checked directly against the API, most as the chart's ServiceAcc
 - an eviction of a pod without a PodDisruptionBudget is accepted (201) and the API server writes the
   ``DisruptionTarget`` condition before the graceful deletion starts;
 - in a namespace being deleted (Terminating), creates (Events, evictions) are refused with 403 by the
-  NamespaceLifecycle admission while deletes pass.
+  NamespaceLifecycle admission while deletes pass;
+- an eviction with a stale UID precondition spends the PDB's budget before it is refused with 409.
 """
 
 from __future__ import annotations
@@ -139,3 +140,32 @@ def test_terminating_namespace_refuses_creates_but_not_deletes(scenario, release
         "apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod["metadata"]["uid"]}}, ok=())
     assert status == 200, body
     s.api.merge_patch(f"/api/v1/namespaces/{ns}/configmaps/hold", {"metadata": {"finalizers": None}})
+
+
+def test_stale_uid_eviction_spends_the_pdb_budget(scenario, release, control_plane):
+    """The eviction's UID precondition is checked after the PodDisruptionBudget logic: an eviction of a pod
+    that was replaced under the same name (stale UID) gets 409, yet the PDB has recorded the disruption, so the
+    next, valid eviction is refused (429) until the disruption controller expires that entry (~2 min)."""
+    s = scenario("facts-stale-evict")
+    ns = s.namespace("x", None)
+    s.deployment(ns, "engine", 2)
+    pods = s.ready_pods(ns, "engine", 2)
+    s.api.create(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "engine"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "engine"}}}})
+    pdb_path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/engine"
+    wait_for("PDB allows 1", lambda: (s.api.get(pdb_path).get("status") or {}).get("disruptionsAllowed") == 1,
+             timeout=30)
+    api = _as(control_plane, release("wd-evict", EVICT_CONFIG))
+
+    def evict(pod: dict, uid: str) -> int:
+        name = pod["metadata"]["name"]
+        return api.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", {
+            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name},
+            "deleteOptions": {"preconditions": {"uid": uid}}}, ok=(409, 429))[0]
+
+    assert evict(pods[0], "00000000-0000-0000-0000-000000000000") == 409
+    status = s.api.get(pdb_path)["status"]
+    assert pods[0]["metadata"]["name"] in status.get("disruptedPods", {}) and status["disruptionsAllowed"] == 0
+    assert evict(pods[1], pods[1]["metadata"]["uid"]) == 429
+    assert not s.pod(ns, pods[0]["metadata"]["name"])["metadata"].get("deletionTimestamp")

@@ -33,8 +33,6 @@ def test_dry_run_records_events_and_deletes_nothing(scenario, watchdogs, release
     assert "StalledPodDryRun" in kubectl_out(kubectl, control_plane, "describe", "pod", name, "-n", ns)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 item 3: the dry-run announcement is remembered as the stall "
-                   "episode's one decision, so a namespace switched to enforce never deletes that stalled pod")
 def test_dry_run_then_enforce_deletes(scenario, watchdogs, release, kubectl, control_plane):
     s = scenario("s2-enforce")
     ns = s.namespace("canary", "dry-run")

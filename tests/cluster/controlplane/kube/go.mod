@@ -1,6 +1,6 @@
 // Tools module: pins the real control plane the cluster test tier runs (see tests/cluster/README.md).
 // k8s.io/kubernetes replaces its staging modules with local paths; each replace below points one of them
-// at its published version of the same release instead. Regenerate with tests/cluster/gen_gomod.py.
+// at its published version of the same release instead. Regenerate from the release's go.mod (its ./staging/src replace lines): see tests/cluster/README.md.
 module vllm-stall-watchdog/controlplane/kube
 
 go 1.25.0
