@@ -27,7 +27,7 @@ ENV PATH=/opt/venv/bin:$PATH \
 COPY --from=builder /opt/venv /opt/venv
 # Numeric, so Kubernetes' runAsNonRoot can verify it without an /etc/passwd entry.
 USER 65532:65532
-# The watchdog's own /metrics, /healthz and /readyz (listenAddress 0.0.0.0:8080).
+# The watchdog's own /metrics, /healthz and /readyz (listenAddress [::]:8080, IPv4 and IPv6).
 EXPOSE 8080
 ENTRYPOINT ["python", "-m", "watchdog"]
 CMD ["run"]

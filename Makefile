@@ -54,4 +54,4 @@ control-plane:   ## build etcd, kube-apiserver, kube-controller-manager from the
 	bash tests/cluster/build_control_plane.sh
 
 test-cluster:    ## the cluster tier: the watchdog against a real control plane on loopback (needs `make control-plane`)
-	$(PY) -m pytest -m cluster tests/cluster
+	$(PY) -m pytest -m cluster tests/cluster tests/demo

@@ -74,6 +74,18 @@ class FakeKube:
         result: list[dict[str, Any]] = self._call("list_events", field_selector)
         return result
 
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = self._call("get_config_map", namespace, name)
+        return result
+
+    def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("create_config_map", namespace, body)
+        return result
+
+    def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("replace_config_map", namespace, name, body)
+        return result
+
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         result: dict[str, Any] | None = self._call("get_lease", namespace, name)
         return result

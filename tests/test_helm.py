@@ -43,15 +43,29 @@ DEMO_ONLY = {"allowLoopbackPodIps"}
 # plus exactly one of DELETE / EVICT (config.action) plus NODES with config.nodeEscalation; the namespaced Role
 # exists only with config.leaderElection and is LEASE(leaseName). Any extra, missing or wildcard grant fails.
 BASE_RBAC = {
-    *(("", "pods", v, "") for v in ("get", "list", "watch")),
-    *(("", "namespaces", v, "") for v in ("get", "list", "watch")),
-    *(("", "events", v, "") for v in ("create", "patch", "list")),
-    *(("events.k8s.io", "events", v, "") for v in ("create", "patch")),
+    *(("", "pods", v, "") for v in ("get", "list")),
+    *(("", "namespaces", v, "") for v in ("get", "list")),
+    *(("", "events", v, "") for v in ("create", "list")),
     *(("apps", r, "get", "") for r in ("replicasets", "deployments", "statefulsets")),
 }
 DELETE_RBAC = {("", "pods", "delete", "")}
 EVICT_RBAC = {("", "pods/eviction", "create", "")}
 NODES_RBAC = {("", "nodes", "get", ""), ("", "nodes", "patch", "")}
+
+
+def ledger_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, str]]:
+    """The deletion ledger's Role (config.budgetLedger, on by default): one ConfigMap, <leaseName>-ledger."""
+    name = f"{lease}-ledger"
+    return {("", "configmaps", "create", ""), ("", "configmaps", "get", name), ("", "configmaps", "update", name)}
+
+
+def roles_by_purpose(rendered: str) -> dict[str, dict[str, Any]]:
+    """Namespaced Roles keyed by what they are for: "ledger" or "leader-election"."""
+    out = {}
+    for o in objects(rendered):
+        if o["kind"] == "Role":
+            out["ledger" if o["metadata"]["name"].endswith("-ledger") else "leader-election"] = o
+    return out
 
 
 def lease_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, str]]:
@@ -206,14 +220,22 @@ RBAC_CASES = [
 def test_rbac_is_exactly_the_least_privilege_set_per_feature(
     values: tuple[str, ...], cluster: set[tuple[str, str, str, str]], lease: set[tuple[str, str, str, str]]
 ) -> None:
-    """The ClusterRole for each feature flag, and the leader-election Role only when that is on."""
+    """The ClusterRole for each feature flag, the leader-election Role only when that is on, and the deletion
+    ledger's Role (on by default) for its one ConfigMap."""
     rendered = template(*values)
     assert_grants(rbac_grants(one(rendered, "ClusterRole")), cluster)
-    roles = [o for o in objects(rendered) if o["kind"] in ("Role", "RoleBinding")]
+    roles = roles_by_purpose(rendered)
+    if str(PRODUCTION) not in values:  # production.yaml turns the ledger off (to exercise the Events read-back)
+        assert_grants(rbac_grants(roles.pop("ledger"), names_allowed=True), ledger_rbac())
     if not lease:
-        assert roles == [], "no namespaced Role or RoleBinding without leader election"
+        assert roles == {}, "no leader-election Role without leader election"
         return
-    assert_grants(rbac_grants(one(rendered, "Role"), names_allowed=True), lease)
+    assert_grants(rbac_grants(roles["leader-election"], names_allowed=True), lease)
+
+
+def test_no_ledger_role_when_the_ledger_is_off() -> None:
+    rendered = template("--set", "config.budgetLedger=false")
+    assert [o for o in objects(rendered) if o["kind"] in ("Role", "RoleBinding")] == []
 
 
 def test_no_pod_delete_in_evict_mode_and_no_eviction_in_delete_mode() -> None:
@@ -234,7 +256,7 @@ def test_every_values_file_gets_the_rbac_its_flags_ask_for(values: tuple[str, ..
 
 
 def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
-    rendered = template(*LEADER)
+    rendered = template(*LEADER, "--set", "config.budgetLedger=false")
     role, binding = one(rendered, "Role"), one(rendered, "RoleBinding")
     account = one(rendered, "ServiceAccount")["metadata"]["name"]
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
@@ -246,7 +268,7 @@ def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
     assert raw["leaderElection"] is True and "leaderElectionNamespace" not in raw
 
     elsewhere = template(*LEADER, "--set", "config.leaderElectionNamespace=ops-leases",
-                         "--set", "config.leaseName=watchdog-a")
+                         "--set", "config.leaseName=watchdog-a", "--set", "config.budgetLedger=false")
     role, binding = one(elsewhere, "Role"), one(elsewhere, "RoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "ops-leases"
     assert binding["subjects"][0]["namespace"] == NAMESPACE  # the ServiceAccount stays in the release namespace
@@ -256,12 +278,12 @@ def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
 def test_every_rbac_rule_has_its_own_comment() -> None:
     """Every rule in the templates, conditional ones included, has a comment line right above it."""
     counts = {}
-    for name in ("clusterrole.yaml", "leader-election-role.yaml"):
+    for name in ("clusterrole.yaml", "leader-election-role.yaml", "ledger-role.yaml"):
         lines = (CHART / "templates" / name).read_text().splitlines()
         rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
         assert all(lines[i - 1].strip().startswith("#") for i in rules), name
         counts[name] = len(rules)
-    assert counts == {"clusterrole.yaml": 7, "leader-election-role.yaml": 2}
+    assert counts == {"clusterrole.yaml": 6, "leader-election-role.yaml": 2, "ledger-role.yaml": 2}
 
 
 def test_cluster_role_binding_binds_the_service_account(production: str) -> None:
@@ -526,7 +548,7 @@ def test_watchdog_reads_exactly_the_values_the_chart_was_given(
     for key, value in given.items():
         if key != "targets":
             assert getattr(config, BY_KEY[key].name) == value, key
-    assert config.listen_address == "0.0.0.0:8080"
+    assert config.listen_address == "[::]:8080"  # dual-stack: IPv4, IPv6-only and dual-stack clusters
     assert set(raw) == set(given) | {"listenAddress"} | DEMO_ONLY  # DEMO_ONLY: the chart's own false
     defaults = {"profile": "vllm", "port": "http", "path": "/metrics"}
     expected = [{**defaults, **t, "port": str(t.get("port", "http"))} for t in given["targets"]]
@@ -623,8 +645,8 @@ def test_chart_and_watchdog_agree_on_the_node_taint(taint: str, tmp_path: Path) 
 
 
 def test_optional_objects_are_off_by_default(default: str) -> None:
-    assert kinds(default) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service",
-                              "ServiceAccount"]
+    assert kinds(default) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding",
+                              "Service", "ServiceAccount"]  # the Role: the deletion ledger's one ConfigMap
 
 
 def test_service_monitor_scrapes_the_metrics_port(production: str) -> None:
@@ -707,7 +729,7 @@ def test_runbook_uses_this_charts_names() -> None:
     rendered = template()  # release name differs; the runbook's release name equals the chart name
     names = {o["metadata"]["name"] for o in objects(
         helm("template", "vllm-stall-watchdog", str(CHART)).stdout)}
-    assert names == {"vllm-stall-watchdog"}
+    assert names == {"vllm-stall-watchdog", "vllm-stall-watchdog-ledger"}  # the ledger's Role and RoleBinding
     assert "deploy/vllm-stall-watchdog" in RUNBOOK and "svc/vllm-stall-watchdog" in RUNBOOK
     assert "serviceaccount:vllm-stall-watchdog:vllm-stall-watchdog" in RUNBOOK
     assert one(rendered, "Service")["spec"]["ports"][0]["name"] in RUNBOOK

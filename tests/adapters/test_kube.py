@@ -169,12 +169,15 @@ def test_evict_pod_results(srv: EmulatorServer, kube: KubeClient) -> None:
     assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=None) == "blocked"
     assert srv.get_pod("ml", "llm-0") is not None
     srv.emulator.eviction_blocked = set()
+    srv.emulator.several_pdbs = {"ml/llm-0"}  # the API server's 500: a refusal, not a lost answer
+    assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=None) == "several_pdbs"
+    srv.emulator.several_pdbs = set()
     assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=30) == "evicted"
     assert srv.get_pod("ml", "llm-0") is None and srv.get_pod("ml", "llm-1") is not None
     assert kube.evict_pod("ml", "llm-0", uid, grace_period_s=30) == "not_found"
     log = srv.emulator.request_log
     assert {(r.method, r.path, r.verb) for r in log} == {("POST", "/api/v1/namespaces/ml/pods/llm-0/eviction", "evict")}
-    assert kube.api_requests == 4 and len(log) == 4  # each sent once, none retried
+    assert kube.api_requests == 5 and len(log) == 5  # each sent once, none retried
     srv.emulator.eviction_blocked = True  # every eviction
     other = srv.get_pod("ml", "llm-1")
     assert other is not None and kube.evict_pod("ml", "llm-1", other["metadata"]["uid"], None) == "blocked"

@@ -1,6 +1,7 @@
 """Fixtures of the ``cluster`` tier: one real control plane per session (etcd + kube-apiserver +
-kube-controller-manager on loopback, see harness.py), a kubelet stand-in (fake_kubelet.py), chart releases
-installed with real helm, and the watchdog process running as the chart's ServiceAccount (cluster_kit.py).
+kube-controller-manager on loopback), a kubelet stand-in, chart releases installed with real helm, and the
+watchdog process running as the chart's ServiceAccount: the kit in ``watchdog/demo/controlplane/`` that
+``demo --control-plane real`` runs on too; cluster_kit.py holds what only the scenarios need.
 
 Without built binaries (``make control-plane``) every test of the tier is skipped with one reason; with
 ``CI=true`` a missing control plane is an error instead, so CI cannot pass by not running the tier.
@@ -18,19 +19,26 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness, fake_kubelet, cluster_kit
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cluster_kit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/tools.py
 
 import tools
-from cluster_kit import Release, Scenario, WatchdogProcess, install_release
-from fake_kubelet import FakeKubelet
-from harness import ControlPlane, binary_dir, free_port, missing_binaries, which_openssl
+from cluster_kit import Scenario, scenario_env
+
+from watchdog.demo.controlplane.api import free_port
+from watchdog.demo.controlplane.chart import Release, WatchdogProcess, install_release
+from watchdog.demo.controlplane.kubelet import FakeKubelet
+from watchdog.demo.controlplane.locate import NotAvailable, binary_dir, missing_binaries
+from watchdog.demo.controlplane.plane import ControlPlane, which_openssl
 
 SESSION: dict[str, Any] = {}  # timings and facts for the terminal summary
 
 
 def _unavailable() -> str | None:
-    directory = binary_dir()
+    try:
+        directory = binary_dir()
+    except NotAvailable as exc:
+        return str(exc)
     missing = missing_binaries(directory)
     if missing:
         return (f"control plane not built ({', '.join(missing)} missing in {directory}): run `make control-plane` "
@@ -145,7 +153,7 @@ def watchdogs(request: pytest.FixtureRequest, control_plane: ControlPlane,
 
     def start(release: Release, scenario: str, name: str = "wd", env: dict[str, str] | None = None,
               ) -> WatchdogProcess:
-        proc = WatchdogProcess(control_plane, release, tmp_path, name, scenario, env)
+        proc = WatchdogProcess(control_plane, release, tmp_path, name, scenario_env(scenario, env))
         procs.append(proc)
         return proc.start()
     yield start

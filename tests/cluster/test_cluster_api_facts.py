@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import pytest
 from cluster_kit import EVICT_CONFIG
-from harness import Api, ApiError, wait_for
+
+from watchdog.demo.controlplane.api import Api, ApiError, wait_for
 
 pytestmark = pytest.mark.cluster
 

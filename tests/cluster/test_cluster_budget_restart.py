@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from cluster_kit import audit
-from harness import wait_for
+
+from watchdog.demo.controlplane.api import wait_for
+from watchdog.demo.controlplane.plane import audit
 
 pytestmark = pytest.mark.cluster
 

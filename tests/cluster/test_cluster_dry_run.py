@@ -7,8 +7,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from cluster_kit import audit, kubectl_out
-from harness import wait_for
+
+from watchdog.demo.controlplane.api import wait_for
+from watchdog.demo.controlplane.chart import kubectl_out
+from watchdog.demo.controlplane.plane import audit
 
 pytestmark = pytest.mark.cluster
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from cluster_kit import EVICT_CONFIG, audit
-from harness import wait_for
+from cluster_kit import EVICT_CONFIG
+
+from watchdog.demo.controlplane.api import wait_for
+from watchdog.demo.controlplane.plane import audit
 
 pytestmark = pytest.mark.cluster
 
@@ -77,9 +79,6 @@ def test_evict_blocked_by_pdb_then_allowed(scenario, watchdogs, release, kubelet
     assert deleted["message"].startswith("evicted: "), deleted["message"]
 
 
-@pytest.mark.xfail(strict=True, reason="the watchdog maps the API server's 500 for a pod with several "
-                   "PodDisruptionBudgets to a plain error (logged, retried every cycle) with no "
-                   "StalledPodDeletionDeferred Event telling the operator why (issue 12)")
 def test_evict_with_two_pdbs_is_deferred_with_a_clear_reason(scenario, watchdogs, release, kubelet, control_plane):
     s = scenario("s3-two-pdbs")
     ns = s.namespace("llm", "true")

@@ -8,8 +8,10 @@ import re
 import time
 
 import pytest
-from cluster_kit import LEADER_CONFIG, audit
-from harness import wait_for
+from cluster_kit import LEADER_CONFIG
+
+from watchdog.demo.controlplane.api import wait_for
+from watchdog.demo.controlplane.plane import audit
 
 pytestmark = pytest.mark.cluster
 

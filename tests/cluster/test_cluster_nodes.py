@@ -7,8 +7,11 @@ against the real API server too: a patch based on a stale read is refused with 4
 from __future__ import annotations
 
 import pytest
-from cluster_kit import NODES_CONFIG, audit, kubectl_out
-from harness import ApiError, wait_for
+from cluster_kit import NODES_CONFIG
+
+from watchdog.demo.controlplane.api import Api, ApiError, wait_for
+from watchdog.demo.controlplane.chart import kubectl_out
+from watchdog.demo.controlplane.plane import audit
 
 pytestmark = pytest.mark.cluster
 
@@ -63,8 +66,6 @@ def test_node_tainted_after_repeated_stalls_keeping_other_taints(scenario, watch
 def test_stale_taint_patch_is_refused_by_the_api_server(release, control_plane, clean_node):
     """The guard the escalation relies on: a merge patch carrying the resourceVersion of an earlier read is
     refused (409) once anybody else changed the Node, so a concurrently added taint cannot be clobbered."""
-    from harness import Api
-
     rel = release("wd-nodes", NODES_CONFIG)
     as_watchdog = Api(control_plane.base_url, rel.token, control_plane.ca_file)
     node = as_watchdog.get(f"/api/v1/nodes/{NODE}")

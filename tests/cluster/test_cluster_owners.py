@@ -15,8 +15,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from cluster_kit import audit
-from harness import wait_for
+
+from watchdog.demo.controlplane.api import wait_for
+from watchdog.demo.controlplane.plane import audit
 
 pytestmark = pytest.mark.cluster
 
@@ -69,9 +70,6 @@ def test_owner_event_for_a_job_the_watchdog_may_not_read(scenario, watchdogs, re
     assert s.events_on(ns, "Pod", "batch-infer-x1", "StalledPodDeleted")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: the owner Event of a Node-owned (static/mirror) pod is written "
-                   "to the pod's namespace; the API server refuses it (422: involvedObject.namespace \"\" does not "
-                   "match event.namespace); it must go to default")
 def test_owner_event_for_a_node_owned_pod_goes_to_default(scenario, watchdogs, release, kubelet, control_plane):
     s = scenario("s9-static")
     ns = s.namespace("static", "true")

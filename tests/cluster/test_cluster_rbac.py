@@ -4,7 +4,9 @@ authorizer with real ``kubectl auth can-i --as system:serviceaccount:NS:SA`` (im
 from __future__ import annotations
 
 import pytest
-from cluster_kit import EVICT_CONFIG, LEADER_CONFIG, NODES_CONFIG, run_tool
+from cluster_kit import EVICT_CONFIG, LEADER_CONFIG, NODES_CONFIG
+
+from watchdog.demo.controlplane.chart import run_tool
 
 pytestmark = pytest.mark.cluster
 

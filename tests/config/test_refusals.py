@@ -214,3 +214,14 @@ def test_show_cuts_values() -> None:
     assert show("abc") == "'abc'"
     assert len(show("x" * 10 ** 6)) == 80 and show("x" * 10 ** 6).endswith("...")
     assert show(list(range(10 ** 6))) == "<list of 1000000 items>"
+
+
+def test_a_zero_grace_period_force_delete_is_refused() -> None:
+    """Issue 12: gracePeriodSeconds 0 is a force delete on a real API server (the object leaves etcd before the
+    container stops); it is refused, with the reason, from every source."""
+    from watchdog.config.loader import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config(env={"WATCHDOG_GRACE_PERIOD_SECONDS": "0"})
+    assert err.value.problems == ["env WATCHDOG_GRACE_PERIOD_SECONDS: '0' is below the minimum 1"]
+    assert load_config(env={"WATCHDOG_GRACE_PERIOD_SECONDS": "1"}).grace_period_seconds == 1

@@ -150,3 +150,32 @@ def _engine(last_seen: float) -> Any:
     from watchdog.controller.state import EngineState
 
     return EngineState(DetectorState(5.0), last_seen=last_seen)
+
+
+def test_a_body_over_the_parse_bounds_is_unknown_and_a_label_storm_is_capped(
+        shaped: tuple[Rig, ShapingScraper]) -> None:
+    """Issue 11 items 7 and 8 at the cycle: an overrun is a `parse` scrape outcome (unknown, no partial
+    evidence); a pod exporting a new model_name on every scrape keeps at most the cap of series, counted."""
+    rig, scraper = shaped
+    flood = rig.sim("127.0.0.11", "progressing")
+    rig.deployment("flood", flood)
+    real_fetch = scraper.inner.fetch
+    calls = {"n": 0}
+
+    def storm(url: str) -> bytes:
+        calls["n"] += 1
+        lines = [f'vllm:num_requests_running{{engine="0",model_name="m{calls["n"]}-{i}"}} 1' for i in range(70)]
+        return "\n".join(lines).encode() + b"\n" + real_fetch(url)
+
+    scraper.inner.fetch = storm  # type: ignore[method-assign]
+    for _ in range(4):
+        rig.cycle()
+    [record] = rig.wd.pods.values()
+    assert len(record.engines) <= 64
+    assert (rig.wd.metrics.registry.get_sample_value("vllm_watchdog_series_dropped_total") or 0) > 0
+
+    garbage = b'vllm:num_requests_running{x="\\q"} 1 2 3 junk\n' * 300_000  # near-miss lines, 9 MB
+    scraper.inner.fetch = lambda url: garbage  # type: ignore[method-assign]
+    report = rig.cycle()
+    assert report.scrapes == {"parse": 1}
+    assert {v.state for _ref, _key, v in report.verdicts} == {"unknown"}

@@ -519,3 +519,59 @@ def test_an_eviction_says_evicted_in_its_events_and_result(api: EmulatorServer, 
     assert outcome.result == "evicted" and outcome.detail.startswith("evicted ")
     messages = [e["message"] for e in api.list_events(NS)]
     assert len(messages) == 2 and all(m.startswith("evicted: engine series") for m in messages)
+
+
+def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServer, kube_client: KubeClient) -> None:
+    """The real API server answers 500 for a pod selected by two PodDisruptionBudgets: that is a refusal (nothing
+    applied), so it is a `pdb` deferral with an Event that says why — not a lost answer charged to the budget."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    api.emulator.several_pdbs = {f"{NS}/{seeded['pod']['metadata']['name']}"}
+    metrics = new_metrics()
+    rem = Remediator(kube_client, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
+                     action="evict")
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    assert outcome.result == "deferred" and "more than one PodDisruptionBudget" in outcome.detail
+    assert metrics.deferrals.labels("pdb")._value.get() == 1
+    messages = [e["message"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeletionDeferred"]
+    assert len(messages) == 2 and all("overlapping PDBs" in m for m in messages)
+    assert _second_stall(api, rem).result == "evicted"  # nothing was charged
+
+
+def test_a_node_owned_static_pod_gets_its_owner_event_in_default(api: EmulatorServer,
+                                                                 kube_client: KubeClient) -> None:
+    """A static pod's mirror is owned by its Node (cluster-scoped): no namespaced GET of the Node, and the owner
+    Event goes to "default" without an involvedObject namespace (the real API server answers 422 otherwise)."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1", "uid": "node-uid"}}
+    api.create_pod(pod_manifest(NS, "static-gpu-1", "10.0.0.9", 8000, owner=node))
+    stored = api.get_pod(NS, "static-gpu-1")
+    assert stored is not None
+    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("v", "x=y"), [stored])]).targets
+    rem, _ = remediator(kube_client)
+    assert rem.remediate(target, SNAP, VERDICT, WINDOW).result == "deleted"
+    assert events(api) == [("StalledPodDeleted", "Pod", "static-gpu-1")]
+    [on_node] = [e for e in api.list_events("default") if e["involvedObject"]["kind"] == "Node"]
+    assert on_node["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1", "uid": "node-uid"}
+    assert on_node["metadata"]["namespace"] == "default" and on_node["reason"] == "StalledPodDeleted"
+    assert not [r for r in api.emulator.request_log if r.resource == "nodes"]
+
+
+@pytest.mark.parametrize("lost", [False, True])
+def test_every_charged_deletion_is_written_to_the_ledger(api: EmulatorServer, kube_client: KubeClient,
+                                                         lost: bool) -> None:
+    """What a restarted watchdog or a new leader reads back: a deletion, and a lost answer charged fail-closed."""
+    from watchdog.controller.ledger import DeletionLedger
+
+    api.create_namespace("watchdog")
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def timeout(*args: Any) -> Any:
+        raise KubeError("delete pod", 0, "ReadTimeoutError: timed out")
+
+    kube = FakeKube(kube_client, delete_pod=timeout) if lost else FakeKube(kube_client)
+    led = DeletionLedger(kube, "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
+    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led)
+    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    entries = led.read()
+    assert entries is not None
+    assert [(e.namespace, e.pod, e.uid) for e in entries] == [
+        (NS, seeded["pod"]["metadata"]["name"], seeded["pod"]["metadata"]["uid"])]

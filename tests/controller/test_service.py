@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import queue
 import signal
@@ -15,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any
 
@@ -107,27 +109,48 @@ def test_unusable_kubeconfig_exits_2(tmp_path: Path) -> None:
     assert "cannot reach the Kubernetes API" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[EmulatorServer, Path, Path]) -> None:
-    _, kubeconfig, config = cluster
+def start_run(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """``python -m watchdog run ARGS`` in the background; its stderr lines arrive on the queue."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
-    proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "--kubeconfig", str(kubeconfig), "--config",
-                             str(config)], cwd=REPO, stderr=subprocess.PIPE, text=True, env=clean)
+    proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", *args], cwd=REPO, stderr=subprocess.PIPE,
+                            text=True, env=clean)
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.put(line)
+        lines.put("")  # EOF
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    threading.Thread(target=pump, daemon=True).start()
+    return proc, lines
+
+
+def serving_address(lines: queue.Queue[str]) -> str:
+    while True:
+        line = lines.get(timeout=20)
+        assert line, "the watchdog ended before serving"
+        if "serving /metrics /healthz /readyz on " in line:
+            return line.rsplit(" on ", 1)[1].strip()
+
+
+def rest_of(lines: queue.Queue[str]) -> list[str]:
+    rest = []
+    while (line := lines.get(timeout=10)) != "":
+        rest.append(line)
+    return rest
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:0", "[::1]:0"])
+def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[EmulatorServer, Path, Path],
+                                                               address: str) -> None:
+    if address.startswith("[") and not ipv6_loopback():
+        pytest.skip("this kernel has no IPv6 loopback (::1)")
+    _, kubeconfig, config = cluster
+    proc, lines = start_run("--kubeconfig", str(kubeconfig), "--config", str(config), "--listen-address", address)
     try:
-        address = ""
-        while not address:
-            line = lines.get(timeout=20)
-            if "serving /metrics /healthz /readyz on " in line:
-                address = line.rsplit(" on ", 1)[1].strip()
-        base = f"http://{address}"
+        base = f"http://{serving_address(lines)}"
+        assert base.startswith(f"http://{address[:-2]}:")
         deadline = time.monotonic() + 20  # a generous bound: the first cycle starts at once
         while get(base, "/readyz")[0] != 200:
             assert time.monotonic() < deadline, "no cycle completed"
@@ -140,12 +163,76 @@ def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[Em
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    reader.join(timeout=10)
-    rest = []
-    while not lines.empty():
-        rest.append(lines.get())
-    assert any("stopping" in line for line in rest)
+    rest = rest_of(lines)
+    assert any("INFO" in line and "stopping (SIGTERM)" in line for line in rest)
     assert not any("Traceback" in line for line in rest)
+
+
+@pytest.mark.parametrize("deadline_s", [3.0, 50.0], ids=["cycle-ends-within-the-wait", "cycle-stuck-past-it"])
+def test_sigterm_during_a_cycle_is_a_clean_stop(emulator: EmulatorServer, tmp_path: Path, deadline_s: float) -> None:
+    """Two pods that never answer, one scrape worker: SIGTERM arrives while the first scrape hangs and the second
+    waits. A cycle that ends within service.STOP_WAIT_S is waited for; one stuck past it is left behind. Either
+    way: exit 0 within the bound, no ERROR "cycle failed", no traceback (was: CancelledError from the cancelled
+    scrape, and a stop as long as the scrape deadline)."""
+    emulator.create_namespace("inference", {NAMESPACE_LABEL: "true"})
+    with SimPod("127.0.0.2", 0, "hang") as one, SimPod("127.0.0.3", 0, "hang") as two:
+        seed_deployment(emulator, "inference", "one", one.address, one.port)
+        seed_deployment(emulator, "inference", "two", two.address, two.port)
+        config = write_config(tmp_path / "config.yaml", **{
+            **FAST_SETTINGS, "scrapeIntervalSeconds": 60.0, "windowSeconds": 180.0, "workers": 1,
+            "scrapeDeadlineSeconds": deadline_s, "connectTimeoutSeconds": 1.0})
+        proc, lines = start_run("--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig", emulator.base_url)),
+                                "--config", str(config))
+        try:
+            serving_address(lines)
+            deadline = time.monotonic() + 20
+            while emulator.emulator.count_requests(verb="list", resource="pods") < 2:  # discovery done
+                assert time.monotonic() < deadline, "no cycle started"
+                time.sleep(0.05)
+            time.sleep(0.5)  # the first scrape hangs, the second waits for the worker
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=service.STOP_WAIT_S + 15) == 0
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    rest = rest_of(lines)
+    text = "".join(rest)
+    assert "Traceback" not in text and "cycle failed" not in text and "ERROR" not in text, text
+    assert any("INFO" in line and "stopping (SIGTERM)" in line for line in rest)
+    if deadline_s > service.STOP_WAIT_S:
+        assert "a cycle was still running" in text and took < service.STOP_WAIT_S + 10
+    else:
+        assert "cycle done: 2 pods" in text and "scrapes {'timeout': 2}" in text
+
+
+def test_a_cycle_cut_short_by_the_stop_is_not_a_failure(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
+    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2)))
+    runner = service.CycleRunner(wd)
+    caplog.set_level(logging.INFO, logger="watchdog.controller.service")
+    try:
+        wd.run_cycle = lambda: (_ for _ in ()).throw(CancelledError())  # type: ignore[method-assign]
+        runner.stopping.set()
+        service.safe_cycle(wd, runner.stopping)
+        runner()  # stopping: starts no cycle at all
+        assert wd.metrics.registry.get_sample_value("vllm_watchdog_cycle_failures_total") == 0.0
+        assert [r.levelname for r in caplog.records] == ["INFO"]
+        assert "cycle cut short by the shutdown: CancelledError" in caplog.text
+        assert runner.stop(0.1)  # nothing in progress
+    finally:
+        wd.close()
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 # -- help ------------------------------------------------------------------------------------------------------
@@ -195,7 +282,7 @@ def test_readyz_is_503_until_a_cycle_completed(served: tuple[Watchdog, str, Any]
 def test_healthz_follows_the_age_of_the_last_cycle(served: tuple[Watchdog, str, Any]) -> None:
     wd, base, server = served
     assert get(base, "/healthz")[0] == 200  # just started: within 3 intervals of the start
-    server.RequestHandlerClass.started = time.monotonic() - 10  # started long ago, never a cycle
+    server.app.started = time.monotonic() - 10  # started long ago, never a cycle
     status, _, body = get(base, "/healthz")
     assert status == 503 and json.loads(body)["ok"] is False
     wd.run_cycle()

@@ -243,3 +243,27 @@ def test_custom_metrics_of_the_target_are_carried() -> None:
     target = Target("custom", "a=b", metrics={"running": "my_running"})
     [t] = run([pod()], target=target).targets
     assert dict(t.metrics) == {"running": "my_running"}
+
+
+def test_pods_of_a_terminating_namespace_are_never_targets() -> None:
+    """A namespace being deleted: the namespace controller removes its pods, and the real API server refuses
+    Events (and evictions) there with 403 — a deletion would spend budget and leave no Event to read back."""
+    from watchdog.core.discovery import recheck
+
+    ns = {"metadata": {"name": "llm", "labels": {NAMESPACE_LABEL: "true"},
+                       "deletionTimestamp": "2026-12-01T00:00:00Z"}, "status": {"phase": "Terminating"}}
+    alive = {"metadata": {"name": "llm", "labels": {NAMESPACE_LABEL: "true"}}, "status": {"phase": "Active"}}
+    pod = _ready_pod_for_terminating_test()
+    found = discover([ns], [(TARGET, [pod])])
+    assert found.targets == [] and found.skipped == {"namespace_terminating": 1}
+    [target] = discover([alive], [(TARGET, [pod])]).targets
+    assert recheck(pod, alive, target) is None
+    assert recheck(pod, ns, target) == "its namespace is being deleted (Terminating)"
+
+
+def _ready_pod_for_terminating_test() -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "llm", "uid": "u1",
+                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": True, "uid": "r"}]},
+            "spec": {"containers": [{"ports": [{"name": "http", "containerPort": 8000}]}]},
+            "status": {"phase": "Running", "podIP": "10.1.2.3",
+                       "conditions": [{"type": "Ready", "status": "True"}]}}

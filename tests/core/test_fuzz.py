@@ -2,7 +2,7 @@
 
 CI runs a bounded number of examples per test (default 200). A long run, with zero crashes expected:
 
-    FUZZ_EXAMPLES=100000 .venv/bin/python -m pytest tests/test_fuzz.py -q
+    FUZZ_EXAMPLES=100000 .venv/bin/python -m pytest tests/core/test_fuzz.py -q
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from watchdog.core.detector import DetectorState, Sample
-from watchdog.core.parsing import SIGNALS, ParseResult, parse_exposition
+from watchdog.core.parsing import LIMITS, SIGNALS, ParseLimits, ParseResult, parse_exposition
 from watchdog.core.profiles import PROFILES, get_profile
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
@@ -25,8 +25,11 @@ CORPUS = [p.read_bytes() for p in FIXTURES]
 VLLM = get_profile("vllm")
 
 
-def well_formed(result: ParseResult) -> None:
-    assert result.skipped_lines >= 0
+def well_formed(result: ParseResult, limits: ParseLimits = LIMITS) -> None:
+    assert result.skipped_lines >= 0 and result.dropped_series >= 0
+    assert len(result.series) <= limits.series
+    if result.overrun is not None:  # unknown: nothing that could pass for evidence
+        assert result.overrun and not result.series and not result.found_families and not result.dropped_series
     keys = [s.key for s in result.series]
     assert len(keys) == len(set(keys)), "one snapshot per engine series"
     for snap in result.series:
@@ -73,6 +76,51 @@ def test_structured_garbage_with_huge_labels_and_duplicates(rows: list[tuple[byt
         out.append(text + (b" %d" % ts if ts is not None else b""))
     out += out[: len(out) // 2]  # duplicate series
     well_formed(parse_exposition(b"\n".join(out), VLLM))
+
+
+small_limits = st.builds(ParseLimits, lines=st.integers(1, 60), candidate_lines=st.integers(1, 40),
+                         candidate_bytes=st.integers(1, 3000), fallback_lines=st.integers(1, 10),
+                         fallback_bytes=st.integers(1, 500), series=st.integers(1, 6))
+UNBOUNDED = ParseLimits(*(10**12,) * 6)
+
+
+def garbage_body(rows: list[tuple[bytes, dict[str, str], object, int | None]]) -> bytes:
+    out = []
+    for name, labelset, value, ts in rows:
+        inner = ",".join(f'{k}="{v}"' for k, v in labelset.items()).encode("utf-8", "surrogatepass")
+        out.append(name + (b"{" + inner + b"}" if labelset else b"") + b" " + str(value).encode()
+                   + (b" %d" % ts if ts is not None else b""))
+    return b"\n".join(out)
+
+
+bodies = st.one_of(st.lists(st.tuples(line, labels, values, st.one_of(st.none(), st.integers(0, 2**40))),
+                            max_size=30).map(garbage_body),
+                   st.sampled_from(CORPUS), st.binary(max_size=512))
+
+
+def same(a: ParseResult, b: ParseResult) -> bool:
+    return repr(a) == repr(b)  # repr: NaN equals NaN
+
+
+@FUZZ
+@given(bodies, small_limits)
+def test_bounds_only_refuse_never_alter(body: bytes, limits: ParseLimits) -> None:
+    """Within the bounds the result is the unbounded one (series cut at the cap, counted); beyond, unknown."""
+    bounded, full = parse_exposition(body, VLLM, limits), parse_exposition(body, VLLM, UNBOUNDED)
+    well_formed(bounded, limits)
+    if bounded.overrun is None:
+        assert repr(bounded.series) == repr(full.series[: limits.series])  # repr: NaN equals NaN
+        assert bounded.dropped_series == len(full.series) - len(bounded.series)
+        assert (bounded.skipped_lines, bounded.found_families) == (full.skipped_lines, full.found_families)
+
+
+@FUZZ
+@given(bodies, bodies, st.sampled_from([b"# EOF\n", b"# EOF\r\n", b"# EOF"]))
+def test_nothing_after_eof_counts_and_a_byte_order_mark_is_invisible(body: bytes, tail: bytes, eof: bytes) -> None:
+    plain = parse_exposition(body, VLLM)
+    assert same(parse_exposition(body + b"\n" + eof + (tail if eof.endswith(b"\n") else b""), VLLM), plain)
+    if not body.startswith(b"\xef\xbb\xbf"):
+        assert same(parse_exposition(b"\xef\xbb\xbf" + body, VLLM), plain)
 
 
 maybe = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**9).map(float))

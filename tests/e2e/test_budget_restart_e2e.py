@@ -38,7 +38,12 @@ def run_watchdog(config: Path, kubeconfig: Path, log: Path, until: float, done: 
     return log.read_text()
 
 
-def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("ledger", "source"), [
+    (True, "the ledger configmap default/vllm-stall-watchdog-ledger"),  # one GET (the default)
+    (False, "own Events"),  # budgetLedger off: the cluster-wide Event LIST
+])
+def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer, tmp_path: Path, ledger: bool,
+                                                        source: str) -> None:
     api = emulator
     sims = [SimPod("127.0.0.2", 0, "progressing"), SimPod("127.0.0.3", 0, "wedged")]
     for sim in sims:
@@ -54,7 +59,7 @@ def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer
             pods[name] = seed_deployment(api, f"team-{name}", "llama", wedged.address, wedged.port)["pod"]
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.base_url)
         config = write_config(tmp_path / "config.yaml", **{**FAST_SETTINGS, "minPodAgeSeconds": 0,
-                                                            "deletionWindowSeconds": 600})
+                                                            "deletionWindowSeconds": 600, "budgetLedger": ledger})
 
         def gone(name: str) -> bool:
             meta = pods[name]["metadata"]
@@ -70,7 +75,7 @@ def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer
             return any(e["reason"] == "StalledPodDeletionDeferred" for e in api.list_events("team-c"))
 
         second = run_watchdog(config, kubeconfig, tmp_path / "second.log", 30, deferred)
-        assert "deletion budget restored from own Events: 2 deletions" in second, second[-2000:]
+        assert f"deletion budget restored from {source}: 2 deletions" in second, second[-2000:]
         assert not gone("c")
         [event] = [e for e in api.list_events("team-c") if e["involvedObject"]["kind"] == "Pod"]
         assert event["reason"] == "StalledPodDeletionDeferred"

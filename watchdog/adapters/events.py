@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.metrics import Metrics
 from watchdog.core.discovery import controller_of
-from watchdog.core.events import event_body
+from watchdog.core.events import NODE_EVENT_NAMESPACE, event_body
 from watchdog.core.model import OwnerRef, ScrapeTarget
 
 MAX_OWNER_DEPTH = 5
@@ -40,6 +40,8 @@ class EventRecorder:
         for _ in range(MAX_OWNER_DEPTH):
             if ref is None:
                 return None
+            if ref.kind == "Node":  # a static pod's mirror: the Node is cluster-scoped and owns nothing above
+                return ref
             try:
                 obj = self.kube.get_object(ref.api_version, ref.kind, target.namespace, ref.name)
             except KubeError as exc:
@@ -63,7 +65,10 @@ class EventRecorder:
             involved.append({"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name,
                              "uid": owner.uid})
         for obj in involved:
-            self._create(target.namespace, obj, reason, message, action)
+            # A cluster-scoped owner (a Node, for a static pod's mirror) gets its Event where the API server
+            # accepts Events about cluster-scoped objects (else 422: involvedObject.namespace mismatch).
+            namespace = NODE_EVENT_NAMESPACE if obj["kind"] == "Node" else target.namespace
+            self._create(namespace, obj, reason, message, action)
 
     def _create(self, namespace: str, obj: dict[str, str], reason: str, message: str, action: str) -> None:
         body = event_body(namespace, obj, reason, message, self.instance, dt.datetime.now(dt.UTC), action=action)

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 DeleteResult = Literal["deleted", "not_found", "conflict"]
-EvictResult = Literal["evicted", "not_found", "conflict", "blocked"]
+EvictResult = Literal["evicted", "not_found", "conflict", "blocked", "several_pdbs"]
 
 # (apiVersion, kind) -> plural for the owner kinds we expect; others use a simple lower-case plural.
 _PLURALS = {
@@ -223,8 +223,10 @@ class KubeClient:
         """Evict a pod (policy/v1 Eviction) only if its ``metadata.uid`` is still ``uid``.
 
         Unlike :meth:`delete_pod`, the apiserver first checks the pod's PodDisruptionBudgets. Returns "evicted"
-        (2xx), "not_found" (404), "conflict" (409: the uid differs) or "blocked" (429: a PodDisruptionBudget
-        would be violated, or the eviction API is throttled; try again in a later cycle). ``grace_period_s``
+        (2xx), "not_found" (404), "conflict" (409: the uid differs), "blocked" (429: a PodDisruptionBudget
+        would be violated, or the eviction API is throttled; try again in a later cycle) or "several_pdbs" (the
+        API server's 500 for a pod selected by more than one PodDisruptionBudget, which eviction does not
+        support). ``grace_period_s``
         None keeps the pod's own grace period. Sent once, never retried; raises KubeError on anything else.
         """
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
@@ -239,6 +241,8 @@ class KubeClient:
             results: dict[int, EvictResult] = {404: "not_found", 409: "conflict", 429: "blocked"}
             if e.status in results:
                 return results[e.status]
+            if e.status == 500 and "more than one PodDisruptionBudget" in e.message:
+                return "several_pdbs"  # a definite refusal, not a lost answer: nothing was applied
             raise
         return "evicted"
 
@@ -265,6 +269,23 @@ class KubeClient:
         Returns the stored Lease; raises KubeError (status 409 when someone else wrote it first, 404 if gone)."""
         result: dict[str, Any] = self._call(f"replace lease {namespace}/{name}",
                                             self._coordination.replace_namespaced_lease, name, namespace, body)
+        return result
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A ConfigMap (quorum read); None when it does not exist (404)."""
+        return self._get(f"get configmap {namespace}/{name}", self._core.read_namespaced_config_map, name, namespace)
+
+    def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a ConfigMap; raises KubeError (409 when it exists)."""
+        name = (body.get("metadata") or {}).get("name", "")
+        result: dict[str, Any] = self._call(f"create configmap {namespace}/{name}",
+                                            self._core.create_namespaced_config_map, namespace, body)
+        return result
+
+    def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT a ConfigMap with the ``metadata.resourceVersion`` read (409 when someone wrote it first)."""
+        result: dict[str, Any] = self._call(f"replace configmap {namespace}/{name}",
+                                            self._core.replace_namespaced_config_map, name, namespace, body)
         return result
 
     def get_node(self, name: str) -> dict[str, Any] | None:

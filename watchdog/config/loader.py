@@ -317,8 +317,15 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         parse_taint(str(v["node_taint"]))
     except ValueError as exc:
         problems.append(f"nodeTaint: {exc}")
-    host, _, port = str(v["listen_address"]).rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        problems.append(f"listenAddress {show(v['listen_address'])} must be host:port with a port 0-65535, "
-                        "e.g. 0.0.0.0:8080")
+    from urllib.parse import urlsplit  # here: this check is the only user
+
+    address = str(v["listen_address"])
+    try:  # the URL grammar: an IPv6 host in brackets (validated), an ASCII port 0-65535
+        where = urlsplit("//" + address)
+        listen_ok = bool(where.hostname) and where.port is not None and where.netloc == address and "@" not in address
+    except ValueError:
+        listen_ok = False
+    if not listen_ok:
+        problems.append(f"listenAddress {show(v['listen_address'])} must be host:port with a port 0-65535, an "
+                        "IPv6 address in brackets, e.g. [::]:8080 (IPv4 and IPv6) or 0.0.0.0:8080")
     return problems

@@ -68,8 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("require_controller", "bool", True, "skip pods without a controller owner reference (bare pods)"),
     Setting("allow_loopback_pod_ips", "bool", False, "for the embedded demo and tests only: accept pod IPs in "
             "127.0.0.0/8 and ::1; never on a real cluster"),
-    Setting("grace_period_seconds", "int", None, "deletion grace period; unset: the pod's own",
-            minimum=0, maximum=86400,
+    Setting("grace_period_seconds", "int", None, "deletion grace period, seconds; unset: the pod's own. 0 (a force "
+            "delete: the pod leaves the API before its container stops, so a replacement can start while the "
+            "wedged engine still holds the GPU) is refused", minimum=1, maximum=86400,
             optional=True),
     # -- safety rails (RUNBOOK.md "Safety rails") --
     Setting("paused", "bool", False, "global pause: keep watching, delete nothing (stalls are deferred)"),
@@ -93,7 +94,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("leader_election", "bool", False, "Lease-based leader election (needed for more than one replica)"),
     Setting("leader_election_namespace", "str", None, "namespace of the Lease; unset: $POD_NAMESPACE, else "
             "default", optional=True),
-    Setting("lease_name", "str", "vllm-stall-watchdog", "name of the Lease used for leader election"),
+    Setting("lease_name", "str", "vllm-stall-watchdog", "name of the Lease used for leader election (and, with "
+            "'-ledger' appended, of the deletion ledger ConfigMap)"),
+    Setting("budget_ledger", "bool", True, "keep recent deletions in the ConfigMap <leaseName>-ledger in the "
+            "watchdog's namespace ($POD_NAMESPACE, else default) and read the deletion budget back from it with "
+            "one GET after a restart or a leader change; off: read own Events back (a LIST over every namespace)"),
     Setting("node_escalation", "bool", False, "taint a node after repeated stalls of different pods on it"),
     Setting("node_escalation_threshold", "int", 2, "distinct stalled pods on one node that trigger the taint",
             minimum=2, maximum=10000),
@@ -103,7 +108,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(key[=value]:Effect); never removed by the watchdog"),
     Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds",
             minimum=0.5, maximum=300.0),
-    Setting("listen_address", "str", "0.0.0.0:8080", "host:port serving /metrics, /healthz and /readyz"),
+    Setting("listen_address", "str", "[::]:8080", "host:port serving /metrics, /healthz and /readyz; [::]:PORT "
+            "is IPv6 and IPv4 (dual-stack; IPv4 only where the kernel has no IPv6), IPv6 hosts in brackets"),
     Setting("log_format", "choice", "json", "log format", choices=("json", "text")),
     Setting("log_level", "choice", "info", "log level", choices=("debug", "info", "warning", "error")),
 )
@@ -145,6 +151,7 @@ class Settings:
     leader_election: bool
     leader_election_namespace: str | None
     lease_name: str
+    budget_ledger: bool
     node_escalation: bool
     node_escalation_threshold: int
     node_escalation_window_seconds: float

@@ -27,6 +27,7 @@ from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
 from watchdog.config.settings import Settings
 from watchdog.controller.budget import restore_budget
+from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.state import EngineState, PodRecord
@@ -100,7 +101,7 @@ class Watchdog:
     def __init__(self, config: Settings, kube: KubeApi, *, metrics: Metrics | None = None,
                  scraper: Fetcher | None = None, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, leader: Callable[[], bool] = lambda: True,
-                 escalation: Escalation | None = None) -> None:
+                 escalation: Escalation | None = None, ledger: DeletionLedger | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.metrics = metrics or new_metrics()
         self.scraper = scraper or Scraper(ScrapeLimits(
@@ -111,7 +112,8 @@ class Watchdog:
             kube, self.policy, self._rescrape, self.metrics, grace_period_s=config.grace_period_seconds,
             count_waiting=config.count_waiting, action=config.action, leader=leader, clock=clock,
             wall_clock=wall_clock, escalation=escalation,
-            require_controller=config.require_controller)
+            require_controller=config.require_controller, ledger=ledger)
+        self.ledger = ledger
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="scrape")
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
@@ -193,7 +195,7 @@ class Watchdog:
             self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
         self._was_leader = leader
         if not self.policy.budget_known:
-            restore_budget(self.kube, self.policy, now, self.wall_clock(), namespaces)
+            restore_budget(self.kube, self.policy, now, self.wall_clock(), namespaces, self.ledger)
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,
                                          namespaces=health.by_namespace)
         for namespace in status.namespaces_tripped:
@@ -216,7 +218,14 @@ class Watchdog:
         except ScrapeError as exc:
             log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc)
             return exc.reason, None
-        return "ok", parse_exposition(body, self._profiles[target.target])
+        parsed = parse_exposition(body, self._profiles[target.target])
+        if parsed.overrun:  # over the parse bounds: unknown, never evidence (and no partial result)
+            log.info("pod %s: %s: its engines are unknown this cycle", target.ref, parsed.overrun,
+                     extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
+            return "parse", None
+        if parsed.dropped_series:
+            self.metrics.series_dropped.inc(parsed.dropped_series)
+        return "ok", parsed
 
     def _timed_scrape(self, target: ScrapeTarget, pod: PodRecord) -> tuple[str, ParseResult | None]:
         start = time.perf_counter()
@@ -283,7 +292,11 @@ class Watchdog:
                 log.info("pod %s series {%s}: %s -> %s: %s", target.ref, key, previous, verdict.state,
                          verdict.reason)
             self._follow_episode(target, key, engine)
-        pod.cap_series()
+        dropped = pod.cap_series()
+        if dropped:
+            self.metrics.series_dropped.inc(dropped)
+            log.info("pod %s exports more engine series than are watched: %d dropped", target.ref, dropped,
+                     extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
         return present
 
     def _follow_episode(self, target: ScrapeTarget, key: str, engine: EngineState) -> None:

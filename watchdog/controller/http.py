@@ -1,54 +1,280 @@
-"""The watchdog's own HTTP endpoints: ``/metrics`` (prometheus_client exposition of its registry),
-``/healthz`` (503 once no cycle completed for 3 intervals) and ``/readyz`` (200 once a cycle completed)."""
+"""The watchdog's own HTTP endpoints: ``/metrics`` (prometheus_client's WSGI app, so content negotiation and gzip
+are the library's), ``/healthz`` (503 once no cycle completed for 3 intervals) and ``/readyz`` (200 once a cycle
+completed).
+
+Anyone who reaches the port is served by a bounded server (:class:`HttpServer`): one asyncio event loop in one
+thread, whatever the number of clients, so an idle or slow connection costs a few KiB, never a thread. Per
+:class:`HttpLimits`: at most ``max_connections`` open at once (a new connection beyond it closes the oldest one
+still sending its request, so a flood of idle connections cannot lock a probe out), the request head must be
+complete within ``read_timeout_s`` of the accept however its bytes trickle in, and within ``max_head_bytes``;
+the response must be taken by the client within ``write_timeout_s``. One request per connection (HTTP/1.0
+responses), no request body is read. :meth:`HttpServer.shutdown` cuts every connection at once.
+
+``listenAddress`` ``[::]:PORT`` is dual-stack (one IPv6 socket with ``IPV6_V6ONLY`` off, IPv4 clients arrive as
+mapped addresses) and falls back to IPv4 ``0.0.0.0:PORT`` when the kernel has no IPv6.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import http.client
+import io
 import json
+import logging
+import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import unquote, urlsplit
+from wsgiref.handlers import SimpleHandler
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import make_wsgi_app
 
 from watchdog.controller.cycle import Watchdog
 
+log = logging.getLogger("watchdog.controller.http")
 
-class _Handler(BaseHTTPRequestHandler):
-    watchdog: Watchdog
-    interval_s: float
-    started: float
+NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Bounds of the watchdog's own HTTP server (enough for Prometheus, the kubelet's probes and a human)."""
+
+    max_connections: int = 64
+    read_timeout_s: float = 5.0  # accept -> end of the request head, in total (a dripping client is cut)
+    write_timeout_s: float = 10.0  # the whole response handed to the kernel
+    max_head_bytes: int = 16 * 1024  # request line + headers (and at most 100 header lines)
+
+
+class Endpoints:
+    """The WSGI application: ``/metrics`` from the watchdog's registry, ``/healthz``, ``/readyz``."""
+
+    def __init__(self, watchdog: Watchdog, interval_s: float) -> None:
+        self.watchdog, self.interval_s, self.started = watchdog, interval_s, watchdog.clock()
+        self.metrics: WSGIApplication = make_wsgi_app(watchdog.metrics.registry)
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
         if path == "/metrics":
-            self._send(200, generate_latest(self.watchdog.metrics.registry), CONTENT_TYPE_LATEST)
-        elif path == "/healthz":
-            last = self.watchdog.last_success
-            age = self.watchdog.clock() - (last if last is not None else self.started)
-            ok = age <= 3 * self.interval_s
-            self._send(200 if ok else 503, json.dumps({"ok": ok, "seconds_since_cycle": round(age, 1)}).encode())
-        elif path == "/readyz":
-            ready = self.watchdog.last_success is not None
-            self._send(200 if ready else 503, json.dumps({"ready": ready}).encode())
+            return self.metrics(environ, start_response)
+        if path not in ("/healthz", "/readyz"):
+            return _json(start_response, HTTPStatus.NOT_FOUND, {"error": "not found"})
+        if environ["REQUEST_METHOD"] != "GET":
+            return _json(start_response, HTTPStatus.METHOD_NOT_ALLOWED, {"error": "use GET"}, [("Allow", "GET")])
+        last = self.watchdog.last_success
+        if path == "/readyz":
+            ready = last is not None
+            return _json(start_response, HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, {"ready": ready})
+        age = self.watchdog.clock() - (last if last is not None else self.started)
+        ok = age <= 3 * self.interval_s
+        return _json(start_response, HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE,
+                     {"ok": ok, "seconds_since_cycle": round(age, 1)})
+
+
+def _json(start_response: StartResponse, status: HTTPStatus, body: object,
+          headers: list[tuple[str, str]] | None = None) -> list[bytes]:
+    start_response(f"{status.value} {status.phrase}", [("Content-Type", "application/json"), *(headers or [])])
+    return [json.dumps(body).encode()]
+
+
+class _Handler(SimpleHandler):
+    os_environ: dict[str, str] = {}  # noqa: RUF012 - wsgiref would copy the process environment into each request
+    server_software = "vllm-stall-watchdog"
+
+
+class HttpServer:
+    """Serves a WSGI ``app`` on a listening socket from one event-loop thread, within ``limits``."""
+
+    def __init__(self, sock: socket.socket, app: WSGIApplication, limits: HttpLimits | None = None) -> None:
+        self.socket, self.app, self.limits = sock, app, limits or HttpLimits()
+        self.cut = 0  # connections closed early: over the connection limit, too slow, or a request too large
+        self._reading: dict[asyncio.StreamWriter, None] = {}  # still sending the request head, oldest first
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self._warned_at = -60.0
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="http", daemon=True)
+
+    @property
+    def server_address(self) -> tuple[str, int]:
+        host, port = self.socket.getsockname()[:2]
+        return str(host), int(port)
+
+    @property
+    def display_address(self) -> str:
+        """``host:port``, the host in brackets when it is IPv6 (``[::]:8080``)."""
+        host, port = self.server_address
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def serve(self) -> None:
+        """Start the event-loop thread; return once it accepts connections."""
+        self._thread.start()
+        self._ready.wait()
+        if self._failed is not None:
+            raise self._failed
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Stop accepting, cut every open connection and end the thread (at most ``timeout_s``)."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and self._thread.is_alive():
+            loop.call_soon_threadsafe(stop.set)
+            self._thread.join(timeout_s)
+
+    def server_close(self) -> None:
+        self.socket.close()
+
+    async def _main(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            server = await asyncio.start_server(self._connection, sock=self.socket, limit=self.limits.max_head_bytes)
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        finally:
+            self._ready.set()
+        await self._stop.wait()
+        server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._tasks) >= self.limits.max_connections:
+            if not self._reading:  # every slot is writing a response: this one waits its turn outside
+                self._count_cut("over the connection limit")
+                writer.transport.abort()
+                return
+            oldest = next(iter(self._reading))
+            del self._reading[oldest]
+            oldest.transport.abort()  # its task ends on the lost connection
+            self._count_cut("over the connection limit")
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._reading[writer] = None
+        done = False
+        try:
+            done = await self._exchange(reader, writer)
+        except TimeoutError:
+            self._count_cut("too slow")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client left, or was cut to make room (counted then)
+        except Exception:  # never let one client's trouble reach the event loop
+            log.exception("serving an HTTP request failed")
+        finally:
+            self._reading.pop(writer, None)
+            self._tasks.discard(task)
+            if done:
+                writer.close()
+            else:
+                writer.transport.abort()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Read one request head, answer it; True when the whole answer went out."""
+        try:
+            async with asyncio.timeout(self.limits.read_timeout_s):
+                head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            self._count_cut("request head too large")
+            head = b""
+            response = _error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
         else:
-            self._send(404, b'{"error": "not found"}')
+            response = self._respond(head, writer.get_extra_info("peername"))
+        self._reading.pop(writer, None)
+        writer.transport.set_write_buffer_limits(high=0)  # drain() returns once the kernel has all of it
+        writer.write(response)
+        async with asyncio.timeout(self.limits.write_timeout_s):
+            await writer.drain()
+        return bool(head)
 
-    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def _respond(self, head: bytes, peer: object) -> bytes:
+        environ = self._environ(head, peer)
+        if isinstance(environ, HTTPStatus):
+            return _error(environ)
+        out, errors = io.BytesIO(), io.StringIO()
+        _Handler(io.BytesIO(), out, errors, environ, multithread=False).run(self.app)
+        if errors.getvalue():
+            log.error("HTTP %s %s failed: %s", environ["REQUEST_METHOD"], environ["PATH_INFO"], errors.getvalue())
+        return out.getvalue()
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+    def _environ(self, head: bytes, peer: object) -> WSGIEnvironment | HTTPStatus:
+        line, _, rest = head.partition(b"\r\n")
+        parts = line.decode("latin-1").split()
+        if len(parts) != 3:
+            return HTTPStatus.BAD_REQUEST
+        method, target, version = parts
+        if not version.startswith("HTTP/1."):
+            return HTTPStatus.HTTP_VERSION_NOT_SUPPORTED
+        try:
+            headers = http.client.parse_headers(io.BytesIO(rest))
+            url = urlsplit(target)
+        except (http.client.HTTPException, ValueError):
+            return HTTPStatus.BAD_REQUEST
+        host, port = self.server_address
+        environ: WSGIEnvironment = {
+            "REQUEST_METHOD": method, "SCRIPT_NAME": "", "PATH_INFO": unquote(url.path, "latin-1"),
+            "QUERY_STRING": url.query, "SERVER_NAME": host, "SERVER_PORT": str(port), "SERVER_PROTOCOL": version,
+            "REMOTE_ADDR": peer[0] if isinstance(peer, tuple) else "", "wsgi.url_scheme": "http",
+        }
+        for name, value in headers.items():
+            key = name.upper().replace("-", "_")
+            if "_" in name:  # as wsgiref: X_Foo must not pass for X-Foo
+                continue
+            key = key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
+            environ[key] = f"{environ[key]},{value.strip()}" if key in environ else value.strip()
+        return environ
+
+    def _count_cut(self, why: str) -> None:
+        self.cut += 1
+        now = time.monotonic()
+        if now - self._warned_at >= 60:
+            self._warned_at = now
+            log.warning("HTTP: closed a client connection (%s); %d so far. Limits: %d connections, %.0f s to send "
+                        "a request of at most %d bytes", why, self.cut, self.limits.max_connections,
+                        self.limits.read_timeout_s, self.limits.max_head_bytes)
 
 
-def start_http(address: str, watchdog: Watchdog, interval_s: float) -> ThreadingHTTPServer:
-    """Serve /metrics, /healthz, /readyz on ``address`` (host:port) from a daemon thread."""
-    host, _, port = address.rpartition(":")
-    handler = type("Handler", (_Handler,), {"watchdog": watchdog, "interval_s": interval_s,
-                                            "started": watchdog.clock()})
-    server = ThreadingHTTPServer((host.strip("[]"), int(port)), handler)
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+def _error(status: HTTPStatus) -> bytes:
+    body = json.dumps({"error": status.phrase}).encode()
+    return (f"HTTP/1.0 {status.value} {status.phrase}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def listen_socket(address: str) -> socket.socket:
+    """A listening TCP socket on ``address`` (``host:port``, IPv6 in brackets). ``[::]`` is dual-stack where the
+    kernel allows it and IPv4 ``0.0.0.0`` when the kernel has no IPv6. Raises OSError."""
+    where = urlsplit("//" + address)
+    host, port = where.hostname, where.port
+    if not host or port is None:
+        raise OSError(errno.EINVAL, "not host:port")
+    if host == "::":
+        try:
+            return socket.create_server(("::", port), family=socket.AF_INET6,
+                                        dualstack_ipv6=socket.has_dualstack_ipv6())
+        except OSError as exc:
+            if exc.errno not in NO_IPV6:
+                raise
+            log.warning("no IPv6 on this host (%s): listening on IPv4 0.0.0.0:%d only", exc.strerror or exc, port)
+            return socket.create_server(("0.0.0.0", port))
+    last: OSError = OSError(errno.EADDRNOTAVAIL, "no address")
+    for family, _, _, _, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
+        try:
+            return socket.create_server(sockaddr, family=family)
+        except OSError as exc:
+            last = exc
+    raise last
+
+
+def start_http(address: str, watchdog: Watchdog, interval_s: float, limits: HttpLimits | None = None) -> HttpServer:
+    """Serve /metrics, /healthz, /readyz on ``address`` (host:port) from a daemon thread. Raises OSError when the
+    address cannot be bound."""
+    server = HttpServer(listen_socket(address), Endpoints(watchdog, interval_s), limits)
+    server.serve()
     return server

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.metrics import Metrics
+from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.core.confirm import not_confirmed
 from watchdog.core.detector import Verdict
@@ -85,12 +86,14 @@ class Remediator:
                  grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
                  leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, escalation: Escalation | None = None,
-                 events: EventRecorder | None = None, require_controller: bool = True) -> None:
+                 events: EventRecorder | None = None, require_controller: bool = True,
+                 ledger: DeletionLedger | None = None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
         self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
         self.events = events or EventRecorder(kube, metrics)
         self.require_controller = require_controller
+        self.ledger = ledger
 
     def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, window_s: float, *,
                   seen_for_s: float = 0.0) -> Remediation:
@@ -140,6 +143,10 @@ class Remediator:
         if result == "blocked":
             return self._defer(target, key, "pdb", "the Eviction API refused (a PodDisruptionBudget would be "
                                "violated); never falling back to delete", evidence)
+        if result == "several_pdbs":
+            return self._defer(target, key, "pdb", "the Eviction API refuses pods selected by more than one "
+                               "PodDisruptionBudget; fix the overlapping PDBs (never falling back to delete)",
+                               evidence)
         if result not in ("deleted", "evicted"):
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
             return self._done("not_found" if result == "not_found" else "conflict",
@@ -148,8 +155,11 @@ class Remediator:
         return self._removed(target, evidence, verb, "")
 
     def _charge(self, target: ScrapeTarget, key: str, now: float) -> None:
+        """Charge the budgets, in memory and in the deletion ledger (what a restart or a new leader reads)."""
         self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
                                     owner=target.owner_key)
+        if self.ledger is not None:
+            self.ledger.record(target.namespace, target.name, target.uid)
 
     def _removed(self, target: ScrapeTarget, evidence: str, verb: str, note: str) -> Remediation:
         self.events.on_pod_and_owner(target, REASON_DELETED, f"{_PAST[verb]}{note}: {evidence}", action="Delete")

@@ -4,7 +4,11 @@ Wires the pieces: configuration -> logging -> Kubernetes client -> :class:`~watc
 ``apscheduler`` 3.x interval job (``max_instances=1``, ``coalesce=True``, jitter) that calls
 :meth:`~watchdog.controller.cycle.Watchdog.run_cycle`, and an HTTP server on ``listenAddress`` with ``/metrics``,
 ``/healthz`` (503 once no cycle completed for 3 intervals) and ``/readyz`` (200 once a cycle completed).
-SIGTERM/SIGINT stop it cleanly.
+
+SIGTERM/SIGINT stop it cleanly, logged at info: no new cycle starts, the HTTP server closes every connection,
+a cycle in progress gets up to :data:`STOP_WAIT_S` to finish (a deletion and its Events in flight), then the
+Lease is released and the scrapes still pending are cancelled; a cycle still stuck after that is left behind
+(the process exits 0 without joining its thread), well inside the chart's 30 s grace period.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -26,17 +31,49 @@ from watchdog.adapters.nodes import NodeEscalator
 from watchdog.config.settings import Settings
 from watchdog.controller.cycle import Watchdog
 from watchdog.controller.http import start_http
+from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.escalation import NodeStallHistory
 
 log = logging.getLogger("watchdog.controller.service")
 
 
+STOP_WAIT_S = 10.0  # how long a stop waits for a cycle in progress (an API call or two) before leaving it
 
-def safe_cycle(watchdog: Watchdog) -> None:
-    """The scheduler's job: one cycle; any exception is logged and counted, and the loop goes on."""
+
+class CycleRunner:
+    """The scheduler's job around :meth:`~watchdog.controller.cycle.Watchdog.run_cycle`: knows whether a cycle is
+    in progress, and that the service is stopping (a cycle cut short by the stop is not a failure)."""
+
+    def __init__(self, watchdog: Watchdog) -> None:
+        self.watchdog = watchdog
+        self.stopping = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def __call__(self) -> None:
+        if self.stopping.is_set():
+            return
+        self._idle.clear()
+        try:
+            safe_cycle(self.watchdog, self.stopping)
+        finally:
+            self._idle.set()
+
+    def stop(self, timeout_s: float) -> bool:
+        """No new cycle from now on; wait up to ``timeout_s`` for the one in progress. True if none is left."""
+        self.stopping.set()
+        return self._idle.wait(timeout_s)
+
+
+def safe_cycle(watchdog: Watchdog, stopping: threading.Event | None = None) -> None:
+    """One cycle; any exception is logged and counted, and the loop goes on. Once ``stopping`` is set, an
+    exception is the stop cutting the cycle short (its scrapes are cancelled): logged at info, not counted."""
     try:
         watchdog.run_cycle()
     except Exception as exc:
+        if stopping is not None and stopping.is_set():
+            log.info("cycle cut short by the shutdown: %s", type(exc).__name__)
+            return
         watchdog.metrics.cycle_failures.inc()
         log.error("cycle failed, will retry next interval: %s", exc, exc_info=not isinstance(exc, KubeError))
 
@@ -64,7 +101,8 @@ def run_service(config: Settings, *, once: bool = False) -> int:
         escalation = NodeEscalator(kube, NodeStallHistory(config.node_escalation_threshold,
                                                           config.node_escalation_window_seconds),
                                    taint=config.node_taint, dry_run=config.dry_run)
-    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation)
+    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation,
+                        ledger=_ledger(config, kube))
     if once:
         try:
             if elector is not None:
@@ -79,6 +117,17 @@ def run_service(config: Settings, *, once: bool = False) -> int:
             watchdog.close()
         return 0
     return _serve(config.listen_address, config.scrape_interval_seconds, config.jitter_seconds, watchdog, elector)
+
+
+def _ledger(config: Settings, kube: KubeClient) -> DeletionLedger | None:
+    """The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in $POD_NAMESPACE, else default."""
+    if not config.budget_ledger:
+        return None
+    namespace = os.environ.get("POD_NAMESPACE") or "default"
+    ledger = DeletionLedger(kube, namespace, f"{config.lease_name}-ledger", config.deletion_window_seconds,
+                            time.time)
+    log.info("deletion ledger: %s", ledger.ref)
+    return ledger
 
 
 def _elector(config: Settings, kube: KubeClient) -> LeaderElector | None:
@@ -103,22 +152,39 @@ def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
         return 2
     if elector is not None:
         elector.start()
-    log.info("serving /metrics /healthz /readyz on %s:%d", *server.server_address[:2])
+    log.info("serving /metrics /healthz /readyz on %s", server.display_address)
     stop = threading.Event()
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
+    runner = CycleRunner(watchdog)
     scheduler = BackgroundScheduler()
-    scheduler.add_job(safe_cycle, "interval", args=[watchdog], seconds=interval_s, max_instances=1,
+    scheduler.add_job(runner, "interval", seconds=interval_s, max_instances=1,
                       coalesce=True, jitter=jitter_s or None, next_run_time=dt.datetime.now(dt.UTC),
                       id="cycle", name="watchdog cycle")
     scheduler.start()
     try:
         stop.wait()
     finally:
-        log.info("stopping")
+        log.info("stopping (%s)", received[0] if received else "interrupted")
         scheduler.shutdown(wait=False)
+        server.shutdown()
+        idle = runner.stop(STOP_WAIT_S)
         if elector is not None:
             elector.stop()  # releases the Lease so a standby takes over at once
-        server.shutdown()
         watchdog.close()
+        server.server_close()
+    if not idle:
+        # Its thread is joined at interpreter exit (the scheduler's and the scrape pools are not daemons): leave
+        # without it. Everything that needs closing is closed; logs are flushed first.
+        log.info("a cycle was still running %.0f s after the stop: exiting without waiting for it", STOP_WAIT_S)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

@@ -12,9 +12,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from watchdog.core.detector import DetectorState, Verdict
-from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.parsing import LIMITS, EngineSnapshot
 
-MAX_SERIES_PER_POD = 64
+MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule, core/parsing.py)
 
 
 @dataclass

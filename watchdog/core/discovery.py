@@ -3,7 +3,8 @@
 A pod is a target when all of these hold (each refusal is counted under a skip reason):
 
 - its namespace carries the label ``vllm-watchdog.io/enabled`` with value ``true`` (enforce) or ``dry-run``
-  (observe only); any other value or no label: ignored. ``kube-system`` is never watched;
+  (observe only); any other value or no label: ignored. ``kube-system`` is never watched, nor a namespace being
+  deleted (Terminating: its pods go anyway, and the API server refuses Events there);
 - it matched one of the configured targets' label selectors (the first matching target wins);
 - phase ``Running``, ``status.podIP`` set to an ordinary unicast address (:mod:`watchdog.core.addresses`:
   loopback, link-local, every known cloud metadata address, unspecified, multicast, broadcast, reserved and
@@ -66,14 +67,22 @@ def invalid_opt_ins(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
+def terminating(namespace: Mapping[str, Any]) -> bool:
+    """The namespace is being deleted: the namespace controller removes its pods anyway, and the API server
+    refuses every create there (Events, evictions) with 403. Its pods are never acted on."""
+    meta = namespace.get("metadata") or {}
+    return bool(meta.get("deletionTimestamp")) or (namespace.get("status") or {}).get("phase") == "Terminating"
+
+
 def namespace_modes(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, Mode]:
-    """Namespace name -> mode, for namespaces that opted in with a valid label value."""
+    """Namespace name -> mode, for namespaces that opted in with a valid label value (and are not being
+    deleted)."""
     modes: dict[str, Mode] = {}
     for ns in namespaces:
         meta = ns.get("metadata") or {}
         name = meta.get("name")
         value = (meta.get("labels") or {}).get(NAMESPACE_LABEL)
-        if not name or name in NEVER_WATCHED_NAMESPACES:
+        if not name or name in NEVER_WATCHED_NAMESPACES or terminating(ns):
             continue
         mode = OPT_IN_VALUES.get(str(value))
         if mode is not None:
@@ -157,7 +166,9 @@ def discover(
     """Pick this cycle's :class:`ScrapeTarget` list from namespace and pod dicts (one pod list per target,
     in target order). ``ever_ready``: pod UIDs this process saw Ready before. ``allow_loopback``: accept pod
     IPs in 127.0.0.0/8 and ``::1`` (setting ``allow_loopback_pod_ips``: the embedded demo and tests only)."""
+    namespaces = list(namespaces)
     modes = namespace_modes(namespaces)
+    ending = {str((ns.get("metadata") or {}).get("name")) for ns in namespaces if terminating(ns)}
     seen: set[str] = set()
     targets: list[ScrapeTarget] = []
     ready: set[str] = set()
@@ -172,8 +183,8 @@ def discover(
                 seen.add(uid)
             if uid and _is_ready(status):
                 ready.add(uid)
-            reason = _skip_reason(pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller,
-                                  allow_loopback)
+            reason = "namespace_terminating" if str(meta.get("namespace")) in ending else _skip_reason(
+                pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller, allow_loopback)
             port = choose_port(pod, target) if reason is None else None
             if reason is None and port is None:
                 reason = "undeclared_port"
@@ -207,6 +218,8 @@ def recheck(pod: Mapping[str, Any] | None, namespace: Mapping[str, Any] | None, 
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     if meta.get("uid") != target.uid:
         return f"UID is now {meta.get('uid')} (a new pod under the same name)"
+    if namespace is not None and terminating(namespace):
+        return "its namespace is being deleted (Terminating)"
     mode = namespace_modes([namespace]).get(target.namespace) if namespace is not None else None
     # The IP filter is re-applied as discovery applied it: loopback passes only when it is the very IP that
     # discovery already accepted (it does so only with allow_loopback); a changed IP is refused below anyway.

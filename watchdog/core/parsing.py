@@ -15,8 +15,25 @@ backslash escapes) by a strict regular expression, anything else by ``prometheus
 (``text_string_to_metric_families`` on that one line). A line that neither accepts is skipped and counted in
 ``skipped_lines``; the rest of the body is still used. The tests check that the result equals a full
 ``prometheus_client`` parse of each fixture. Lines of other families are never parsed, so garbage there is
-neither noticed nor counted. OpenMetrics ``# EOF`` and ``*_created`` samples are ignored like any other line.
-A sample line must start at column 0 (or after spaces/tabs); lines separated by ``\\r\\n`` are fine.
+neither noticed nor counted. ``*_created`` samples are ignored like any other line. The first line
+``# EOF`` ends the body (OpenMetrics: nothing follows it); whatever comes after it is never read. A UTF-8 byte
+order mark before the first line is skipped. A sample line must start at column 0 (or after spaces/tabs);
+lines separated by ``\\r\\n`` are fine.
+
+Bounded work (issue 11 item 8: every opted-in pod is an untrusted input). The work per body is bounded by
+counting, never by time (the core reads no clock), with :class:`ParseLimits` (defaults :data:`LIMITS`): at
+most ``lines`` lines in the body (500,000; counted only when the body has more bytes than that), at most
+``candidate_lines`` lines that pass the name pre-filter (2,048) and ``candidate_bytes`` of them (512 KiB), of
+which at most ``fallback_lines`` (256) and ``fallback_bytes`` (32 KiB) may go to ``prometheus_client``, the
+slow path (tens of microseconds a line, about 0.6 us a byte). A real vLLM exposition is far inside: 8
+data-parallel engines are about 390 KB, 3,400 lines and 40 candidate lines, none of them slow. A body beyond
+any bound is an *overrun*: the result has ``overrun`` set to the reason, no series and no found families --
+unknown, never a partial result that could pass for evidence. The costliest body within the bounds takes
+tens of milliseconds of CPU; the hostile ones overrun sooner (``tests/bench/bench_parse.py`` measures both).
+
+Bounded memory (issue 11 item 7): at most ``series`` (64) engine series are returned per body, the first 64 in
+``labels`` order (so the choice does not depend on line order); the others are dropped and counted in
+``dropped_series``. The bytes bound above also bounds the size of every label kept.
 
 Keying: a series is identified by the profile's ``engine_labels`` that the sample carries, sorted by name
 (vLLM: ``engine`` and ``model_name``; several models or data-parallel engines behind one server stay apart;
@@ -29,7 +46,9 @@ values as unknown.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -37,7 +56,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.profiles import Profile
 
-__all__ = ["EngineSnapshot", "ParseResult", "parse_exposition"]
+__all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "parse_exposition"]
 
 Labels = tuple[tuple[str, str], ...]
 SIGNALS = ("running", "waiting", "generation_tokens", "prompt_tokens", "heartbeat")
@@ -74,6 +93,38 @@ class ParseResult:
     """Malformed lines of the profile's sample names that were skipped."""
     found_families: frozenset[str]
     """The profile's sample names with at least one valid sample in the body."""
+    dropped_series: int = 0
+    """Engine series found beyond ``ParseLimits.series`` and left out of ``series``."""
+    overrun: str | None = None
+    """Why the body was not parsed to the end (a :class:`ParseLimits` bound), else ``None``. When set,
+    ``series`` and ``found_families`` are empty: the body is unknown, never evidence."""
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """Bounds on the work and memory of one :func:`parse_exposition` call (see the module docstring)."""
+
+    lines: int = 500_000
+    """Lines in the body (newlines, counted when the body has more bytes than this)."""
+    candidate_lines: int = 2_048
+    """Lines that pass the name pre-filter (start with one of the profile's sample names)."""
+    candidate_bytes: int = 512 << 10
+    """Their total length."""
+    fallback_lines: int = 256
+    """Candidate lines the strict expression rejects, handed to ``prometheus_client`` (the slow path)."""
+    fallback_bytes: int = 32 << 10
+    """Their total length."""
+    series: int = 64
+    """Engine series returned; the rest are dropped and counted."""
+
+    def __post_init__(self) -> None:
+        for name in ("lines", "candidate_lines", "candidate_bytes", "fallback_lines", "fallback_bytes", "series"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ParseLimits.{name} must be >= 1")
+
+
+LIMITS = ParseLimits()
+"""The bounds every caller uses (generous for real expositions; issue 11 items 7 and 8)."""
 
 
 def _escape(value: str) -> str:
@@ -87,6 +138,7 @@ _REST = re.compile(
     rb"(?:\{((?:" + _LABEL + rb"(?:," + _LABEL + rb")*,?)?)\})?"
     rb"[ \t]+([0-9A-Za-z.+-]+)(?: +([0-9A-Za-z.+-]+))?[ \t\r]*"
 )
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped before the first line
 _PAIR = re.compile(rb'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
 
 
@@ -106,48 +158,96 @@ def _matcher(profile: Profile) -> _Matcher:
             raw = name.encode()
             fields_by_name[raw] = (*fields_by_name.get(raw, ()), index)
     alternatives = b"|".join(re.escape(n) for n in sorted(fields_by_name, key=len, reverse=True))
-    line = rb"[ \t]*(" + alternatives + rb")(?=[{ \t])([^\n]*)"
+    # A candidate line (groups 1-2: name, rest) or the OpenMetrics end "# EOF" (both groups None).
+    line = rb"[ \t]*(?:(" + alternatives + rb")(?=[{ \t])([^\n]*)|# EOF[ \t]*\r?(?=\n|\Z))"
     # "\n" first: the regex engine then jumps from newline to newline at memchr speed.
     return _Matcher(re.compile(line), re.compile(rb"\n" + line), fields_by_name)
 
 
-def parse_exposition(body: bytes | str, profile: Profile) -> ParseResult:
-    """Parse one exposition (bytes, UTF-8; or str) for ``profile``'s signals.
+def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = LIMITS) -> ParseResult:
+    """Parse one exposition (bytes, UTF-8; or str) for ``profile``'s signals, within ``limits``.
 
-    Never raises on bad input: malformed lines of the profile's names are skipped and counted.
+    Never raises on bad input: malformed lines of the profile's names are skipped and counted; a body beyond
+    ``limits`` gives a result with ``overrun`` set and nothing else.
     """
     data = body if isinstance(body, bytes) else body.encode("utf-8", "replace")
+    start = len(_BOM) if data.startswith(_BOM) else 0
+    # Every line costs the pre-filter one match attempt; lines <= bytes, so only a long body needs counting.
+    if len(data) - start > limits.lines and data.count(b"\n", start) > limits.lines:
+        return _overrun(f"more than {limits.lines} lines", 0)
     matcher = _matcher(profile)
-    candidates: list[tuple[bytes, bytes]] = matcher.other_lines.findall(data)
-    head = matcher.first_line.match(data)
-    if head is not None:
-        candidates.insert(0, (head.group(1), head.group(2)))
-
     engine_labels = sorted(profile.engine_labels)
     latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, float]] = {}
     found: set[str] = set()
     skipped = 0
-    for raw_name, rest in candidates:
-        parsed = _parse_fast(rest)
-        if parsed is None:
-            parsed = _parse_slow(raw_name + rest, raw_name.decode())
+    budget = _Budget(limits)
+    matches: Iterable[re.Match[bytes]] = matcher.other_lines.finditer(data, start)
+    head = matcher.first_line.match(data, start)
+    if head is not None:
+        matches = itertools.chain((head,), matches)
+    try:
+        for match in matches:
+            raw_name, rest = match.groups()
+            if raw_name is None:
+                break  # "# EOF": OpenMetrics says nothing follows it, so nothing after it is read
+            parsed = budget.parse(raw_name, rest)
             if parsed is None:
                 skipped += 1
                 continue
-        labels, value = parsed
-        key = tuple((n, labels[n]) for n in engine_labels if n in labels)
-        identity = frozenset(labels.items())
-        for index in matcher.fields_by_name[raw_name]:
-            latest[(index, identity)] = (key, value)
-        found.add(raw_name.decode())
+            labels, value = parsed
+            key = tuple((n, labels[n]) for n in engine_labels if n in labels)
+            identity = frozenset(labels.items())
+            for index in matcher.fields_by_name[raw_name]:
+                latest[(index, identity)] = (key, value)
+            found.add(raw_name.decode())
+    except _Overrun as exc:
+        return _overrun(str(exc), skipped)
 
     totals: dict[Labels, list[float | None]] = {}
     for (index, _), (key, value) in latest.items():
         row = totals.setdefault(key, [None] * len(SIGNALS))
         previous = row[index]
         row[index] = value if previous is None else previous + value
-    series = tuple(EngineSnapshot(key, *row) for key, row in sorted(totals.items()))
-    return ParseResult(series=series, skipped_lines=skipped, found_families=frozenset(found))
+    keys = sorted(totals)
+    series = tuple(EngineSnapshot(key, *totals[key]) for key in keys[: limits.series])
+    return ParseResult(series=series, skipped_lines=skipped, found_families=frozenset(found),
+                       dropped_series=len(keys) - len(series))
+
+
+class _Overrun(Exception):
+    """A :class:`ParseLimits` bound was exceeded; the message says which."""
+
+
+class _Budget:
+    """Parses candidate lines while counting them against :class:`ParseLimits`."""
+
+    def __init__(self, limits: ParseLimits) -> None:
+        self.limits = limits
+        self.lines = self.bytes = self.fallback_lines = self.fallback_bytes = 0
+
+    def parse(self, raw_name: bytes, rest: bytes) -> tuple[dict[str, str], float] | None:
+        """Labels and value of one candidate line, None if malformed; raises _Overrun past a bound."""
+        limits, size = self.limits, len(raw_name) + len(rest)
+        self.lines += 1
+        self.bytes += size
+        if self.lines > limits.candidate_lines:
+            raise _Overrun(f"more than {limits.candidate_lines} lines of the profile's metrics")
+        if self.bytes > limits.candidate_bytes:
+            raise _Overrun(f"lines of the profile's metrics over {limits.candidate_bytes} bytes")
+        parsed = _parse_fast(rest)
+        if parsed is not None:
+            return parsed
+        self.fallback_lines += 1
+        self.fallback_bytes += size
+        if self.fallback_lines > limits.fallback_lines:
+            raise _Overrun(f"more than {limits.fallback_lines} non-canonical lines of the profile's metrics")
+        if self.fallback_bytes > limits.fallback_bytes:
+            raise _Overrun(f"non-canonical lines of the profile's metrics over {limits.fallback_bytes} bytes")
+        return _parse_slow(raw_name + rest, raw_name.decode())
+
+
+def _overrun(reason: str, skipped: int) -> ParseResult:
+    return ParseResult(series=(), skipped_lines=skipped, found_families=frozenset(), overrun=reason)
 
 
 def _parse_fast(rest: bytes) -> tuple[dict[str, str], float] | None:

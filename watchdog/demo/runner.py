@@ -6,6 +6,9 @@ vLLM pods on 127.0.0.2-5 serving vLLM V1 metric families — busy and progressin
 step heartbeat moves) and one that wedges after a few seconds. The watchdog runs as a separate process
 (``python -m watchdog run``) with a short window. The demo prints a timeline and a summary, and exits 0 only
 if exactly the wedged pod was deleted, with ``StalledPodDeleted`` Events on the pod and on its Deployment.
+
+``demo --control-plane real`` tells the same story on a real control plane instead
+(:mod:`watchdog.demo.controlplane.story`, which prints its timeline with :func:`say` and :func:`follow`).
 """
 
 from __future__ import annotations
@@ -19,22 +22,26 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 PODS = (("busy", "progressing"), ("idle", "idle"), ("prefill", "prefill"), ("wedge", "wedge_after"))
 NAMESPACE = "inference"
+_PRINTING = threading.Lock()  # the timeline is printed from two threads (the story and the log follower)
 
 
-def _say(start: float, text: str) -> None:
-    print(f"[{time.monotonic() - start:6.1f}s] {text}", flush=True)
+def say(start: float, text: str) -> None:
+    """One timeline line: seconds since ``start``, then ``text``."""
+    with _PRINTING:
+        print(f"[{time.monotonic() - start:6.1f}s] {text}", flush=True)
 
 
-def _follow(proc: subprocess.Popen[str], start: float, verbose: bool) -> None:
-    """Print the watchdog's state changes, remediations and (when they change) cycle summaries."""
-    assert proc.stdout is not None
+def follow(lines: Iterable[str], start: float, verbose: bool) -> None:
+    """Print the watchdog's state changes, remediations and (when they change) cycle summaries from its
+    text-format log ``lines`` (everything with ``verbose``)."""
     last_cycle = ""
-    for raw in proc.stdout:
+    for raw in lines:
         line = raw.rstrip().split(": ", 1)[-1] if ": " in raw else raw.rstrip()
         if line.startswith("cycle done:"):
             summary = line.split(", skipped", 1)[0]
@@ -45,7 +52,7 @@ def _follow(proc: subprocess.Popen[str], start: float, verbose: bool) -> None:
             continue
         if " None -> " in raw and not verbose:
             continue
-        _say(start, "watchdog | " + line[:200])
+        say(start, "watchdog | " + line[:200])
 
 
 def _new_events(api: Any, seen: set[str], start: float) -> None:
@@ -54,7 +61,7 @@ def _new_events(api: Any, seen: set[str], start: float) -> None:
         if uid not in seen:
             seen.add(uid)
             inv = e["involvedObject"]
-            _say(start, f"Event    | {e['type']} {e['reason']} on {inv['kind']}/{inv['name']}")
+            say(start, f"Event    | {e['type']} {e['reason']} on {inv['kind']}/{inv['name']}")
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -72,7 +79,7 @@ def run_demo(args: argparse.Namespace) -> int:
     proc: subprocess.Popen[str] | None = None
     with EmulatorServer() as api, tempfile.TemporaryDirectory(prefix="vllm-watchdog-demo-") as tmp:
         try:
-            _say(start, f"Kubernetes API emulator (not a real cluster) on {api.base_url}")
+            say(start, f"Kubernetes API emulator (not a real cluster) on {api.base_url}")
             api.create_namespace(NAMESPACE, {"vllm-watchdog.io/enabled": "true"})
             seeded: dict[str, dict[str, Any]] = {}
             for i, (name, mode) in enumerate(PODS):
@@ -80,18 +87,18 @@ def run_demo(args: argparse.Namespace) -> int:
                 sim.start()
                 sims.append(sim)
                 seeded[name] = seed_deployment(api, NAMESPACE, f"llama-{name}", sim.address, sim.port)
-                _say(start, f"pod {seeded[name]['pod']['metadata']['name']:<32} {sim.url:<24} mode {mode}")
+                say(start, f"pod {seeded[name]['pod']['metadata']['name']:<32} {sim.url:<24} mode {mode}")
             settings = {**FAST_SETTINGS, "windowSeconds": args.window,
                         "scrapeIntervalSeconds": min(1.0, args.window / 3)}
             config = write_config(Path(tmp) / "config.yaml", **settings)
             kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig", api.base_url)
             cmd = [sys.executable, "-m", "watchdog", "run", "--config", str(config),
                    "--kubeconfig", str(kubeconfig)]
-            _say(start, f"starting the watchdog process: python -m watchdog run --config {config.name} "
+            say(start, f"starting the watchdog process: python -m watchdog run --config {config.name} "
                         f"--kubeconfig {kubeconfig.name} (window {args.window:g} s)")
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            threading.Thread(target=_follow, args=(proc, start, args.verbose), daemon=True).start()
+            threading.Thread(target=follow, args=(proc.stdout, start, args.verbose), daemon=True).start()
             seen: set[str] = set()
             deadline = start + args.timeout
             wedged = seeded["wedge"]["pod"]["metadata"]["name"]

@@ -61,7 +61,7 @@ Keys are the watchdog's config-file keys, unchanged. */}}
 {{- $_ := unset $cfg $key }}
 {{- end }}
 {{- end }}
-{{- $_ := set $cfg "listenAddress" "0.0.0.0:8080" }}
+{{- $_ := set $cfg "listenAddress" "[::]:8080" }}
 {{- toYaml $cfg }}
 {{- end }}
 

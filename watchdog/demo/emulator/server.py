@@ -44,6 +44,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "events.k8s.io/v1/events": ("Event", True), "coordination.k8s.io/v1/leases": ("Lease", True),
     "apps/v1/replicasets": ("ReplicaSet", True), "apps/v1/deployments": ("Deployment", True),
     "apps/v1/statefulsets": ("StatefulSet", True), "v1/nodes": ("Node", False),
+    "v1/configmaps": ("ConfigMap", True),
 }
 
 _original_parse_path = parsing.parse_path
@@ -88,6 +89,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     request_log: list[ApiRequest] = attrs.field(factory=list, init=False)
     eviction_blocked: bool | set[str] = attrs.field(factory=set, init=False)  # True or {"ns/pod"}: PDB says no
+    several_pdbs: set[str] = attrs.field(factory=set, init=False)  # {"ns/pod"}: selected by 2+ PDBs (500)
     _rv: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -262,6 +264,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
             failed = self._check_preconditions(as_delete)
             if failed is not None:
                 return failed
+            if f"{request.namespace}/{request.name}" in self.several_pdbs:  # the real API server's answer
+                return status_response(500, "InternalError", "Internal error occurred: This pod has more than one "
+                                       "PodDisruptionBudget, which the eviction subresource does not support.",
+                                       details)
             if eviction_is_blocked(self.eviction_blocked, request.namespace, request.name):
                 causes = [{"reason": "DisruptionBudget", "message": "The disruption budget (emulated) needs 1 healthy "
                            "pods and has 1 currently"}]

@@ -1,5 +1,5 @@
-"""A kubelet (and scheduler) stand-in for the ``cluster`` tier, the way kwok plays one: a thread in the test
-process that talks to the real API server as the admin.
+"""A kubelet (and scheduler) stand-in for the real control plane, the way kwok plays one: a thread in the demo
+(or test) process that talks to the real API server as the admin.
 
 - creates Node objects (label ``kubernetes.io/hostname``) and sets their ``Ready`` condition;
 - binds every Pending, unbound pod (``pods/binding``) to a node: the node its ``nodeSelector``
@@ -27,14 +27,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from harness import Api, ApiError
-
+from watchdog.demo.controlplane.api import Api, ApiError
 from watchdog.demo.simpod import SimPod
 
 MODE_ANNOTATION = "sim.vllm-watchdog.io/mode"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 FIRST_ADDRESS = ipaddress.IPv4Address("127.10.0.2")
-log = logging.getLogger("tests.cluster.kubelet")
+log = logging.getLogger("watchdog.demo.kubelet")
 
 
 def _now() -> str:
@@ -92,7 +91,7 @@ class FakeKubelet:
                     "name": node, "labels": {HOSTNAME_LABEL: node, "kubernetes.io/os": "linux"}}})
             self.api.merge_patch(f"/api/v1/nodes/{node}/status", {"status": {
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "fake kubelet (tests/cluster) is posting ready status",
+                                "message": "kubelet stand-in (watchdog.demo.controlplane) is posting ready status",
                                 "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
                 "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
                 "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},

@@ -1,32 +1,30 @@
-"""A real Kubernetes control plane on loopback for the ``cluster`` test tier: etcd, kube-apiserver and
-kube-controller-manager, built from the official Go modules by ``tests/cluster/build_control_plane.sh``
-(``make control-plane``) into ``.cache/control-plane/<etcd>+<kubernetes>/``.
+"""etcd, kube-apiserver and kube-controller-manager on loopback (built by ``make control-plane``, located by
+:mod:`.locate`).
 
-- etcd: a temporary data dir, client and peer URLs on 127.0.0.1 (free ports), no fsync (test data only).
+- etcd: a temporary data dir, client and peer URLs on 127.0.0.1 (free ports), no fsync (throwaway data).
 - kube-apiserver: secure port on 127.0.0.1 with a self-signed serving certificate (``--cert-dir``), RBAC
   authorization, a service-account issuer and an RSA key pair made with ``openssl``, a static-token admin in
   ``system:masters`` (the harness, kubectl and helm), ``--service-cluster-ip-range`` as an allocation range only
   (nothing is ever sent there), no endpoint reconciler (its endpoint would be a loopback address, which the API
-  refuses in Endpoints), and an audit log of every request the watchdog's ServiceAccounts make (the tests read
-  it to see the exact DELETE/eviction bodies and which RBAC grants were used).
-- kube-controller-manager: only the controllers the scenarios need, no leader election, admin kubeconfig.
+  refuses in Endpoints), and an audit log of every request a ServiceAccount makes (:func:`audit` reads it: the
+  exact DELETE/eviction bodies and which RBAC grants were used).
+- kube-controller-manager: only the controllers the demo and the tests need, no leader election, admin
+  kubeconfig.
 
-Nothing listens on or talks to anything but 127.0.0.0/8. Each process logs to a file; a start-up failure raises
-:class:`ControlPlaneError` with the tail of every log.
+Nothing listens on or talks to anything but 127.0.0.0/8. Each process logs to a file and gets SIGTERM when
+the process that started it dies; a start-up failure raises :class:`ControlPlaneError` with the tail of every log.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
-import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +32,8 @@ from typing import Any
 import requests
 import yaml
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-BUILD_SCRIPT = HERE / "build_control_plane.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+from watchdog.demo.controlplane.api import Api, free_port, wait_for
+
 SERVICE_CIDR = "10.96.0.0/16"  # an allocation range for ClusterIPs only; no packet is ever sent there
 # Names as `kube-controller-manager --help` lists them (v1.35).
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "garbage-collector-controller",
@@ -49,8 +45,8 @@ AUDIT_POLICY = {
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
     "rules": [
-        # Writes by ServiceAccounts (the watchdog under test) with their request bodies (DeleteOptions with
-        # preconditions, Eviction, Event, Lease, Node patch); reads by ServiceAccounts as metadata only.
+        # Writes by ServiceAccounts (the watchdog) with their request bodies (DeleteOptions with preconditions,
+        # Eviction, Event, Lease, Node patch); reads by ServiceAccounts as metadata only.
         {"level": "Request", "userGroups": ["system:serviceaccounts"],
          "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
         {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
@@ -63,30 +59,16 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be started (the message carries the processes' log tails)."""
 
 
-def binary_dir() -> Path:
-    """Where ``build_control_plane.sh`` puts (or put) the binaries (``$CONTROL_PLANE_DIR`` overrides)."""
-    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-dir"], capture_output=True, text=True, check=True,
-                         timeout=30)
-    return Path(out.stdout.strip())
-
-
-def missing_binaries(directory: Path) -> list[str]:
-    return [name for name in BINARIES if not os.access(directory / name, os.X_OK)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """In the child before exec (Linux): SIGTERM when the test process dies, even by SIGKILL or a CI timeout,
-    so no control plane outlives its session (its own session keeps a terminal's Ctrl-C away from it, so the
-    fixture can stop it in order)."""
+def die_with_parent() -> None:
+    """In a child before exec (Linux): SIGTERM when the starting process dies, even by SIGKILL or a CI timeout,
+    so no control plane or watchdog outlives the demo or test session that started it."""
     with contextlib.suppress(Exception):
         import ctypes
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+
+
+def which_openssl() -> str | None:
+    return shutil.which("openssl")
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -94,75 +76,6 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError as exc:
         return f"(no log: {exc})"
-
-
-class ApiError(RuntimeError):
-    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
-        message = body.get("message") if isinstance(body, dict) else str(body)[:500]
-        super().__init__(f"{method} {path}: {status} {message}")
-        self.status, self.body = status, body
-
-
-class Api:
-    """A small JSON client for the API server (requests, a bearer token, the server's CA)."""
-
-    def __init__(self, base_url: str, token: str, ca_file: Path) -> None:
-        self.base_url, self.token, self.ca_file = base_url, token, ca_file
-        self.session = requests.Session()
-        self.session.headers["Authorization"] = f"Bearer {token}"
-        self.session.verify = str(ca_file)
-        self.session.trust_env = False  # never a proxy: loopback only
-
-    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, Any] | None = None,
-                content_type: str = "application/json", ok: tuple[int, ...] = ()) -> tuple[int, Any]:
-        """(status, decoded body). Raises :class:`ApiError` for a status >= 400 not in ``ok``."""
-        data = None if body is None else json.dumps(body)
-        resp = self.session.request(method, self.base_url + path, data=data, params=params, timeout=30,
-                                    headers={"Content-Type": content_type})
-        try:
-            decoded: Any = resp.json()
-        except ValueError:
-            decoded = resp.text
-        if resp.status_code >= 400 and resp.status_code not in ok:
-            raise ApiError(method, path, resp.status_code, decoded)
-        return resp.status_code, decoded
-
-    def get(self, path: str, **params: Any) -> Any:
-        return self.request("GET", path, params=params or None)[1]
-
-    def find(self, path: str) -> Any | None:
-        """GET ``path``; None on 404."""
-        status, body = self.request("GET", path, ok=(404,))
-        return None if status == 404 else body
-
-    def create(self, path: str, body: Any) -> Any:
-        return self.request("POST", path, body)[1]
-
-    def merge_patch(self, path: str, body: Any) -> Any:
-        return self.request("PATCH", path, body, content_type="application/merge-patch+json")[1]
-
-    def delete(self, path: str, body: Any = None, ok: tuple[int, ...] = (404,)) -> tuple[int, Any]:
-        return self.request("DELETE", path, body, ok=ok)
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,
-             describe: Callable[[], str] | None = None) -> Any:
-    """Poll ``check`` until it returns something truthy (returned); AssertionError naming ``what`` on timeout.
-    Exceptions from ``check`` count as "not yet" (the last one is reported)."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:
-            last = exc
-        if time.monotonic() >= deadline:
-            extra = f"; last error: {last!r}" if last else ""
-            detail = f"\n{describe()}" if describe else ""
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}{detail}")
-        time.sleep(interval)
 
 
 @dataclass
@@ -283,7 +196,7 @@ class ControlPlane:
         with open(log, "wb") as out:
             self.procs[name] = subprocess.Popen([str(self.bin_dir / name), *args], stdout=out,
                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                start_new_session=True, preexec_fn=_die_with_parent)
+                                                start_new_session=True, preexec_fn=die_with_parent)
 
     def _alive(self, name: str) -> bool:
         proc = self.procs[name]
@@ -303,7 +216,6 @@ class ControlPlane:
     # -- helpers -----------------------------------------------------------------------------------------------
     def write_kubeconfig(self, path: Path, token: str, user: str) -> Path:
         """A kubeconfig for this API server (its CA inline) authenticating with bearer ``token``."""
-        import base64
         ca = base64.b64encode(self.ca_file.read_bytes()).decode()
         path.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "cluster-tier",
@@ -334,21 +246,15 @@ class ControlPlane:
         return out
 
 
-def tool_env() -> dict[str, str]:
-    """Environment for kubectl/helm: no proxies (loopback only), no user kubeconfig or helm state leaking in."""
-    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    return env
-
-
-def which_openssl() -> str | None:
-    return shutil.which("openssl")
-
-
-@contextlib.contextmanager
-def started(bin_dir: Path, work: Path) -> Iterator[ControlPlane]:
-    plane = ControlPlane(bin_dir, work).start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
+def audit(plane: ControlPlane, user: str, *, verb: str | None = None, resource: str | None = None,
+          subresource: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Audit events (stage ResponseComplete) of requests ``user`` made, filtered."""
+    wanted = {"verb": verb, "resource": resource, "subresource": subresource, "namespace": namespace}
+    out = []
+    for event in plane.audit_events():
+        if event.get("stage") != "ResponseComplete" or event["user"].get("username") != user:
+            continue
+        ref = {**(event.get("objectRef") or {}), "verb": event.get("verb")}
+        if all(value is None or ref.get(key) == value for key, value in wanted.items()):
+            out.append(event)
+    return out

@@ -1,0 +1,72 @@
+"""``python -m watchdog demo --control-plane real`` end to end (marker ``cluster``: it needs the control plane
+``make control-plane`` builds; skipped without it, an error with ``CI=true``): exit 0, exactly the wedged pod
+deleted, and the real ``kubectl describe`` output with ``StalledPodDeleted`` in its Events sections; nothing
+it started outlives it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from watchdog.demo.controlplane.locate import NotAvailable, checkout, require_binaries
+
+pytestmark = pytest.mark.cluster
+
+
+def _events_section(output: str, command: str) -> str:
+    """The Events section of the ``kubectl describe`` output printed after ``$ <command>``."""
+    block = output.split(f"\n$ {command}\n", 1)[1]
+    return block.split("\n$ ", 1)[0].split("\nEvents:\n", 1)[1]
+
+
+def _processes_mentioning(needle: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and needle in cmdline:
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found
+
+
+def test_real_demo_deletes_exactly_the_wedged_pod_and_describe_shows_the_events() -> None:
+    try:
+        require_binaries()
+    except NotAvailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the real demo cannot run: {exc}")
+        pytest.skip(str(exc))
+    done = subprocess.run([sys.executable, "-m", "watchdog", "demo", "--control-plane", "real"], cwd=checkout(),
+                          capture_output=True, text=True, timeout=300)
+    out = done.stdout
+    assert done.returncode == 0, out[-6000:] + done.stderr[-3000:]
+    assert "Traceback" not in out + done.stderr
+    assert re.search(r"^PASS: exactly the wedged pod was deleted on a real control plane", out, re.M), out[-3000:]
+
+    wedged = re.search(r"^\s+ok\s+(llama-wedge-\S+)\s+deleted \(Terminating since ", out, re.M)
+    assert wedged, out
+    pod = wedged.group(1)
+    for name in ("busy", "idle", "prefill"):
+        assert re.search(rf"^\s+ok\s+llama-{name}-\S+\s+kept \(expected kept\)$", out, re.M), out
+    assert re.search(r"^\s+ok\s+replacement from the ReplicaSet controller: llama-wedge-\S+ kept", out, re.M)
+    assert f"ok   exactly one DELETE, of {pod} with its UID as precondition" in out
+
+    on_pod = _events_section(out, f"kubectl describe pod {pod} -n inference")
+    assert re.search(r"Warning\s+StalledPodDeleted\s+\S+\s+vllm-stall-watchdog\s+deleted: engine series .* of pod "
+                     rf"inference/{pod}: stalled: 21 requests running", on_pod), on_pod
+    on_deployment = _events_section(out, "kubectl describe deployment llama-wedge -n inference")
+    assert re.search(r"Normal\s+ScalingReplicaSet\s+.*deployment-controller", on_deployment), on_deployment
+    assert re.search(rf"Warning\s+StalledPodDeleted\s+\S+\s+vllm-stall-watchdog\s+deleted: .* of pod inference/{pod}",
+                     on_deployment), on_deployment
+    assert "Status:                    Terminating" in out  # described before the graceful deletion finished
+
+    api = re.search(r"kube-apiserver v1\.\d+\.\d+ on https://127\.0\.0\.1:(\d+)", out)
+    assert api, out
+    assert _processes_mentioning(f"--secure-port={api.group(1)}") == []  # the control plane stopped with it
