@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
+from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
 from watchdog.config.settings import Settings
@@ -112,7 +113,8 @@ class Watchdog:
             kube, self.policy, self._rescrape, self.metrics, grace_period_s=config.grace_period_seconds,
             count_waiting=config.count_waiting, action=config.action, leader=leader, clock=clock,
             wall_clock=wall_clock, escalation=escalation,
-            require_controller=config.require_controller, ledger=ledger)
+            require_controller=config.require_controller, ledger=ledger,
+            events=EventRecorder(kube, self.metrics))
         self.ledger = ledger
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="scrape")

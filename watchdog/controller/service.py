@@ -20,19 +20,16 @@ import os
 import signal
 import sys
 import threading
-import time
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.leader import LeaderElector
 from watchdog.adapters.logs import setup_logging
-from watchdog.adapters.nodes import NodeEscalator
 from watchdog.config.settings import Settings
 from watchdog.controller.cycle import Watchdog
 from watchdog.controller.http import start_http
-from watchdog.controller.ledger import DeletionLedger
-from watchdog.core.escalation import NodeStallHistory
+from watchdog.controller.wiring import wire
 
 log = logging.getLogger("watchdog.controller.service")
 
@@ -95,14 +92,7 @@ def run_service(config: Settings, *, once: bool = False) -> int:
     except KubeError as exc:
         print(f"vllm-watchdog run: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
         return 2
-    elector = _elector(config, kube)
-    escalation = None
-    if config.node_escalation:
-        escalation = NodeEscalator(kube, NodeStallHistory(config.node_escalation_threshold,
-                                                          config.node_escalation_window_seconds),
-                                   taint=config.node_taint, dry_run=config.dry_run)
-    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation,
-                        ledger=_ledger(config, kube))
+    watchdog, elector = wire(config, kube, os.environ.get("POD_NAMESPACE"))
     if once:
         try:
             if elector is not None:
@@ -117,28 +107,6 @@ def run_service(config: Settings, *, once: bool = False) -> int:
             watchdog.close()
         return 0
     return _serve(config.listen_address, config.scrape_interval_seconds, config.jitter_seconds, watchdog, elector)
-
-
-def _ledger(config: Settings, kube: KubeClient) -> DeletionLedger | None:
-    """The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in $POD_NAMESPACE, else default."""
-    if not config.budget_ledger:
-        return None
-    namespace = os.environ.get("POD_NAMESPACE") or "default"
-    ledger = DeletionLedger(kube, namespace, f"{config.lease_name}-ledger", config.deletion_window_seconds,
-                            time.time)
-    log.info("deletion ledger: %s", ledger.ref)
-    return ledger
-
-
-def _elector(config: Settings, kube: KubeClient) -> LeaderElector | None:
-    """The Lease campaign when leader election is on (Lease in leaderElectionNamespace, $POD_NAMESPACE or
-    default), with client-go's timings: 15 s lease, 10 s renew deadline, 2 s retry."""
-    if not config.leader_election:
-        return None
-    namespace = config.leader_election_namespace or os.environ.get("POD_NAMESPACE") or "default"
-    elector = LeaderElector(kube, namespace, name=config.lease_name)
-    log.info("leader election on: Lease %s/%s as %s", namespace, config.lease_name, elector.identity)
-    return elector
 
 
 def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,

@@ -1,0 +1,55 @@
+"""Wiring, in one place: from the settings and a Kubernetes client to the watchdog and its collaborators — the
+Lease campaign (leader election), node escalation, the deletion ledger — each built only when its setting is on.
+The service loop (:mod:`watchdog.controller.service`) runs what this returns; tests build the same objects
+with fakes."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from watchdog.adapters.kube import KubeClient
+from watchdog.adapters.leader import LeaderElector
+from watchdog.adapters.nodes import NodeEscalator
+from watchdog.config.settings import Settings
+from watchdog.controller.cycle import Watchdog
+from watchdog.controller.ledger import DeletionLedger
+from watchdog.core.escalation import NodeStallHistory
+
+log = logging.getLogger("watchdog.controller.service")
+
+
+def wire(config: Settings, kube: KubeClient, pod_namespace: str | None) -> tuple[Watchdog, LeaderElector | None]:
+    """The watchdog for ``config`` and its Lease campaign (None without leader election). ``pod_namespace``:
+    the watchdog's own namespace ($POD_NAMESPACE from the downward API; "default" when unset)."""
+    elector = _elector(config, kube, pod_namespace)
+    escalation = None
+    if config.node_escalation:
+        escalation = NodeEscalator(kube, NodeStallHistory(config.node_escalation_threshold,
+                                                          config.node_escalation_window_seconds),
+                                   taint=config.node_taint, dry_run=config.dry_run)
+    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation,
+                        ledger=_ledger(config, kube, pod_namespace))
+    return watchdog, elector
+
+
+def _ledger(config: Settings, kube: KubeClient, pod_namespace: str | None) -> DeletionLedger | None:
+    """The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in $POD_NAMESPACE, else default."""
+    if not config.budget_ledger:
+        return None
+    namespace = pod_namespace or "default"
+    ledger = DeletionLedger(kube, namespace, f"{config.lease_name}-ledger", config.deletion_window_seconds,
+                            time.time)
+    log.info("deletion ledger: %s", ledger.ref)
+    return ledger
+
+
+def _elector(config: Settings, kube: KubeClient, pod_namespace: str | None) -> LeaderElector | None:
+    """The Lease campaign when leader election is on (Lease in leaderElectionNamespace, $POD_NAMESPACE or
+    default), with client-go's timings: 15 s lease, 10 s renew deadline, 2 s retry."""
+    if not config.leader_election:
+        return None
+    namespace = config.leader_election_namespace or pod_namespace or "default"
+    elector = LeaderElector(kube, namespace, name=config.lease_name)
+    log.info("leader election on: Lease %s/%s as %s", namespace, config.lease_name, elector.identity)
+    return elector
