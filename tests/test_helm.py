@@ -491,7 +491,7 @@ SCHEMA_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "
 
 
 def test_schema_types_ranges_and_enums_are_the_settings_table(schema: dict[str, Any]) -> None:
-    """Each config property's type, null-ability, minimum and enum equal the watchdog's Setting row."""
+    """Each config property's type, null-ability, minimum, maximum and enum equal the watchdog's Setting row."""
     props = schema["properties"]["config"]["properties"]
     for s in SETTINGS:
         if s.key in NOT_IN_CHART:
@@ -503,6 +503,7 @@ def test_schema_types_ranges_and_enums_are_the_settings_table(schema: dict[str, 
         types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
         assert types == [SCHEMA_TYPES[s.type], *(["null"] if s.optional else [])], s.key
         assert prop.get("minimum") == s.minimum, s.key
+        assert prop.get("maximum") == s.maximum, s.key  # the chart refuses what the watchdog would refuse
     assert props["breakerFraction"]["maximum"] == 1  # watchdog/config/loader.py _cross_checks: a fraction, 0..1
 
 
@@ -584,6 +585,11 @@ def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path
         ({"maxDeletionsPerNamespace": 3, "maxDeletions": 2}, "must not exceed config.maxDeletions"),
         ({"maxDeletionsPerNamespace": 3}, "must not exceed config.maxDeletions (2)"),  # against the default
         ({"breakerFraction": 1.01}, "/config/breakerFraction': maximum"),
+        ({"jitterSeconds": 15, "scrapeIntervalSeconds": 15}, "config.jitterSeconds (15) must be shorter than"),
+        ({"deletionWindowSeconds": 100000}, "/config/deletionWindowSeconds': maximum"),
+        ({"workers": 100000}, "/config/workers': maximum"),
+        ({"apiTimeoutSeconds": 1000}, "/config/apiTimeoutSeconds': maximum"),
+        ({"maxBodyBytes": 100000000000}, "/config/maxBodyBytes': maximum"),
     ],
 )
 def test_chart_refuses_what_the_watchdog_would_refuse(settings: dict[str, Any], needle: str,

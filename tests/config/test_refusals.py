@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,7 +199,7 @@ def test_aliases_in_the_targets_env_var_are_refused() -> None:
     ("windowSeconds: '" + "9" * 100000 + "'\n", "is not a finite number"),
     ("targets:\n- name: a\n  podSelector: app=" + "v" * 100000 + "\n", "is not a valid label selector"),
     ("targets:\n- name: a\n  podSelector: app=x\n  path: " + "p" * 100000 + "\n", "absolute URL path"),
-    ("listenAddress: " + "h" * 100000 + "\n", "must be host:port"),
+    ("listenAddress: " + "h" * 100000 + "\n", "must be IP:port"),
     ("x" * 1000 + ": 1\n", "unknown setting"),
 ])
 def test_messages_never_quote_more_than_about_80_characters(tmp_path: Path, text: str, needle: str) -> None:
@@ -225,3 +226,45 @@ def test_a_zero_grace_period_force_delete_is_refused() -> None:
         load_config(env={"WATCHDOG_GRACE_PERIOD_SECONDS": "0"})
     assert err.value.problems == ["env WATCHDOG_GRACE_PERIOD_SECONDS: '0' is below the minimum 1"]
     assert load_config(env={"WATCHDOG_GRACE_PERIOD_SECONDS": "1"}).grace_period_seconds == 1
+
+
+def _load_file(tmp_path: Any, text: str) -> list[str]:
+    from watchdog.config.loader import ConfigError, load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    try:
+        load_config(str(path), env={})
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
+def test_a_key_given_twice_is_refused_not_last_one_wins(tmp_path: Any) -> None:
+    """Fresh-eyes find: `dryRun: true` then `dryRun: false` silently enforced."""
+    problems = _load_file(tmp_path, "dryRun: true\nwindowSeconds: 120\ndryRun: false\n")
+    assert len(problems) == 1 and problems[0].endswith(":3: key 'dryRun' appears twice in one mapping (refused "
+                                                       "rather than letting the last one win)")
+    nested = _load_file(tmp_path, "targets:\n  - name: a\n    podSelector: a=b\n    podSelector: c=d\n")
+    assert nested and ":4: key 'podSelector' appears twice" in nested[0]
+    from watchdog.config.loader import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="appears twice"):
+        load_config(env={"WATCHDOG_TARGETS": '[{"name": "a", "podSelector": "a=b", "podSelector": "c=d"}]'})
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("leaseName: UPPER_case\n", "leaseName 'UPPER_case' must be a valid Kubernetes object name"),
+    ("leaseName: " + "a" * 250 + "\n", "the ledger ConfigMap name"),
+    ("leaderElectionNamespace: Bad NS\n", "leaderElectionNamespace 'Bad NS' must be a valid namespace name"),
+    ("listenAddress: 999.1.1.1:80\n", "must be IP:port"),
+    ("listenAddress: example.com:80\n", "must be IP:port"),
+])
+def test_names_and_the_listen_address_are_checked_at_load(tmp_path: Any, text: str, fragment: str) -> None:
+    problems = _load_file(tmp_path, text)
+    assert any(fragment in p for p in problems), problems
+
+
+def test_valid_names_and_addresses_load(tmp_path: Any) -> None:
+    assert _load_file(tmp_path, "leaseName: wd-a.shard\nleaderElectionNamespace: ops\n"
+                                "listenAddress: '[::1]:0'\n") == []

@@ -261,4 +261,4 @@ def test_listen_addresses_accepted(address: str) -> None:
 def test_listen_addresses_refused(address: str) -> None:
     with pytest.raises(ConfigError) as refused:
         load_config(None, env={"WATCHDOG_LISTEN_ADDRESS": address})
-    assert any("must be host:port" in p for p in refused.value.problems)
+    assert any("must be IP:port" in p for p in refused.value.problems)

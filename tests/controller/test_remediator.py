@@ -26,7 +26,8 @@ from watchdog.demo.scenario import pod_manifest, seed_deployment, seed_statefuls
 NS = "ml"
 SNAP = EngineSnapshot(labels=(("engine", "0"), ("model_name", "llama")), running=21.0, waiting=0.0,
                       generation_tokens=456789.0, prompt_tokens=1234567.0, heartbeat=30200.0)
-VERDICT = Verdict("stalled", True, 130.0, "busy (running 21) with no progress for 130 s over 9 samples",
+VERDICT = Verdict("stalled", True, 130.0, "stalled: 21 requests running, counters unchanged (generation_tokens=1) for "
+                  "130 s over 9 busy samples (window 120 s)",
                   t=130.0, running=21.0)
 WINDOW = 120.0
 
@@ -575,3 +576,11 @@ def test_every_charged_deletion_is_written_to_the_ledger(api: EmulatorServer, ku
     assert entries is not None
     assert [(e.namespace, e.pod, e.uid) for e in entries] == [
         (NS, seeded["pod"]["metadata"]["name"], seeded["pod"]["metadata"]["uid"])]
+
+
+def test_the_event_message_names_the_window_once(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    rem, _ = remediator(kube_client)
+    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, WINDOW)
+    messages = [e["message"] for e in api.list_events(NS)]
+    assert messages and all(m.count("window") == VERDICT.reason.count("window") == 1 for m in messages), messages

@@ -106,7 +106,7 @@ def test_unusable_kubeconfig_exits_2(tmp_path: Path) -> None:
     config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
     done = run("--once", "--kubeconfig", str(tmp_path / "missing"), "--config", str(config))
     assert done.returncode == 2
-    assert "cannot reach the Kubernetes API" in done.stderr and "Traceback" not in done.stderr
+    assert "cannot set up the Kubernetes client" in done.stderr and "Traceback" not in done.stderr
 
 
 def start_run(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:

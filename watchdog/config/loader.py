@@ -9,6 +9,7 @@ one line per problem, each naming where it came from (file and line, env var, or
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 
 from watchdog.config.flags import add_flags, flags_from_args
+from watchdog.config.names import label_problem, subdomain_problem
 from watchdog.config.selectors import selector_problem, show
 from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, TARGET_KEYS, Setting, Settings
 from watchdog.core import profiles
@@ -197,6 +199,11 @@ def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
                             "the config file: write each value out")
             return {}
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        twice = _duplicate_key(node)
+        if twice is not None:
+            problems.append(f"{path}:{twice[1]}: key {show(twice[0])} appears twice in one mapping (refused rather "
+                            "than letting the last one win)")
+            return {}
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -213,6 +220,24 @@ def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
         return {}
     lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     return {str(k): (v, f"{path}:{lines.get(k, 1)} key {show(k)}") for k, v in data.items()}
+
+
+def _duplicate_key(node: yaml.Node | None) -> tuple[str, int] | None:
+    """The first key that appears twice in one mapping anywhere under ``node`` (and its 1-based line)."""
+    stack = [node] if node is not None else []
+    while stack:
+        current = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        return str(key.value), int(key.start_mark.line) + 1
+                    seen.add(key.value)
+                stack.append(value)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+    return None
 
 
 def _anchor_or_alias(text: str) -> int | None:
@@ -284,6 +309,10 @@ def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
         if _anchor_or_alias(text) is not None:
             problems.append(f"{where}: YAML anchors and aliases (&name, *name) are not allowed")
             return None
+        twice = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
+        if twice is not None:
+            problems.append(f"{where}: key {show(twice[0])} appears twice in one mapping")
+            return None
         return yaml.safe_load(text)
     except (yaml.YAMLError, ValueError):
         problems.append(f"{where}: not valid YAML/JSON")
@@ -325,7 +354,19 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         listen_ok = bool(where.hostname) and where.port is not None and where.netloc == address and "@" not in address
     except ValueError:
         listen_ok = False
+    if listen_ok and where.hostname != "localhost":  # an address to bind, never a name to look up
+        try:
+            ipaddress.ip_address(str(where.hostname))
+        except ValueError:
+            listen_ok = False
     if not listen_ok:
-        problems.append(f"listenAddress {show(v['listen_address'])} must be host:port with a port 0-65535, an "
-                        "IPv6 address in brackets, e.g. [::]:8080 (IPv4 and IPv6) or 0.0.0.0:8080")
+        problems.append(f"listenAddress {show(v['listen_address'])} must be IP:port (or localhost:port) with a "
+                        "port 0-65535, an IPv6 address in brackets, e.g. [::]:8080 (IPv4 and IPv6) or 0.0.0.0:8080")
+    lease = str(v["lease_name"])
+    problems.extend(p for p in (subdomain_problem(lease, "leaseName"),
+                                subdomain_problem(f"{lease}-ledger", "the ledger ConfigMap name (leaseName-ledger)")
+                                if v["budget_ledger"] and len(lease) <= 253 else None) if p)
+    if v["leader_election_namespace"] is not None:
+        problem = label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")
+        problems.extend([problem] if problem else [])
     return problems

@@ -108,7 +108,7 @@ SETTINGS: tuple[Setting, ...] = (
             "(key[=value]:Effect); never removed by the watchdog"),
     Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds",
             minimum=0.5, maximum=300.0),
-    Setting("listen_address", "str", "[::]:8080", "host:port serving /metrics, /healthz and /readyz; [::]:PORT "
+    Setting("listen_address", "str", "[::]:8080", "IP:port serving /metrics, /healthz and /readyz; [::]:PORT "
             "is IPv6 and IPv4 (dual-stack; IPv4 only where the kernel has no IPv6), IPv6 hosts in brackets"),
     Setting("log_format", "choice", "json", "log format", choices=("json", "text")),
     Setting("log_level", "choice", "info", "log level", choices=("debug", "info", "warning", "error")),

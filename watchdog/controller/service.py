@@ -90,7 +90,8 @@ def run_service(config: Settings, *, once: bool = False) -> int:
         kube = KubeClient.from_settings(KubeSettings(kubeconfig=config.kubeconfig, context=config.context,
                                                      request_timeout_s=config.api_timeout_seconds))
     except KubeError as exc:
-        print(f"vllm-watchdog run: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
+        print(f"vllm-watchdog run: cannot set up the Kubernetes client (kubeconfig or in-cluster account): {exc}",
+              file=sys.stderr)
         return 2
     watchdog, elector = wire(config, kube, os.environ.get("POD_NAMESPACE"))
     if once:

@@ -84,4 +84,7 @@ nodeTaint format live in values.schema.json). tests/test_helm.py checks that the
 {{- if gt (float64 .Values.config.connectTimeoutSeconds) (float64 .Values.config.scrapeDeadlineSeconds) }}
 {{- fail (printf "config.connectTimeoutSeconds (%v) must not exceed config.scrapeDeadlineSeconds (%v)" .Values.config.connectTimeoutSeconds .Values.config.scrapeDeadlineSeconds) }}
 {{- end }}
+{{- if ge (float64 .Values.config.jitterSeconds) (float64 .Values.config.scrapeIntervalSeconds) }}
+{{- fail (printf "config.jitterSeconds (%v) must be shorter than config.scrapeIntervalSeconds (%v): a longer random delay would starve /healthz and the liveness probe would restart a healthy watchdog" .Values.config.jitterSeconds .Values.config.scrapeIntervalSeconds) }}
+{{- end }}
 {{- end }}
