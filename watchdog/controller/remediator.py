@@ -106,7 +106,7 @@ class Remediator:
             owner=target.owner_key, pod_age_s=age, now=now, leader=self.leader())
         if decision.action == "skip":
             return Remediation("skip", decision.why)
-        evidence = f"engine series {{{series.key}}} of pod {target.ref}: {verdict.reason}"  # the reason names the window
+        evidence = f"engine series {{{series.key}}} of pod {target.ref}: {verdict.reason}"  # names the window
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
             self.events.on_pod_and_owner(target, REASON_DRY_RUN, f"DRY-RUN, would delete ({decision.why}): {evidence}")
