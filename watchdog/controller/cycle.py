@@ -318,8 +318,7 @@ class Watchdog:
             if engine.verdict is None or not engine.verdict.stalled or engine.last is None:
                 continue
             seen_for = self.clock() - pod.first_seen
-            result = self.remediator.remediate(target, engine.last, engine.verdict, self.config.window_seconds,
-                                               seen_for_s=seen_for)
+            result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for)
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

@@ -95,7 +95,7 @@ class Remediator:
         self.require_controller = require_controller
         self.ledger = ledger
 
-    def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, window_s: float, *,
+    def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
         ``seen_for_s``: seconds (monotonic) this process has watched the pod."""
