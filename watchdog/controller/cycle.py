@@ -309,8 +309,7 @@ class Watchdog:
             engine.in_episode = True
             self.metrics.stalls.inc()
         elif state in ("idle", "progressing"):
-            if engine.in_episode:
-                engine.in_episode = False
+            engine.in_episode = False
             self.policy.episode_over(target.uid, key)
 
     def _act(self, target: ScrapeTarget, pod: PodRecord, report: CycleReport) -> None:

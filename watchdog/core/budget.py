@@ -24,6 +24,15 @@ def unix_time(stamp: str) -> float | None:
     return None
 
 
+def still_counts(when: float, namespace: str, *, now: float, wall_now: float, window_s: float,
+                 namespaces: Collection[str]) -> tuple[float, str] | None:
+    """One earlier deletion at wall-clock ``when`` as (monotonic time, namespace) if it still counts against
+    the budget (inside ``window_s``, in a namespace this watchdog watches), else None. The one rule both
+    read-backs (own Events, the deletion ledger) apply."""
+    age = max(0.0, wall_now - when)
+    return (now - age, namespace) if age < window_s and namespace in namespaces else None
+
+
 def deletions_from_events(events: Iterable[Mapping[str, Any]], *, now: float, wall_now: float, window_s: float,
                           namespaces: Collection[str]) -> list[tuple[float, str]]:
     """(monotonic time, namespace) of each pod deletion this component recorded within ``window_s`` in
@@ -39,8 +48,8 @@ def deletions_from_events(events: Iterable[Mapping[str, Any]], *, now: float, wa
         when = unix_time(str(event.get("lastTimestamp") or event.get("eventTime") or ""))
         if when is None:
             continue
-        age = max(0.0, wall_now - when)
         namespace = str(involved.get("namespace") or (event.get("metadata") or {}).get("namespace"))
-        if age < window_s and namespace in namespaces:
-            out.append((now - age, namespace))
+        counted = still_counts(when, namespace, now=now, wall_now=wall_now, window_s=window_s, namespaces=namespaces)
+        if counted is not None:
+            out.append(counted)
     return out

@@ -14,6 +14,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from watchdog.core.budget import still_counts
+
 DATA_KEY = "deletions"
 MAX_ENTRIES = 256  # far above any sane budget (maxDeletions per window); bounds the object's size (~30 KiB)
 MAX_TEXT = 512 * 1024  # a ledger larger than this is not parsed (someone else wrote it)
@@ -68,10 +70,7 @@ def add(entries: Sequence[Entry], entry: Entry, *, wall_now: float, window_s: fl
 def deletions(entries: Sequence[Entry], *, now: float, wall_now: float, window_s: float,
               namespaces: Collection[str]) -> list[tuple[float, str]]:
     """(monotonic time, namespace) of each ledger deletion within ``window_s`` in ``namespaces`` — the same
-    arithmetic as the Event read-back (:func:`watchdog.core.budget.deletions_from_events`)."""
-    out = []
-    for e in entries:
-        age = max(0.0, wall_now - e.t)
-        if age < window_s and e.namespace in namespaces:
-            out.append((now - age, e.namespace))
-    return out
+    rule as the Event read-back (:func:`watchdog.core.budget.still_counts`)."""
+    counted = (still_counts(e.t, e.namespace, now=now, wall_now=wall_now, window_s=window_s, namespaces=namespaces)
+               for e in entries)
+    return [c for c in counted if c is not None]

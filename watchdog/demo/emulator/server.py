@@ -203,8 +203,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             stored = self._object(request)
             if stored is None:
-                missing = f'{request.resource.plural} "{request.name}" not found'
-                return status_response(404, "NotFound", missing, details)
+                return _not_found(request, details)
             meta = stored.raw.get("metadata") or {}
             new_meta = body.setdefault("metadata", {})
             if new_meta.get("resourceVersion") not in (None, "", meta.get("resourceVersion")):
@@ -289,8 +288,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             stored = self._object(request)
             if stored is None:
-                missing = f'{request.resource.plural} "{request.name}" not found'
-                return status_response(404, "NotFound", missing, details)
+                return _not_found(request, details)
             meta = request.data.setdefault("metadata", {})
             if meta.get("resourceVersion") != (stored.raw.get("metadata") or {}).get("resourceVersion"):
                 return status_response(409, "Conflict", f'Operation cannot be fulfilled on {request.resource.plural} '
@@ -361,3 +359,8 @@ class EmulatorServer(EmulatorClient):
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _not_found(request: rendering.Request, details: dict[str, Any]) -> aiohttp.web.Response:
+    assert request.resource is not None
+    return status_response(404, "NotFound", f'{request.resource.plural} "{request.name}" not found', details)
