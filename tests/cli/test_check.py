@@ -61,9 +61,16 @@ def test_url_text_table(server: str, capsys: pytest.CaptureFixture[str]) -> None
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0].startswith(f"source: {server}/metrics") and "series: 2" in lines[0]
-    assert lines[1].split() == ["SERIES", "RUNNING", "WAITING", "GENERATION_TOKENS", "PROMPT_TOKENS", "HEARTBEAT"]
-    assert lines[2].split() == ['engine="0",model_name="m"', "21", "2", "9332410", "86354921", "505602"]
-    assert lines[3].split() == ['engine="1",model_name="m"', "0", "0", "0", "0", "0"]
+    assert lines[1] == 'series {engine="0",model_name="m"}'
+    assert lines[2].split() == ["running", "21"] and lines[3].split() == ["waiting", "2"]
+    assert lines[5].split()[:3] == ["progress", "vllm:generation_tokens_total", "9332410"]
+    assert lines[5].endswith("counter: steps that produce request outputs")
+    assert lines[6].split()[:2] == ["vllm:iteration_tokens_total_count", "505602"]
+    assert [line.split()[:2] for line in lines[10:12]] == [["vllm:prompt_tokens_total", "86354921"],
+                                                             ["vllm:request_success_total", "-"]]
+    assert "counter (completion-only): when a request finishes" in lines[11]
+    assert lines[12] == 'series {engine="1",model_name="m"}'
+    assert lines[13].split() == ["running", "0"]
 
 
 def test_file_json_values(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,7 +80,8 @@ def test_file_json_values(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["source"] == str(FIXTURES / "vllm-format-quirks.prom") and doc["skipped_lines"] == 0
     first = doc["series"][0]
     assert first["labels"] == {"engine": "0", "model_name": 'a "quoted" {model}, with = and /paths/'}
-    assert (first["running"], first["waiting"], first["prompt_tokens"]) == (1e100, 0.0015, None)
+    assert (first["running"], first["waiting"], first["progress"]["vllm:prompt_tokens_total"]) == (1e100, 0.0015, None)
+    assert first["progress"]["vllm:generation_tokens_total"] == 12345678901234.0 and doc["metrics_path"] == "/metrics"
     assert doc["series"][2]["running"] == "NaN" and doc["series"][3]["waiting"] == "-Inf"
 
 
@@ -81,8 +89,9 @@ def test_profile_option(server: str, capsys: pytest.CaptureFixture[str]) -> None
     code, out, _ = run(capsys, "--profile", "llamacpp", "--format", "json", f"{server}/other")
     assert code == 0
     assert json.loads(out)["series"] == [
-        {"labels": {}, "running": 2.0, "waiting": 0.0, "generation_tokens": 20931.0,
-         "prompt_tokens": 4812.0, "heartbeat": 21500.0}
+        {"labels": {}, "running": 2.0, "waiting": 0.0, "paused": None,
+         "progress": {"llamacpp:n_decode_total": 21500.0, "llamacpp:tokens_predicted_total": 20931.0,
+                      "llamacpp:prompt_tokens_total": 4812.0}}
     ]  # fmt: skip
 
 
@@ -152,7 +161,8 @@ def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
         main(["check", "--help"])
     assert info.value.code == 0
     text = capsys.readouterr().out
-    for needle in ("http://", "stdin", "running", "heartbeat", "skipped_lines", "Exit status", "--disable-log-stats"):
+    for needle in ("http://", "stdin", "running", "progress", "paused", "skipped_lines", "Exit status",
+                   "--disable-log-stats", "KV-cache"):
         assert needle in text
 
 

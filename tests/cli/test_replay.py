@@ -56,7 +56,8 @@ def test_optional_columns_empty_cells_and_extra_columns(tmp_path: Path, capsys: 
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("t,running,generation_tokens\n1,2,3\n", "trace.csv:1: missing column(s) prompt_tokens"),
+        ("t,generation_tokens\n1,3\n", "trace.csv:1: missing column(s) running"),
+        ("t,running,waiting\n1,2,3\n", "trace.csv:1: no progress column"),
         ("t,running,generation_tokens,prompt_tokens\n0,1,2,3\n15,1,x,3\n",
          "trace.csv:3, column 'generation_tokens': 'x' is not a number"),
         ("t,running,generation_tokens,prompt_tokens\n0,1,2\n", "trace.csv:2: 3 cells, header has 4"),

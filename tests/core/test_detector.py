@@ -13,20 +13,41 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watchdog.core import detector as detector
-from watchdog.core.detector import DetectorState, Sample, Verdict, detect
+from watchdog.core import detector as core_detector
+from watchdog.core.detector import DetectorState, Verdict
+from watchdog.core.profiles import Selector, get_profile
+
+#: The three counters most tests use, in Sample.progress order.
+SIGNALS = (Selector("generation_tokens"), Selector("prompt_tokens"), Selector("heartbeat"))
+
+
+def Sample(t: float, running: float | None, generation_tokens: float | None = None,  # noqa: N802
+           prompt_tokens: float | None = None, waiting: float | None = None, heartbeat: float | None = None,
+           paused: float | None = None) -> core_detector.Sample:
+    """A detector sample with the progress signals of :data:`SIGNALS`."""
+    return core_detector.Sample(t, running, (generation_tokens, prompt_tokens, heartbeat), waiting, paused)
+
+
+def detect(samples: list[core_detector.Sample], *args: object, **kw: object) -> Verdict:
+    """:func:`watchdog.core.detector.detect` naming the progress signals of :data:`SIGNALS`."""
+    kw.setdefault("signals", SIGNALS)
+    return core_detector.detect(samples, *args, **kw)  # type: ignore[arg-type]
+
 
 STEP = 15.0
 
 
-def busy(t: float, gen: float, prompt: float, running: float = 21, **kw: float | None) -> Sample:
+def busy(t: float, gen: float, prompt: float, running: float = 21, **kw: float | None) -> core_detector.Sample:
     return Sample(t=t, running=running, generation_tokens=gen, prompt_tokens=prompt, **kw)
 
 
-def frozen(n: int, start: float = 0.0, running: float = 21, gen: float = 500.0, prompt: float = 900.0) -> list[Sample]:
+def frozen(n: int, start: float = 0.0, running: float = 21, gen: float = 500.0,
+           prompt: float = 900.0) -> list[core_detector.Sample]:
     return [busy(start + i * STEP, gen, prompt, running) for i in range(n)]
 
 
-def verdicts(samples: list[Sample], **kw: object) -> list[Verdict]:
+def verdicts(samples: list[core_detector.Sample], **kw: object) -> list[Verdict]:
+    kw.setdefault("signals", SIGNALS)
     state = DetectorState(**kw)  # type: ignore[arg-type]
     return [state.observe(s) for s in samples]
 
@@ -188,23 +209,63 @@ class TestSeedCases:
         vs = verdicts(frozen(20))
         assert [v.stalled for v in vs] == [v.t is not None and v.t >= 120.0 for v in vs]
 
-    def long_prefill(self) -> list[Sample]:
-        # V1 long prefill: generation flat, prompt tokens finish in chunks, heartbeat ticks every step.
-        return [busy(i * STEP, gen=100, prompt=2000 + 512 * i, running=1, heartbeat=30 + i) for i in range(40)]
+    @staticmethod
+    def v1_long_prefill(kv_cache: bool = True) -> list[core_detector.Sample]:
+        """vLLM V1, one 100k-token prompt chunk-prefilled alone: no step produces an output, so no token counter
+        and no step-histogram sample moves; the KV-cache usage gauge grows by one chunk per step."""
+        vllm = get_profile("vllm")
+        names = vllm.progress_names()
+        out = []
+        for i in range(40):
+            values = {"vllm:generation_tokens_total": 100.0, "vllm:prompt_tokens_total": 2000.0,
+                      "vllm:iteration_tokens_total_count": 30.0,
+                      "vllm:kv_cache_usage_perc": 0.01 + 0.02 * i if kv_cache else None}
+            out.append(core_detector.Sample(i * STEP, 1.0, tuple(values.get(n) for n in names), 0.0))
+        return out
 
     def test_long_prefill_never_fails(self) -> None:
-        assert not any(v.stalled for v in verdicts(self.long_prefill()))
+        vs = verdicts(self.v1_long_prefill(), signals=get_profile("vllm").progress)
+        assert [v.state for v in vs[1:]] == ["progressing"] * 39
+        assert vs[-1].reason == "progressing: 1 running, vllm:kv_cache_usage_perc moving"
 
-    def test_falsification_without_prompt_and_heartbeat_the_prefill_would_stall(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        monkeypatch.setattr(detector, "PROGRESS_COUNTERS", ("generation_tokens",))
-        v = detect(self.long_prefill())
+    def test_falsification_without_the_kv_cache_gauge_the_prefill_would_stall(self) -> None:
+        v = detect(self.v1_long_prefill(kv_cache=False), signals=get_profile("vllm").progress)
         assert v.state == "stalled"
+        assert "vllm:prompt_tokens_total=2000" in v.reason and "kv_cache" not in v.reason
 
-    def test_heartbeat_alone_keeps_a_prefill_alive(self) -> None:
+    def test_heartbeat_alone_keeps_an_engine_alive(self) -> None:
         samples = [busy(i * STEP, gen=100, prompt=2000, running=1, heartbeat=30 + i) for i in range(40)]
-        assert detect(samples).state == "progressing"
+        assert detect(samples, signals=SIGNALS).state == "progressing"
+
+    def test_a_gauge_that_falls_is_progress_but_not_a_reset(self) -> None:
+        gauge = (Selector("kv", kind="gauge"),)
+        samples = [core_detector.Sample(i * STEP, 2.0, (0.5 if i < 3 else 0.25,)) for i in range(5)]
+        vs = verdicts(samples, signals=gauge)
+        assert vs[3].state == "progressing" and vs[3].reason == "progressing: 2 running, kv moving"
+
+
+class TestPaused:
+    def test_a_sleeping_engine_with_requests_running_is_never_stalled(self) -> None:
+        samples = frozen(10) + [Sample(t=(10 + i) * STEP, running=21, generation_tokens=7, prompt_tokens=7,
+                                       paused=1.0) for i in range(20)]
+        vs = verdicts(samples)
+        assert vs[9].stalled
+        assert all(v.state == "paused" and not v.stalled for v in vs[10:])
+
+    def test_waking_up_starts_a_fresh_clock(self) -> None:
+        samples = [Sample(t=i * STEP, running=21, generation_tokens=7, prompt_tokens=7, paused=1.0)
+                   for i in range(10)]
+        samples += [Sample(t=(10 + i) * STEP, running=21, generation_tokens=7, prompt_tokens=7, paused=0.0)
+                    for i in range(10)]
+        vs = verdicts(samples)
+        assert vs[10].state == "suspect" and vs[10].stalled_for_s == 0.0
+        assert vs[18].stalled_for_s == 8 * STEP
+
+    @pytest.mark.parametrize("value", [None, math.nan, -1.0, 0.0])
+    def test_an_unknown_or_zero_paused_gauge_is_not_paused(self, value: float | None) -> None:
+        samples = [Sample(t=i * STEP, running=21, generation_tokens=7, prompt_tokens=7, paused=value)
+                   for i in range(20)]
+        assert detect(samples).stalled
 
 
 # ---- property tests ---------------------------------------------------------------------------------------
@@ -240,17 +301,17 @@ def test_property_strictly_increasing_counters_never_stall(steps: list[float], r
 
 @settings(max_examples=300, deadline=None)
 @given(samples_strategy)
-def test_property_running_zero_never_stalls(samples: list[Sample]) -> None:
-    idle = [Sample(s.t, 0.0, s.generation_tokens, s.prompt_tokens, s.waiting, s.heartbeat) for s in samples]
+def test_property_running_zero_never_stalls(samples: list[core_detector.Sample]) -> None:
+    idle = [core_detector.Sample(s.t, 0.0, s.progress, s.waiting) for s in samples]
     assert not any(v.stalled for v in verdicts(sorted(idle, key=lambda s: s.t), window_s=1.0, min_samples=1))
 
 
 @settings(max_examples=300, deadline=None)
 @given(samples_strategy, st.floats(min_value=1, max_value=500), st.integers(1, 5), st.booleans())
 def test_property_detect_is_the_incremental_fold(
-    samples: list[Sample], window_s: float, min_samples: int, count_waiting: bool
+    samples: list[core_detector.Sample], window_s: float, min_samples: int, count_waiting: bool
 ) -> None:
-    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting)
+    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting, signals=SIGNALS)
     last = Verdict("unknown", False, 0.0, "no evidence: no samples")
     for s in samples:
         last = state.observe(s)
@@ -259,7 +320,7 @@ def test_property_detect_is_the_incremental_fold(
 
 @settings(max_examples=300, deadline=None)
 @given(samples_strategy)
-def test_property_verdict_is_consistent(samples: list[Sample]) -> None:
+def test_property_verdict_is_consistent(samples: list[core_detector.Sample]) -> None:
     for v in verdicts(samples, window_s=30.0, min_samples=2):
         assert v.stalled == (v.state == "stalled")
         assert v.stalled_for_s >= 0.0

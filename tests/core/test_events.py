@@ -46,7 +46,7 @@ def test_printable_text_is_unchanged(text: str) -> None:
 
 def test_event_message_carrying_a_hostile_series_key_is_escaped() -> None:
     # The message as the remediator writes it: the engine series key (metric label values, pod-controlled).
-    series = EngineSnapshot((("model_name", HOSTILE),), 3.0, None, 1.0, 1.0, None)
+    series = EngineSnapshot((("model_name", HOSTILE),), 3.0, None, (1.0, 1.0))
     body = event_body("ml", POD, "StalledPodDeleted", f"deleted: engine series {{{series.key}}} of pod ml/llama-0",
                       "wd-0", NOW)
     assert body["message"] == 'deleted: engine series {model_name="\\r\\x1b[31mFAKE\\n"} of pod ml/llama-0'

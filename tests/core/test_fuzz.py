@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from watchdog.core.detector import DetectorState, Sample
-from watchdog.core.parsing import LIMITS, SIGNALS, ParseLimits, ParseResult, parse_exposition
+from watchdog.core.parsing import LIMITS, ParseLimits, ParseResult, parse_exposition
 from watchdog.core.profiles import PROFILES, get_profile
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
@@ -33,8 +33,7 @@ def well_formed(result: ParseResult, limits: ParseLimits = LIMITS) -> None:
     keys = [s.key for s in result.series]
     assert len(keys) == len(set(keys)), "one snapshot per engine series"
     for snap in result.series:
-        for name in SIGNALS:
-            value = getattr(snap, name)
+        for value in (snap.running, snap.waiting, *snap.progress, snap.paused):
             assert value is None or isinstance(value, float)
 
 
@@ -133,7 +132,7 @@ def test_random_sample_sequences_never_crash_the_detector(rows: list[tuple[float
                                                           min_samples: int, count_waiting: bool) -> None:
     state = DetectorState(window, min_samples=min_samples, count_waiting=count_waiting)
     for t, running, gen, prompt, waiting, heartbeat in rows:
-        v = state.observe(Sample(t, running, gen, prompt, waiting, heartbeat))
+        v = state.observe(Sample(t, running, (gen, prompt, heartbeat), waiting))
         assert v.stalled == (v.state == "stalled") and math.isfinite(v.stalled_for_s) and v.stalled_for_s >= 0
         assert v.reason and len(v.reason) < 2000
         if v.stalled:

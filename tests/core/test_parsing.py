@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from watchdog.core.parsing import SIGNALS, EngineSnapshot, parse_exposition
+from watchdog.core.parsing import EngineSnapshot, parse_exposition
 from watchdog.core.profiles import PROFILES, Profile, get_profile
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -27,23 +27,59 @@ def by_key(body: bytes | str, profile: Profile = VLLM) -> dict[str, EngineSnapsh
 
 
 def values(snapshot: EngineSnapshot) -> tuple[float | None, ...]:
-    return tuple(getattr(snapshot, s) for s in SIGNALS)
+    return (snapshot.running, snapshot.waiting, *snapshot.progress, snapshot.paused)
 
 
 def reference(body: bytes, profile: Profile) -> dict[tuple[tuple[str, str], ...], list[float | None]]:
-    """The same aggregation computed from a FULL prometheus_client parse of the whole body."""
-    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[tuple[tuple[str, str], ...], float]] = {}
+    """The same aggregation computed from a FULL prometheus_client parse of the whole body, written out
+    independently: per selector, sum over other labels per rank, largest rank wins; waiting minus the ignored
+    series (not below 0); paused the largest; label sets without running dropped when some have it."""
+    slots = [profile.running, profile.waiting, *profile.waiting_ignored, *profile.progress, *profile.paused,
+             *profile.awake]
+    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[tuple[tuple[str, str], ...], tuple[str, ...], float]]
+    latest = {}
     for family in text_string_to_metric_families(body.decode("utf-8")):
         for sample in family.samples:
-            for index, signal in enumerate(SIGNALS):
-                if sample.name == getattr(profile, signal):
+            for index, selector in enumerate(slots):
+                if selector is not None and sample.name == selector.metric and selector.matches(sample.labels):
                     key = tuple((n, sample.labels[n]) for n in sorted(profile.engine_labels) if n in sample.labels)
-                    latest[(index, frozenset(sample.labels.items()))] = (key, float(sample.value))
-    out: dict[tuple[tuple[str, str], ...], list[float | None]] = {}
-    for (index, _), (key, value) in latest.items():
-        row = out.setdefault(key, [None] * len(SIGNALS))
-        row[index] = value if row[index] is None else row[index] + value  # type: ignore[operator]
+                    rank = tuple(sample.labels.get(n, "") for n in sorted(profile.collapse_labels))
+                    latest[(index, frozenset(sample.labels.items()))] = (key, rank, float(sample.value))
+    sums: dict[tuple[tuple[tuple[str, str], ...], int, tuple[str, ...]], float] = {}
+    for (index, _), (key, rank, value) in latest.items():
+        sums[(key, index, rank)] = sums.get((key, index, rank), 0.0) + value
+    rows: dict[tuple[tuple[str, str], ...], list[float | None]] = {}
+    for (key, index, _), value in sums.items():
+        row = rows.setdefault(key, [None] * len(slots))
+        current = row[index]
+        row[index] = value if current is None or math.isnan(current) or value > current else current
+    if any(row[0] is not None for row in rows.values()):
+        rows = {key: row for key, row in rows.items() if row[0] is not None}
+    out = {}
+    first_progress = 2 + len(profile.waiting_ignored)
+    first_paused = first_progress + len(profile.progress)
+    for key, row in rows.items():
+        waiting = row[1]
+        deferred = sum(v for v in row[2:first_progress] if v is not None and 0 <= v < math.inf)
+        if waiting is not None and deferred and 0 <= waiting < math.inf:
+            waiting = max(0.0, waiting - deferred)
+        first_awake = first_paused + len(profile.paused)
+        paused = [v for v in row[first_paused:first_awake] if v is not None]
+        paused += [float(v == 0) for v in row[first_awake:] if v is not None and 0 <= v < math.inf]
+        top = max(paused, key=lambda v: -math.inf if math.isnan(v) else v) if paused else None
+        out[key] = [row[0], waiting, *row[first_progress:first_paused], top]
     return out
+
+
+def sig(snap: EngineSnapshot, name: str, profile: Profile = VLLM) -> float | None:
+    """The value of progress signal ``name`` in ``snap``."""
+    return snap.progress[profile.progress_names().index(name)]
+
+
+def five(snap: EngineSnapshot) -> tuple[float | None, ...]:
+    """running, waiting, generation and prompt tokens, step count: the five classic vLLM signals."""
+    return (snap.running, snap.waiting, sig(snap, "vllm:generation_tokens_total"),
+            sig(snap, "vllm:prompt_tokens_total"), sig(snap, "vllm:iteration_tokens_total_count"))
 
 
 def same(a: float | None, b: float | None) -> bool:
@@ -84,6 +120,7 @@ def test_agrees_with_a_full_prometheus_client_parse(body: bytes, profile: str) -
 
 
 def test_data_parallel_8_engines_gives_8_series_with_exact_values() -> None:
+    # waiting 3 = 2 for capacity + 1 deferred (a KV transfer): the deferred one is not counted.
     running = [20, 21, 17, 24, 15, 22, 15, 25]
     body = build_vllm_v1_exposition(
         engines=8, running=running, waiting=3, generation_tokens=[1000 + e for e in range(8)],
@@ -92,15 +129,15 @@ def test_data_parallel_8_engines_gives_8_series_with_exact_values() -> None:
     series = parse_exposition(body, VLLM).series
     assert [dict(s.labels)["engine"] for s in series] == [str(e) for e in range(8)]
     assert [s.running for s in series] == running
-    assert [s.generation_tokens for s in series] == [1000.0 + e for e in range(8)]
-    assert [s.heartbeat for s in series] == [7e5 + e for e in range(8)]
-    assert {s.waiting for s in series} == {3.0} and {s.prompt_tokens for s in series} == {5e6}
+    assert [sig(s, "vllm:generation_tokens_total") for s in series] == [1000.0 + e for e in range(8)]
+    assert [sig(s, "vllm:iteration_tokens_total_count") for s in series] == [7e5 + e for e in range(8)]
+    assert {s.waiting for s in series} == {2.0} and {sig(s, "vllm:prompt_tokens_total") for s in series} == {5e6}
 
 
 def test_exact_names_never_prefixes() -> None:
     # waiting_by_reason (1000), *_created (1.7e9) and the heartbeat's _sum/_bucket are other series.
     snap = by_key(fixture("vllm-v1-created-lookalikes.prom"))['engine="0",model_name="m"']
-    assert values(snap) == (21.0, 2.0, 9332410.0, 86354921.0, 505602.0)
+    assert five(snap) == (21.0, 2.0, 9332410.0, 86354921.0, 505602.0)
 
 
 def test_lookalike_only_body_finds_nothing() -> None:
@@ -120,9 +157,9 @@ def test_other_labels_are_summed_model_name_keeps_models_apart() -> None:
     series = by_key(fixture("vllm-v0-lora-multimodel.prom"))
     assert set(series) == {'model_name="/models/Qwen2.5-7B/"', 'model_name="llama-3-8b"'}
     llama = series['model_name="llama-3-8b"']
-    assert values(llama) == (2.0, 7.0, 520.5, 1234.0, 998.0)  # LoRA adapters summed: 500.5 + 20, 1000 + 234
+    assert five(llama) == (2.0, 7.0, 520.5, 1234.0, 998.0)  # LoRA adapters summed: 500.5 + 20, 1000 + 234
     qwen = series['model_name="/models/Qwen2.5-7B/"']
-    assert values(qwen) == (3.0, 0.0, 955.0, 11701968896.0, 41.0)  # integers without .0, e+010
+    assert five(qwen) == (3.0, 0.0, 955.0, 11701968896.0, 41.0)  # integers without .0, e+010
 
 
 def test_duplicate_sample_last_wins_not_summed() -> None:
@@ -143,13 +180,13 @@ def test_format_quirks_values() -> None:
     series = by_key(fixture("vllm-format-quirks.prom"))
     odd = series['engine="0",model_name="a \\"quoted\\" {model}, with = and /paths/"']
     assert odd.labels == (("engine", "0"), ("model_name", 'a "quoted" {model}, with = and /paths/'))
-    assert odd.running == 1e100 and odd.waiting == 0.0015 and odd.generation_tokens == 12345678901234.0
-    assert odd.prompt_tokens is None  # HELP/TYPE without samples: unknown, not 0
+    assert odd.running == 1e100 and odd.waiting == 0.0015 and sig(odd, "vllm:generation_tokens_total") == 12345678901234.0
+    assert sig(odd, "vllm:prompt_tokens_total") is None  # HELP/TYPE without samples: unknown, not 0
     assert series['engine="1",model_name="C:\\\\models\\\\x"'].running == 5.0  # timestamp ignored
     assert math.isnan(series["engine=\"2\",model_name=\"{'method': 'prefill', 'x': \\\"y\\\"}\""].running or 0)
     three = series['engine="3",model_name="m"']
     assert three.running == math.inf and three.waiting == -math.inf
-    assert three.generation_tokens == 3.0 and three.heartbeat == 10.0  # spaces inside braces; ts -5
+    assert five(three)[2:] == (3.0, None, 10.0)  # spaces inside braces; ts -5
     assert series['engine="4",model_name="m"'].running == 7.0  # tab separator, labels out of order
 
 
@@ -157,7 +194,7 @@ def test_garbage_lines_skipped_and_counted_rest_kept() -> None:
     result = parse_exposition(fixture("vllm-garbage.prom"), VLLM)
     # twenty, unterminated quote, duplicate label, __name__ twice, 1_000, no value, truncated heartbeat.
     assert result.skipped_lines == 7
-    assert [values(s) for s in result.series] == [(21.0, None, 100.0, 50.0, None)]
+    assert [five(s) for s in result.series] == [(21.0, None, 100.0, 50.0, None)]
     assert "vllm:num_requests_waiting" not in result.found_families
     assert "vllm:iteration_tokens_total_count" not in result.found_families
 
@@ -181,13 +218,13 @@ def test_empty_or_sample_free_body(body: bytes | str) -> None:
 def test_missing_family_is_none_never_zero() -> None:
     body = 'vllm:num_requests_running{engine="0",model_name="m"} 0\n'
     (snap,) = parse_exposition(body, VLLM).series
-    assert values(snap) == (0.0, None, None, None, None)
+    assert values(snap) == (0.0, None, *([None] * len(VLLM.progress)), None)
 
 
 def test_first_line_leading_blanks_crlf_and_str_input() -> None:
     body = "vllm:num_requests_running 2\r\n  vllm:num_requests_waiting\t3\r\n# EOF\r\n"
     result = parse_exposition(body, VLLM)
-    assert [values(s) for s in result.series] == [(2.0, 3.0, None, None, None)]
+    assert [five(s) for s in result.series] == [(2.0, 3.0, None, None, None)]
     assert result == parse_exposition(body.encode(), VLLM)
     assert result.series[0].key == ""
 
@@ -199,18 +236,23 @@ def test_v0_model_name_only_and_v1_engine_series_stay_apart() -> None:
 
 def test_other_profiles() -> None:
     (llama,) = parse_exposition(fixture("llamacpp.prom"), get_profile("llamacpp")).series
-    assert llama.labels == () and values(llama) == (2.0, 0.0, 20931.0, 4812.0, 21500.0)
-    sglang = parse_exposition(fixture("sglang-ranks.prom"), get_profile("sglang")).series
-    assert [dict(s.labels)["tp_rank"] for s in sglang] == ["0", "1"]  # ranks are not added up
-    assert {values(s) for s in sglang} == {(162.0, 2826.0, 7557572.0, 8128902.0, None)}
+    # n_decode_total (live), tokens_predicted_total, prompt_tokens_total (completion-only); no paused gauge
+    assert llama.labels == () and values(llama) == (2.0, 0.0, 21500.0, 20931.0, 4812.0, None)
+    sglang = get_profile("sglang")
+    (tp,) = parse_exposition(fixture("sglang-ranks.prom"), sglang).series  # tp ranks are copies: not added up
+    assert tp.labels == (("engine_type", "unified"), ("model_name", "meta-llama/Llama-3.1-8B-Instruct"))
+    assert (tp.running, tp.waiting) == (162.0, 2826.0)
+    assert sig(tp, "sglang:generation_tokens_total", sglang) == 7557572.0  # max of the two ranks, not 2x
 
 
 def test_found_families_and_snapshot_dict() -> None:
     result = parse_exposition(fixture("vllm-openmetrics-crlf.prom"), VLLM)
     assert result.found_families == {"vllm:num_requests_running", "vllm:generation_tokens_total"}
-    assert result.series[0].as_dict() == {
-        "labels": {"engine": "0", "model_name": "m"}, "running": 4.0, "waiting": None,
-        "generation_tokens": 10.0, "prompt_tokens": None, "heartbeat": None,
+    as_dict = result.series[0].as_dict(VLLM)
+    assert as_dict == {
+        "labels": {"engine": "0", "model_name": "m"}, "running": 4.0, "waiting": None, "paused": None,
+        "progress": {name: (10.0 if name == "vllm:generation_tokens_total" else None)
+                     for name in VLLM.progress_names()},
     }  # fmt: skip
 
 
@@ -242,7 +284,7 @@ def test_any_single_line_agrees_with_prometheus_client(
     expected = reference(body.encode(), VLLM)
     (snap,) = parse_exposition(body, VLLM).series
     assert snap.labels == (("engine", engine), ("model_name", model))
-    assert same(snap.generation_tokens, expected[snap.labels][2])
+    assert same(sig(snap, "vllm:generation_tokens_total"), expected[snap.labels][2])
 
 
 def test_a_bad_line_among_good_ones_is_judged_like_prometheus_client() -> None:

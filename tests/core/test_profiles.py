@@ -1,42 +1,85 @@
-"""profiles: built-in metric names, lookup errors, custom profiles from configuration."""
+"""profiles: built-in series, selectors, lookup errors, custom profiles from configuration."""
 
 from __future__ import annotations
 
 import pytest
 
-from watchdog.core.profiles import PROFILES, Profile, custom_profile, get_profile
+from watchdog.core.profiles import PROFILES, Profile, Selector, custom_profile, get_profile, parse_selector
 
 
-def test_builtin_names_and_ports() -> None:
-    assert sorted(PROFILES) == ["llamacpp", "sglang", "vllm"]
+def test_builtin_profiles_and_ports() -> None:
+    assert sorted(PROFILES) == ["llamacpp", "sglang", "trtllm", "vllm"]
     vllm = get_profile("vllm")
-    assert vllm == Profile(
-        name="vllm", running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
-        generation_tokens="vllm:generation_tokens_total", prompt_tokens="vllm:prompt_tokens_total",
-        heartbeat="vllm:iteration_tokens_total_count", engine_labels=("engine", "model_name"), default_port=8000,
-    )  # fmt: skip
+    assert (str(vllm.running), str(vllm.waiting), vllm.default_port, vllm.metrics_path) == (
+        "vllm:num_requests_running", "vllm:num_requests_waiting", 8000, "/metrics")  # fmt: skip
+    assert [str(s) for s in vllm.waiting_ignored] == ['vllm:num_requests_waiting_by_reason{reason="deferred"}']
+    assert vllm.progress_names()[:4] == ("vllm:generation_tokens_total", "vllm:iteration_tokens_total_count",
+                                         "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    assert [s.kind for s in vllm.progress[2:4]] == ["gauge", "gauge"]
+    # Moving only when a prompt's first token / a request is out: no evidence alone.
+    assert {str(s) for s in vllm.progress if s.completion_only} == {"vllm:prompt_tokens_total",
+                                                                   "vllm:request_success_total"}
+    assert [str(s) for s in vllm.awake] == ['vllm:engine_sleep_state{sleep_state="awake"}']
+    assert vllm.engine_labels == ("engine", "model_name") and vllm.collapse_labels == ()
     sglang = get_profile("sglang")
-    assert (sglang.running, sglang.waiting, sglang.heartbeat, sglang.default_port) == (
-        "sglang:num_running_reqs", "sglang:num_queue_reqs", None, 30000,
-    )  # fmt: skip
-    assert {"model_name", "tp_rank", "pp_rank", "engine_type"} <= set(sglang.engine_labels)
+    assert (sglang.progress_names()[0], sglang.default_port) == ("sglang:realtime_tokens_total", 30000)
+    assert set(sglang.engine_labels) == {"dp_rank", "engine_type", "model_name"}
+    assert {"tp_rank", "pp_rank"} <= set(sglang.collapse_labels)
     llama = get_profile("llamacpp")
-    assert (llama.running, llama.waiting, llama.generation_tokens, llama.prompt_tokens, llama.heartbeat) == (
-        "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:tokens_predicted_total",
-        "llamacpp:prompt_tokens_total", "llamacpp:n_decode_total",
-    )  # fmt: skip
-    assert llama.engine_labels == () and llama.default_port == 8080
+    assert llama.progress_names() == ("llamacpp:n_decode_total", "llamacpp:tokens_predicted_total",
+                                      "llamacpp:prompt_tokens_total")
+    assert [s.completion_only for s in llama.progress] == [False, True, True]
+    trtllm = get_profile("trtllm")
+    assert (trtllm.metrics_path, trtllm.default_port, str(trtllm.running)) == (
+        "/prometheus/metrics", 8000, "trtllm_num_requests_running")
+    assert all(s.completion_only for s in trtllm.progress)  # nothing moves while one request runs
 
 
-def test_metric_names_skip_absent() -> None:
-    assert get_profile("sglang").metric_names() == (
-        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:generation_tokens_total",
-        "sglang:prompt_tokens_total",
-    )  # fmt: skip
+def test_every_builtin_signal_says_when_it_moves() -> None:
+    for profile in PROFILES.values():
+        for selector in (*profile.progress, *profile.paused, *profile.awake, profile.running):
+            assert selector.note, f"{profile.name}: {selector} has no note"
+
+
+def test_metric_names_each_once() -> None:
+    names = get_profile("vllm").metric_names()
+    assert names[:3] == ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                         "vllm:num_requests_waiting_by_reason")
+    assert len(names) == len(set(names)) and "vllm:engine_sleep_state" in names
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("vllm:x_total", Selector("vllm:x_total", (), "counter")),
+    ("vllm:x", Selector("vllm:x", (), "gauge")),
+    ('s:r_total{mode="decode"}', Selector("s:r_total", (("mode", "decode", True),), "counter")),
+    ('s:r{ a = "1" , b!="" }', Selector("s:r", (("a", "1", True), ("b", "", False)), "gauge")),
+    ("t_x_total@completion", Selector("t_x_total", (), "counter", completion_only=True)),
+])  # fmt: skip
+def test_parse_selector(text: str, expected: Selector) -> None:
+    assert parse_selector(text) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("has space", "not a metric sample name"),
+    ("x{mode=decode}", "expected label="),
+    ('x{mode="decode"', "must end with"),
+    ('x{__name__="x"}', "reserved label name"),
+    ('x{a=~"b"}', "expected label="),
+])  # fmt: skip
+def test_parse_selector_errors(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_selector(text)
+
+
+def test_selector_matching_reads_a_missing_label_as_empty() -> None:
+    sel = parse_selector('x{priority="",reason!="deferred"}')
+    assert sel.matches({}) and sel.matches({"reason": "capacity"})
+    assert not sel.matches({"reason": "deferred"}) and not sel.matches({"priority": "1"})
+    assert str(sel) == 'x{priority="",reason!="deferred"}'
 
 
 def test_unknown_profile_message() -> None:
-    with pytest.raises(ValueError, match=r"^unknown profile 'x' \(known: llamacpp, sglang, vllm\)$"):
+    with pytest.raises(ValueError, match=r"^unknown profile 'x' \(known: llamacpp, sglang, trtllm, vllm\)$"):
         get_profile("x")
 
 
@@ -47,14 +90,25 @@ def test_profiles_are_read_only() -> None:
 
 def test_custom_profile_overrides_base() -> None:
     prof = custom_profile(
-        "tgi-ish", {"running": "tgi_batch_current_size", "waiting": "", "heartbeat": None,
-                    "engine_labels": ["pod", "pod"], "default_port": 3000}, base="llamacpp",
+        "tgi-ish", {"running": "tgi_batch_current_size", "waiting": "",
+                    "progress": ['tgi_batch_inference_count{method="decode"}', "tgi_request_count@completion"],
+                    "engine_labels": ["pod", "pod"], "collapse_labels": ["rank"], "default_port": 3000,
+                    "metrics_path": "/m"}, base="llamacpp",
     )  # fmt: skip
-    assert prof.name == "tgi-ish" and prof.running == "tgi_batch_current_size"
-    assert prof.waiting is None and prof.heartbeat is None
-    assert prof.engine_labels == ("pod",) and prof.default_port == 3000
-    assert prof.generation_tokens == "llamacpp:tokens_predicted_total"  # from the base
+    assert prof.name == "tgi-ish" and prof.running == Selector("tgi_batch_current_size", kind="gauge")
+    assert prof.waiting is None
+    assert prof.progress == (Selector("tgi_batch_inference_count", (("method", "decode", True),), "counter"),
+                             Selector("tgi_request_count", (), "counter", completion_only=True))
+    assert prof.engine_labels == ("pod",) and prof.collapse_labels == ("rank",)
+    assert (prof.default_port, prof.metrics_path) == (3000, "/m")
+    assert prof.paused == get_profile("llamacpp").paused  # from the base
     assert custom_profile("same", {}) == Profile(**{**get_profile("vllm").__dict__, "name": "same"})
+
+
+def test_legacy_counter_keys_make_up_progress() -> None:
+    prof = custom_profile("old", {"generation_tokens": "a_total", "prompt_tokens": "b_total", "heartbeat": None})
+    assert prof.progress_names() == ("a_total", "b_total")
+    assert all(s.kind == "counter" for s in prof.progress)
 
 
 @pytest.mark.parametrize(
@@ -62,13 +116,17 @@ def test_custom_profile_overrides_base() -> None:
     [
         ({"runing": "x"}, "unknown key 'runing'"),
         ({"name": "x"}, "unknown key 'name'"),
-        ({"running": None}, "running must be"),
-        ({"running": "has space"}, "running must be"),
-        ({"generation_tokens": 3}, "generation_tokens must be"),
-        ({"heartbeat": "vllm:x{y}"}, "heartbeat must be"),
+        ({"running": None}, "running: expected a series selector"),
+        ({"running": "has space"}, "running: 'has space'"),
+        ({"generation_tokens": 3}, "generation_tokens: expected a series selector"),
+        ({"progress": []}, "progress must name at least one"),
+        ({"progress": 3}, "progress must be a list"),
+        ({"progress": ["ok_total"], "heartbeat": "x_total"}, "either progress or the legacy"),
+        ({"paused": ["x{"]}, "paused: 'x{'"),
         ({"engine_labels": "engine"}, "engine_labels must be a list"),
         ({"engine_labels": ["ok", "bad-label"]}, "engine_labels: 'bad-label'"),
-        ({"engine_labels": ["__reserved"]}, "engine_labels: '__reserved'"),
+        ({"collapse_labels": ["__reserved"]}, "collapse_labels: '__reserved'"),
+        ({"metrics_path": "metrics"}, "metrics_path must be an absolute"),
         ({"default_port": 0}, "default_port must be"),
         ({"default_port": True}, "default_port must be"),
         ({"default_port": "8000"}, "default_port must be"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper, redact
 from watchdog.cli.argtypes import positive_int, positive_seconds
-from watchdog.core.parsing import SIGNALS, ParseResult, parse_exposition
+from watchdog.core.parsing import ParseResult, parse_exposition
 from watchdog.core.profiles import PROFILES, Profile, get_profile
 
 PROG = "vllm-watchdog check"
@@ -29,17 +29,18 @@ TARGET forms:
   PATH                       a saved exposition (e.g. from curl -s http://.../metrics > m.prom)
   -                          read the exposition from stdin
 
-Output: one row (text) or object (json) per engine series. A series is one engine inside the server,
-identified by the profile's engine labels (vLLM: engine, model_name):
-  running            requests running now (gauge)          vllm:num_requests_running
-  waiting            requests queued (gauge)               vllm:num_requests_waiting
-  generation_tokens  generated tokens so far (counter)     vllm:generation_tokens_total
-  prompt_tokens      prefill tokens so far (counter)       vllm:prompt_tokens_total
-  heartbeat          engine steps so far (counter)         vllm:iteration_tokens_total_count
+Output: one block (text) or object (json) per engine series. A series is one engine inside the server,
+identified by the profile's engine labels (vLLM: engine, model_name), with every signal the watchdog reads:
+  running    requests running now (gauge; vLLM: vllm:num_requests_running)
+  waiting    requests queued (gauge), minus the profile's ignored waiting series (vLLM: deferred ones)
+  paused     > 0: the engine says it sleeps or was paused on purpose (never stalled)
+  progress   each progress signal and when the engine moves it: counters that must rise and gauges that
+             must change (vLLM: token counters, the step histogram's count, the KV-cache usage gauge)
 '-' (text) or null (json) means the body has no such sample: unknown, not zero. The watchdog sees a wedge
-as running > 0 while the counters stay flat across scrapes: run check twice to compare.
-json: {"source": TARGET, "profile": NAME, "series": [{"labels": {...}, "running": ...}, ...],
-       "skipped_lines": N, "found": [names]}; NaN/Inf values are written as strings.
+as running > 0 while no progress signal moves across scrapes: run check twice to compare.
+json: {"source": TARGET, "profile": NAME, "metrics_path": PATH, "series": [{"labels": {...}, "running": N,
+       "waiting": N, "progress": {"SELECTOR": N, ...}, "paused": N}, ...], "skipped_lines": N,
+       "found": [names]}; NaN/Inf values are written as strings.
 skipped_lines counts malformed lines of the profile's metrics (skipped; the rest is still used).
 
 Exit status: 0 metrics found; 1 none of the profile's metrics in the body (vLLM started with
@@ -101,14 +102,19 @@ def run_check(args: argparse.Namespace) -> int:
     if result.overrun:
         print(f"{PROG}: parse stopped, the body is unknown to the watchdog: {result.overrun}", file=sys.stderr)
         return 1
+    blind = [s.key or "(no labels)" for s in result.series if all(v is None for v in s.progress)]
+    if blind:
+        print(f"{PROG}: warning: no progress signal of the {profile.name} profile in series {', '.join(blind)}: "
+              f"the watchdog reads them as unknown and never deletes them (an engine version without a live "
+              f"counter? see docs/engines.md)", file=sys.stderr)
     if result.dropped_series:
         print(f"{PROG}: note: {result.dropped_series} engine series beyond the cap were dropped", file=sys.stderr)
     if not result.found_families:
         print(
             f"{PROG}: none of the {profile.name} profile's metrics ({', '.join(profile.metric_names())}) "
             f"found in {target} ({len(body)} bytes). Was the engine started with metrics off (vLLM: "
-            f"--disable-log-stats; SGLang: without --enable-metrics; llama.cpp: without --metrics), or is "
-            f"--profile wrong?",
+            f"--disable-log-stats; SGLang: without --enable-metrics; llama.cpp: without --metrics), is the "
+            f"path wrong ({profile.name} serves them at {profile.metrics_path}), or is --profile wrong?",
             file=sys.stderr,
         )
         return 1
@@ -142,30 +148,37 @@ def _as_json(result: ParseResult, target: str, profile: Profile) -> dict[str, ob
     return {
         "source": target,
         "profile": profile.name,
-        "series": [{k: _json_value(v) for k, v in s.as_dict().items()} for s in result.series],
+        "metrics_path": profile.metrics_path,
+        "series": [_json_value(s.as_dict(profile)) for s in result.series],
         "skipped_lines": result.skipped_lines,
         "found": sorted(result.found_families),
     }
 
 
 def _json_value(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
     return value
 
 
 def _as_table(result: ParseResult, target: str, profile: Profile) -> str:
-    header = ("SERIES", *(s.upper() for s in SIGNALS))
-    rows = [(s.key or "(no labels)", *(_text_value(getattr(s, n)) for n in SIGNALS)) for s in result.series]
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [
-        f"source: {target}   profile: {profile.name}   series: {len(rows)}   skipped lines: {result.skipped_lines}",
-        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(header)),
-    ]
-    lines += [
-        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
-        for row in rows
-    ]
+    lines = [f"source: {target}   profile: {profile.name}   series: {len(result.series)}   "
+             f"skipped lines: {result.skipped_lines}"]
+    width = max(len(name) for name in profile.progress_names())
+    for s in result.series:
+        lines.append(f"series {{{s.key}}}" if s.key else "series (no labels)")
+        lines.append(f"  running   {_text_value(s.running)}")
+        if profile.waiting is not None:
+            lines.append(f"  waiting   {_text_value(s.waiting)}")
+        if profile.paused:
+            lines.append(f"  paused    {_text_value(s.paused)}")
+        for index, (selector, value) in enumerate(zip(profile.progress, s.progress, strict=False)):
+            head = "  progress  " if index == 0 else " " * 12
+            lines.append(f"{head}{str(selector).ljust(width)}  {_text_value(value).rjust(12)}  "
+                         f"{selector.kind}{' (completion-only)' if selector.completion_only else ''}: "
+                         f"{selector.note}".rstrip())
     return "\n".join(lines)
 
 

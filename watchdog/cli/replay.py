@@ -1,14 +1,11 @@
-"""``replay``: run the stall detector over a recorded CSV trace, offline.
+"""``replay``: run the stall detector over a recorded CSV trace, or over recorded ``/metrics`` bodies, offline.
 
-The CSV format (one row per scrape of one engine series, in time order)::
-
-    t,running,generation_tokens,prompt_tokens[,waiting][,heartbeat]
-
-``t`` is seconds (any monotonic origin); the other cells are the gauge/counter values, an empty cell meaning
-*unknown* (failed scrape or missing metric). Output: one JSON object per row on stdout with ``t``, ``state``,
-``stalled``, ``stalled_for_s`` and ``reason``. Bad input (unreadable file, missing column, non-numeric cell)
-gives one line on stderr naming file, line and column, and exit status 2; nothing is printed for a file that
-does not read cleanly.
+The CSV format (one row per scrape of one engine series, in time order) is described in
+:mod:`watchdog.core.trace`; ``--expositions DIR`` in :mod:`watchdog.cli.expositions`. Output: one JSON object
+per row (CSV) or per file and engine series (expositions) on stdout with ``t``, ``state``, ``stalled``,
+``stalled_for_s`` and ``reason``. Bad input (unreadable file, missing column, non-numeric cell, a file not
+named ``<seconds>.prom``) gives one line on stderr naming file, line and column, and exit status 2; nothing
+is printed for a CSV file that does not read cleanly.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
+from watchdog.core.profiles import PROFILES, get_profile
 from watchdog.core.trace import Trace, TraceError, decode_trace, read_trace, replay
 
 __all__ = ["EXAMPLE", "Trace", "TraceError", "add_parser", "open_trace", "read_trace", "replay", "run_replay"]
@@ -30,16 +28,26 @@ EXAMPLE = "example:seed-incident"
 HELP = """\
 Replay a recorded trace through the stall detector and print the verdict after every row.
 
+Two inputs:
+  TRACE                 a CSV trace of ONE engine series (below)
+  --expositions DIR     /metrics bodies recorded during an incident, one file per scrape named
+                        <seconds>.prom (integer or decimal seconds on one clock, read in numeric order),
+                        e.g.: while sleep 15; do curl -s http://POD_IP:8000/metrics > "$(date +%s).prom"; done
+                        Every body goes through what `run` does with a scrape (size bound, parser,
+                        detector) with --profile; one JSON object per file and engine series.
+
 CSV format: a header row, then one row per scrape of ONE engine series, in time order.
-  required columns  t, running, generation_tokens, prompt_tokens
-  optional columns  waiting, heartbeat (vLLM: vllm:iteration_tokens_total_count)
+  required columns  t, running, and at least one progress column
+  progress columns  counters generation_tokens, prompt_tokens, heartbeat, progress_<name>;
+                    the gauge kv_cache_usage (any change is progress)
+  optional columns  waiting; paused (> 0: the engine sleeps or was paused on purpose, never stalled)
   t                 seconds on any monotonic origin (e.g. 0, 15, 30, ...)
   empty cell        unknown (failed scrape or missing metric): never evidence of a stall
   other columns     ignored (a note goes to stderr)
 
-Output: one JSON object per row:
+Output: one JSON object per row (--expositions adds "series", the engine's labels):
   {"t": 360.0, "state": "stalled", "stalled": true, "stalled_for_s": 120.0, "reason": "stalled: 21 ..."}
-state is one of idle, progressing, suspect, stalled, unknown.
+state is one of idle, paused, progressing, suspect, stalled, unknown.
 
 TRACE may be a file path, '-' for stdin, or 'example:seed-incident' for the bundled trace of the seed
 incident (21 requests running, token counters frozen).
@@ -73,6 +81,15 @@ def _from_bytes(data: bytes, name: str) -> Trace:
 
 def run_replay(args: argparse.Namespace) -> int:
     """The ``replay`` verb: exit 0 after printing every verdict, 2 on bad input."""
+    if (args.trace is None) == (args.expositions is None):
+        print("vllm-watchdog replay: give either TRACE or --expositions DIR (see --help)", file=sys.stderr)
+        return 2
+    if args.expositions is not None:
+        return _replay_expositions(args)
+    if args.profile is not None:
+        print("vllm-watchdog replay: --profile applies to --expositions only (a CSV names its columns)",
+              file=sys.stderr)
+        return 2
     try:
         trace = open_trace(args.trace)
     except TraceError as exc:
@@ -86,8 +103,25 @@ def run_replay(args: argparse.Namespace) -> int:
     for line in trace.backwards_lines[:5]:
         print(f"{note} line {line}: t goes backwards (a clock reset?): the detector starts over there",
               file=sys.stderr)
-    for row in replay(trace, args.window, args.min_samples, args.count_waiting):
+    for row in replay(trace, args.window, args.min_samples, args.count_waiting, args.completion_only_window):
         print(json.dumps(row))
+    return 0
+
+
+def _replay_expositions(args: argparse.Namespace) -> int:
+    from watchdog.cli.expositions import list_expositions, replay_expositions
+
+    def note(text: str) -> None:
+        print(f"vllm-watchdog replay: note: {text}", file=sys.stderr)
+
+    try:
+        scrapes = list_expositions(args.expositions)
+        for row in replay_expositions(scrapes, get_profile(args.profile or "vllm"), args.window, args.min_samples,
+                                      args.count_waiting, args.completion_only_window, note):
+            print(json.dumps(row))
+    except TraceError as exc:
+        print(f"vllm-watchdog replay: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -97,11 +131,19 @@ def add_parser(verbs: Any) -> None:
         "replay", help="run the stall detector over a recorded CSV trace",
         description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("trace", metavar="TRACE", help="CSV file, '-' for stdin, or example:seed-incident")
+    p.add_argument("trace", metavar="TRACE", nargs="?",
+                   help="CSV file, '-' for stdin, or example:seed-incident (or use --expositions)")
+    p.add_argument("--expositions", metavar="DIR",
+                   help="replay recorded /metrics bodies, one <seconds>.prom file per scrape, instead of a CSV")
+    p.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                   help="with --expositions: which engine's series to read (default: vllm)")
     p.add_argument("--window", type=positive_seconds, default=DEFAULT_WINDOW_S, metavar="SECONDS",
                    help="how long a busy engine may show no progress before it is stalled (default: %(default)s)")
     p.add_argument("--min-samples", type=positive_int, default=DEFAULT_MIN_SAMPLES, metavar="N",
                    help="known busy samples needed inside the window (default: %(default)s)")
+    p.add_argument("--completion-only-window", type=positive_seconds, default=None, metavar="SECONDS",
+                   help="judge engines whose only progress signals move when a request finishes with this window "
+                        "(as the setting completionOnlyWindowSeconds; default: such engines are unknown)")
     p.add_argument("--count-waiting", action="store_true",
                    help="count waiting requests as busy too (for engines that report running 0 while wedged)")
     p.set_defaults(handler=run_replay)

@@ -22,6 +22,7 @@ from watchdog.config.names import label_problem, subdomain_problem
 from watchdog.config.selectors import selector_problem, show
 from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, TARGET_KEYS, Setting, Settings
 from watchdog.core import profiles
+from watchdog.core.profiles import Profile
 from watchdog.core.model import DEFAULT_TARGETS, Target
 from watchdog.core.taints import parse_taint
 
@@ -148,15 +149,17 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
         port = item.get("port", "http")
         if problem := _port_problem(port):
             problems.append(f"{at}.port: {problem}")
-        path = item.get("path", "/metrics")
-        if not isinstance(path, str) or not path.startswith("/") or "//" in path or "@" in path or ".." in path:
-            problems.append(f"{at}.path: {show(path)} must be an absolute URL path like /metrics")
         metrics = item.get("metrics", {})
-        if not isinstance(metrics, dict) or not all(isinstance(v, str) for v in metrics.values()):
-            problems.append(f"{at}.metrics: a mapping of field -> metric name is required")
+        if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
+            problems.append(f"{at}.metrics: a mapping of profile key -> series selector(s) is required")
             metrics = {}
         profile = item.get("profile", "vllm")
-        problems.extend(f"{at}: {p}" for p in _profile_problems(str(name), profile, metrics))
+        built, problem = _build_profile(str(name), profile, metrics)
+        if problem:
+            problems.append(f"{at}: {problem}")
+        path = item.get("path", built.metrics_path if built else "/metrics")
+        if not isinstance(path, str) or not path.startswith("/") or "//" in path or "@" in path or ".." in path:
+            problems.append(f"{at}.path: {show(path)} must be an absolute URL path like /metrics")
         out.append(Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics)))
     names = [t.name for t in out]
     for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -164,16 +167,14 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
     return tuple(out)
 
 
-def _profile_problems(name: str, profile: Any, metrics: Mapping[str, str]) -> list[str]:
-
+def _build_profile(name: str, profile: Any, metrics: Mapping[str, object]) -> tuple[Profile | None, str]:
+    """The target's profile (built-in, or custom over it) and "" -- or None and the problem."""
     try:
         if metrics:
-            profiles.custom_profile(name, metrics, base=str(profile))
-        else:
-            profiles.get_profile(str(profile))
+            return profiles.custom_profile(name, metrics, base=str(profile)), ""
+        return profiles.get_profile(str(profile)), ""
     except ValueError as exc:
-        return [str(exc)]
-    return []
+        return None, str(exc)
 
 
 def _suggest(word: str, options: Sequence[str]) -> str:
@@ -319,12 +320,23 @@ def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
         return None
 
 
+#: The shortest completionOnlyWindowSeconds accepted (docs/engines.md): longer than a long generation.
+MIN_COMPLETION_ONLY_WINDOW_S = 600.0
+
+
 def _cross_checks(v: Mapping[str, Any]) -> list[str]:
     problems = []
     if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
         problems.append(
             f"windowSeconds ({v['window_seconds']:g}) must be at least 3 scrape intervals "
             f"(3 x {v['scrape_interval_seconds']:g} s): a stall needs several scrapes of evidence"
+        )
+    completion = v["completion_only_window_seconds"]
+    if completion and completion < max(MIN_COMPLETION_ONLY_WINDOW_S, v["window_seconds"]):
+        problems.append(
+            f"completionOnlyWindowSeconds ({completion:g}) must be 0 (off) or at least "
+            f"{MIN_COMPLETION_ONLY_WINDOW_S:g} s and at least windowSeconds ({v['window_seconds']:g}): a counter that "
+            "moves only when a request finishes stays flat for as long as the longest request"
         )
     if v["scrape_deadline_seconds"] >= v["scrape_interval_seconds"]:
         problems.append(

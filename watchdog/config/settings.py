@@ -52,6 +52,10 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=1.0, maximum=86400.0),
     Setting("min_samples", "int", 3, "known busy samples needed inside the window", minimum=1, maximum=10000),
     Setting("count_waiting", "bool", False, "treat waiting requests as busy too (running may read 0 in a wedge)"),
+    Setting("completion_only_window_seconds", "float", 0.0,
+            "window for engines whose only progress signals move when a request finishes (TensorRT-LLM, old "
+            "SGLang); 0: never judge them (unknown). Else >= 600 and >= windowSeconds: longer than any request",
+            minimum=0.0, maximum=86400.0),
     Setting("scrape_interval_seconds", "float", 15.0, "seconds between cycles (discover, scrape, detect, act)",
             minimum=1.0, maximum=86400.0),
     Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included",
@@ -129,6 +133,7 @@ class Settings:
     window_seconds: float
     min_samples: int
     count_waiting: bool
+    completion_only_window_seconds: float
     scrape_interval_seconds: float
     scrape_deadline_seconds: float
     connect_timeout_seconds: float

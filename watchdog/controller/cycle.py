@@ -32,7 +32,7 @@ from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.state import EngineState, PodRecord
-from watchdog.core.detector import DetectorState, Sample, Verdict
+from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import discover, invalid_opt_ins
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot, ParseResult, parse_exposition
@@ -111,7 +111,8 @@ class Watchdog:
         self.policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
         self.remediator = Remediator(
             kube, self.policy, self._rescrape, self.metrics, grace_period_s=config.grace_period_seconds,
-            count_waiting=config.count_waiting, action=config.action, leader=leader, clock=clock,
+            count_waiting=config.count_waiting, action=config.action,
+            completion_only_allowed=config.completion_only_window_seconds > 0, leader=leader, clock=clock,
             wall_clock=wall_clock, escalation=escalation,
             require_controller=config.require_controller, ledger=ledger,
             events=EventRecorder(kube, self.metrics))
@@ -264,36 +265,26 @@ class Watchdog:
         """Feed this cycle's sample of every engine series to its detector; return the states of the series
         present in the body (empty when the scrape failed or the body had none)."""
         t = self.clock()
-        seen: dict[str, EngineSnapshot] = {s.key: s for s in parsed.series} if parsed else {}
-        if parsed is not None:
-            for key in pod.drop_vanished(t, self.config.window_seconds, seen):
-                log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
-                         extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
-                self.policy.episode_over(target.uid, key)
+        profile = self._profiles[target.target]
+        vanished, observations = pod.observe(t, parsed, self.config.window_seconds, lambda: DetectorState(
+            self.config.window_seconds, min_samples=self.config.min_samples,
+            count_waiting=self.config.count_waiting, signals=profile.progress,
+            completion_window_s=self.config.completion_only_window_seconds or None))
+        for key in vanished:
+            log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
+                     extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
+            self.policy.episode_over(target.uid, key)
         present: set[str] = set()
-        for key in set(seen) | set(pod.engines):
-            snap = seen.get(key)
-            engine = pod.engines.get(key)
-            if engine is None:
-                engine = pod.engines[key] = EngineState(DetectorState(
-                    self.config.window_seconds, min_samples=self.config.min_samples,
-                    count_waiting=self.config.count_waiting), last_seen=t)
-            if snap is not None:
-                engine.last_seen = t
-            sample = (Sample(t, snap.running, snap.generation_tokens, snap.prompt_tokens, snap.waiting,
-                             snap.heartbeat) if snap else Sample(t, None, None, None))
-            verdict = engine.detector.observe(sample)
-            previous = engine.verdict.state if engine.verdict else None
-            engine.verdict = verdict
-            if snap is not None:
-                engine.last = snap
+        for seen in observations:
+            verdict = seen.verdict
+            if seen.present:
                 present.add(verdict.state)
             report.engines[verdict.state] += 1
-            report.verdicts.append((target.ref, key, verdict))
-            if verdict.state != previous:
-                log.info("pod %s series {%s}: %s -> %s: %s", target.ref, key, previous, verdict.state,
+            report.verdicts.append((target.ref, seen.key, verdict))
+            if verdict.state != seen.previous:
+                log.info("pod %s series {%s}: %s -> %s: %s", target.ref, seen.key, seen.previous, verdict.state,
                          verdict.reason)
-            self._follow_episode(target, key, engine)
+            self._follow_episode(target, seen.key, seen.engine)
         dropped = pod.cap_series()
         if dropped:
             self.metrics.series_dropped.inc(dropped)
@@ -308,7 +299,7 @@ class Watchdog:
         if state == "stalled" and not engine.in_episode:
             engine.in_episode = True
             self.metrics.stalls.inc()
-        elif state in ("idle", "progressing"):
+        elif state in ("idle", "paused", "progressing"):
             engine.in_episode = False
             self.policy.episode_over(target.uid, key)
 
@@ -317,7 +308,8 @@ class Watchdog:
             if engine.verdict is None or not engine.verdict.stalled or engine.last is None:
                 continue
             seen_for = self.clock() - pod.first_seen
-            result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for)
+            result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
+                                               signals=self._profiles[target.target].progress)
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

@@ -43,6 +43,7 @@ from watchdog.core.discovery import recheck
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.profiles import Selector
 from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answer
 from watchdog.core.vocab import RemediationResult
 
@@ -84,21 +85,24 @@ class Remediator:
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
                  grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
+                 completion_only_allowed: bool = False,
                  leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, escalation: Escalation | None = None,
                  events: EventRecorder | None = None, require_controller: bool = True,
                  ledger: DeletionLedger | None = None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
         self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
+        self.completion_only_allowed = completion_only_allowed
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
         self.events = events or EventRecorder(kube, metrics)
         self.require_controller = require_controller
         self.ledger = ledger
 
     def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, *,
-                  seen_for_s: float = 0.0) -> Remediation:
+                  seen_for_s: float = 0.0, signals: tuple[Selector, ...] = ()) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
-        ``seen_for_s``: seconds (monotonic) this process has watched the pod."""
+        ``seen_for_s``: seconds (monotonic) this process has watched the pod; ``signals``: the profile's
+        progress signals, for the confirmation scrape (which ones are completion-only, which one moved)."""
         now = self.clock()
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
@@ -120,7 +124,7 @@ class Remediator:
         fresh = self.rescrape(target, series.key)
         if fresh is None:
             return self._done("aborted", f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
-        why = not_confirmed(series, fresh, self.count_waiting)
+        why = not_confirmed(series, fresh, self.count_waiting, signals, self.completion_only_allowed)
         if why is not None and why.startswith("no evidence"):
             return self._done("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
         if why is not None:

@@ -8,11 +8,11 @@ exported is dropped after one window without it (``drop_vanished``), and a pod n
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from watchdog.core.detector import DetectorState, Verdict
-from watchdog.core.parsing import LIMITS, EngineSnapshot
+from watchdog.core.detector import DetectorState, Sample, Verdict
+from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
 
 MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule, core/parsing.py)
 
@@ -30,6 +30,17 @@ class EngineState:
     in_episode: bool = False
 
 
+@dataclass(frozen=True)
+class Observation:
+    """One engine series' verdict after one scrape: ``previous`` state (None when new), ``present`` in the body."""
+
+    key: str
+    engine: EngineState
+    verdict: Verdict
+    previous: str | None
+    present: bool
+
+
 @dataclass
 class PodRecord:
     """One pod UID: the restart count the engine states belong to, when this process first watched it
@@ -39,6 +50,33 @@ class PodRecord:
     first_seen: float
     scrape_seconds: float = 0.0
     engines: dict[str, EngineState] = field(default_factory=dict)
+
+    def observe(self, t: float, parsed: ParseResult | None, window_s: float,
+                new_detector: Callable[[], DetectorState]) -> tuple[list[str], list[Observation]]:
+        """Feed one scrape (``parsed``; None when it failed) to every engine series' detector at time ``t``.
+
+        The one path from a scrape to verdicts, shared by ``run`` and ``replay --expositions``: series absent
+        from successful scrapes for a window are forgotten first (their keys are returned); every series in
+        the body or remembered gets a sample (an unknown one when absent), in key order.
+        """
+        seen = {s.key: s for s in parsed.series} if parsed is not None else {}
+        vanished = self.drop_vanished(t, window_s, seen) if parsed is not None else []
+        out: list[Observation] = []
+        for key in sorted(set(seen) | set(self.engines)):
+            snap = seen.get(key)
+            engine = self.engines.get(key)
+            if engine is None:
+                engine = self.engines[key] = EngineState(new_detector(), last_seen=t)
+            previous = engine.verdict.state if engine.verdict else None
+            if snap is not None:
+                engine.last_seen = t
+                engine.last = snap
+                sample = Sample(t, snap.running, snap.progress, snap.waiting, snap.paused)
+            else:
+                sample = Sample(t, None)
+            engine.verdict = engine.detector.observe(sample)
+            out.append(Observation(key, engine, engine.verdict, previous, snap is not None))
+        return vanished, out
 
     def drop_vanished(self, now: float, window_s: float, present: Collection[str]) -> list[str]:
         """Forget series absent from every successful scrape for ``window_s`` or longer (``present``: the keys in

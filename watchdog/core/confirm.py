@@ -1,19 +1,20 @@
-"""What counts as evidence, as busy and as progress: the one rule the detector folds over samples and the
-remediator re-applies to its confirmation scrape right before a deletion. Pure.
+"""What counts as evidence, as busy, as paused and as progress: the one rule the detector folds over samples and
+the remediator re-applies to its confirmation scrape right before a deletion. Pure.
 
 A value is *known* only when it is a finite, non-negative number; NaN, infinities, negative values and missing
-metrics are all *unknown*, never evidence. Two known values of a counter that differ mean progress (a drop is
-a counter reset: an engine restart, also not a stall); an unknown value never moves anything.
+metrics are all *unknown*, never evidence. Two known values of a progress signal that differ mean progress (a
+counter that drops was reset: an engine restart, also not a stall; a gauge that changes in either direction
+moved); an unknown value never moves anything. A known ``paused`` value above 0 means the engine is paused or
+sleeping on purpose: never a stall.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Protocol
 
-#: The signal fields whose rise counts as forward progress. Tests may narrow it (the long-prefill case).
-PROGRESS_COUNTERS: tuple[str, ...] = ("generation_tokens", "prompt_tokens", "heartbeat")
+from watchdog.core.profiles import Selector
 
 
 class Signals(Protocol):
@@ -24,11 +25,9 @@ class Signals(Protocol):
     @property
     def waiting(self) -> float | None: ...
     @property
-    def generation_tokens(self) -> float | None: ...
+    def progress(self) -> tuple[float | None, ...]: ...
     @property
-    def prompt_tokens(self) -> float | None: ...
-    @property
-    def heartbeat(self) -> float | None: ...
+    def paused(self) -> float | None: ...
 
 
 def known(value: float | None) -> float | None:
@@ -39,13 +38,24 @@ def known(value: float | None) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def missing_evidence(signals: Signals, counters: Iterable[str] = PROGRESS_COUNTERS) -> str | None:
-    """Why ``signals`` is no evidence at all (running unknown, or every progress counter unknown), else None."""
+def missing_evidence(signals: Signals) -> str | None:
+    """Why ``signals`` is no evidence at all (running unknown, or every progress signal unknown), else None."""
     if known(signals.running) is None:
         return "running"
-    if all(known(getattr(signals, name)) is None for name in counters):
-        return "every progress counter"
+    if all(known(value) is None for value in signals.progress):
+        return "every progress signal"
     return None
+
+
+def live_evidence(signals: Signals, selectors: Sequence[Selector]) -> bool:
+    """True when a progress signal that moves while a request runs (not completion-only) is known."""
+    return any(known(value) is not None and not (i < len(selectors) and selectors[i].completion_only)
+               for i, value in enumerate(signals.progress))
+
+
+def is_paused(signals: Signals) -> bool:
+    """True when the engine says it is paused or sleeping (a known ``paused`` value above 0)."""
+    return (known(signals.paused) or 0.0) > 0
 
 
 def load(signals: Signals, count_waiting: bool) -> float | None:
@@ -56,24 +66,33 @@ def load(signals: Signals, count_waiting: bool) -> float | None:
     return running + ((known(signals.waiting) or 0.0) if count_waiting else 0.0)
 
 
-def moved(before: Signals, now: Signals, counters: Iterable[str] = PROGRESS_COUNTERS) -> str | None:
-    """The first progress counter known in both readings whose value differs, as a phrase; else None."""
-    for name in counters:
-        a, b = known(getattr(before, name)), known(getattr(now, name))
+def signal_name(selectors: Sequence[Selector], index: int) -> str:
+    """The name of progress signal ``index`` (``progress[i]`` when ``selectors`` is shorter)."""
+    return str(selectors[index]) if index < len(selectors) else f"progress[{index}]"
+
+
+def moved(before: Signals, now: Signals, selectors: Sequence[Selector] = ()) -> str | None:
+    """The first progress signal known in both readings whose value differs, as a phrase; else None."""
+    for index, (a, b) in enumerate(zip(before.progress, now.progress, strict=False)):
+        a, b = known(a), known(b)
         if a is not None and b is not None and a != b:
-            return f"{name} moved from {a:g} to {b:g}"
+            return f"{signal_name(selectors, index)} moved from {a:g} to {b:g}"
     return None
 
 
-def not_confirmed(before: Signals, now: Signals, count_waiting: bool,
-                  counters: Iterable[str] = PROGRESS_COUNTERS) -> str | None:
+def not_confirmed(before: Signals, now: Signals, count_waiting: bool, selectors: Sequence[Selector] = (),
+                  completion_only_allowed: bool = False) -> str | None:
     """Why the confirmation reading ``now`` does NOT confirm the stall seen on ``before``, or None when it does:
-    no evidence now (unknown is never evidence), the engine went idle, or a progress counter moved."""
-    counters = tuple(counters)
-    missing = missing_evidence(now, counters)
+    no evidence now (unknown is never evidence; neither are completion-only signals alone unless allowed), the
+    engine went idle or paused, or a progress signal moved."""
+    missing = missing_evidence(now)
     if missing is not None:
         return f"no evidence: {missing} missing or invalid"
+    if not completion_only_allowed and not live_evidence(now, selectors):
+        return "no evidence: only completion-only progress signals"
+    if is_paused(now):
+        return "engine paused or sleeping"
     busy = load(now, count_waiting)
     if busy is not None and busy <= 0:
         return "engine went idle"
-    return moved(before, now, counters)
+    return moved(before, now, selectors)

@@ -4,25 +4,32 @@ Pure by contract (checked by an import-linter contract in ``pyproject.toml``): n
 ``kubernetes``/``requests``. Time is whatever the caller puts in :attr:`Sample.t` (seconds on a monotonic
 clock).
 
-The rules, each one pinned by a test in ``tests/test_detector.py``:
+The rules, each one pinned by a test in ``tests/core/test_detector.py``:
 
 1. *Busy* means ``running > 0`` (with ``count_waiting``: ``running + waiting > 0``). A sample that is not busy is
    ``idle``; idle is never stalled and it ends any stall clock.
-2. *Progress* means any progress counter (generation tokens, prompt tokens, heartbeat) rose since the last
-   known value of that counter. A counter that went down is a reset (engine restart): it re-baselines and
-   counts as progress, never as a stall.
+2. *Progress* means any progress signal of the profile (token counters, step counters, a KV-cache usage gauge)
+   changed since the last known value of that signal. A counter that went down is a reset (engine restart):
+   it re-baselines and counts as progress, never as a stall.
 3. The stall clock starts at ``t`` of the latest sample that showed progress, or of the first busy sample after
    an idle sample (or the first sample ever seen), whichever is later.
 4. ``stalled`` when the latest sample is busy, nothing progressed since the clock started,
    ``t - clock_start >= window_s`` and at least ``min_samples`` known busy samples lie in
    ``[clock_start, t]`` (both ends included). Busy without progress before that is ``suspect``.
-5. *Unknown* samples (``running`` missing, or every progress counter missing; NaN, +/-Inf and negative values
+5. *Unknown* samples (``running`` missing, or every progress signal missing; NaN, +/-Inf and negative values
    count as missing) are never evidence: they do not start, advance or satisfy the clock, and do not move the
    baselines. A verdict on an unknown latest sample is ``unknown``. A gap of unknowns inside a running clock
    leaves the clock where it was: the counters are cumulative, so a counter that has not risen across the gap
    did not rise during it; but the gap adds no samples towards ``min_samples``.
 6. ``t`` going backwards (clock reset, restarted caller) re-baselines as if the sample were the first one
    ever seen, so it can never produce a stall.
+7. *Paused*: a sample whose ``paused`` value is known and above 0 (the engine sleeps or was paused on purpose,
+   e.g. vLLM sleep mode) is ``paused``: like idle it is never stalled and it ends any stall clock.
+8. *Completion-only evidence*: a progress signal the profile marks ``completion_only`` moves only when a request
+   finishes (TensorRT-LLM's and SGLang's token counters), so one request running longer than the window keeps
+   it flat. A busy sample without progress whose only known progress signals are completion-only is
+   ``unknown`` (it neither starts nor advances the clock) unless ``completion_window_s`` is set; then it is
+   judged with that longer window. Any signal moving, completion-only ones included, is progress.
 """
 
 from __future__ import annotations
@@ -31,12 +38,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from watchdog.core.confirm import PROGRESS_COUNTERS, known, load, missing_evidence
+from watchdog.core.confirm import is_paused, known, live_evidence, load, missing_evidence, signal_name
+from watchdog.core.profiles import Selector
 from watchdog.core.vocab import EngineState
 
 State = EngineState
-__all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "PROGRESS_COUNTERS", "DetectorState", "Sample", "State",
-           "Verdict", "detect"]
+__all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "DetectorState", "Sample", "State", "Verdict", "detect"]
 
 DEFAULT_WINDOW_S = 120.0
 DEFAULT_MIN_SAMPLES = 3
@@ -46,19 +53,17 @@ DEFAULT_MIN_SAMPLES = 3
 class Sample:
     """One scrape of one engine series.
 
-    ``t``: seconds on a monotonic clock. ``running``/``waiting``: gauge values (requests). Counters
-    (``generation_tokens``, ``prompt_tokens``, ``heartbeat``): cumulative totals as floats. Any value may be
+    ``t``: seconds on a monotonic clock. ``running``/``waiting``: gauge values (requests). ``progress``: one
+    value per progress signal of the profile, always in the same order (counters as cumulative totals, gauges
+    as read). ``paused``: the profile's paused gauge (> 0: sleeping or paused on purpose). Any value may be
     ``None`` (scrape failed or metric missing); NaN, infinities and negative values are treated as ``None``.
-    For vLLM the fields come from ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
-    ``vllm:generation_tokens_total``, ``vllm:prompt_tokens_total`` and ``vllm:iteration_tokens_total_count``.
     """
 
     t: float
     running: float | None
-    generation_tokens: float | None
-    prompt_tokens: float | None
+    progress: tuple[float | None, ...] = ()
     waiting: float | None = None
-    heartbeat: float | None = None
+    paused: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +96,10 @@ class DetectorState:
     """The incremental detector for one engine series: feed samples in time order to :meth:`observe`.
 
     ``window_s``: seconds (> 0). ``min_samples``: known busy samples needed inside the window (>= 1).
-    ``count_waiting``: treat waiting requests as busy too. Raises ``ValueError`` on a bad parameter.
+    ``count_waiting``: treat waiting requests as busy too. ``signals``: the profile's progress selectors
+    (``Profile.progress``), for the names in the verdict's reason and to tell a counter reset from a gauge that
+    fell. ``completion_window_s``: the window for busy samples whose only known progress signals are
+    completion-only (rule 8); ``None``: such samples are unknown. Raises ``ValueError`` on a bad parameter.
     """
 
     def __init__(
@@ -100,7 +108,8 @@ class DetectorState:
         *,
         min_samples: int = DEFAULT_MIN_SAMPLES,
         count_waiting: bool = False,
-        progress_counters: tuple[str, ...] | None = None,
+        signals: tuple[Selector, ...] = (),
+        completion_window_s: float | None = None,
     ) -> None:
         if not (isinstance(window_s, int | float) and math.isfinite(window_s) and window_s > 0):
             raise ValueError(f"window_s must be a positive number of seconds, got {window_s!r}")
@@ -109,20 +118,24 @@ class DetectorState:
         self.window_s = float(window_s)
         self.min_samples = min_samples
         self.count_waiting = count_waiting
-        self.progress_counters = PROGRESS_COUNTERS if progress_counters is None else progress_counters
+        if completion_window_s is not None and not completion_window_s > 0:
+            raise ValueError(f"completion_window_s must be None or > 0 seconds, got {completion_window_s!r}")
+        self.signals = signals
+        self.completion_window_s = completion_window_s
+        self._gauges = frozenset(i for i, s in enumerate(signals) if s.kind == "gauge")
         self._reset()
 
     def _reset(self) -> None:
         self._last_t: float | None = None
-        self._baseline: dict[str, float] = {}
+        self._baseline: dict[int, float] = {}
         self._clock_start: float | None = None  # None: not busy (idle) or nothing seen yet
         self._busy_samples = 0
 
     def observe(self, sample: Sample) -> Verdict:
         """Take the next sample of this engine series and return the verdict after it."""
         running = known(sample.running)
-        counters = {name: known(getattr(sample, name)) for name in self.progress_counters}
-        missing = missing_evidence(sample, self.progress_counters)
+        values = [known(value) for value in sample.progress]
+        missing = missing_evidence(sample)
         if running is None or missing is not None:
             return Verdict("unknown", False, 0.0, f"no evidence: {missing} missing or invalid in this scrape",
                            t=sample.t)
@@ -132,20 +145,32 @@ class DetectorState:
         first_ever = self._last_t is None
         self._last_t = sample.t
 
-        progressed, reset = self._update_baselines(counters)
+        progressed, reset = self._update_baselines(values)
         waiting = known(sample.waiting)
+        if is_paused(sample):
+            self._clock_start = None
+            self._busy_samples = 0
+            return Verdict("paused", False, 0.0, f"paused: the engine reports it is paused or sleeping "
+                           f"({_fmt(running)} running)", t=sample.t, running=running)
         if (load(sample, self.count_waiting) or 0.0) <= 0:
             self._clock_start = None
             self._busy_samples = 0
             return Verdict("idle", False, 0.0, "idle: no requests running", t=sample.t, running=running)
 
+        window_s = self.window_s
+        if not progressed and not live_evidence(sample, self.signals):
+            if self.completion_window_s is None:
+                return Verdict("unknown", False, 0.0, f"no evidence: {_fmt(running)} running and only "
+                               "completion-only progress signals (they move when a request finishes; see the "
+                               "setting completionOnlyWindowSeconds)", t=sample.t, running=running)
+            window_s = max(window_s, self.completion_window_s)
         if progressed or self._clock_start is None:
             self._clock_start = sample.t
             self._busy_samples = 1
         else:
             self._busy_samples += 1
         if progressed:
-            what = "a counter reset (engine restart)" if reset else "token counters rising"
+            what = "a counter reset (engine restart)" if reset else f"{progressed} moving"
             return Verdict(
                 "progressing", False, 0.0, f"progressing: {_fmt(running)} running, {what}",
                 t=sample.t, running=running, busy_samples=1,
@@ -153,14 +178,15 @@ class DetectorState:
 
         assert self._clock_start is not None
         stalled_for = sample.t - self._clock_start
-        frozen = ", ".join(f"{name}={_fmt(counters[name])}" for name in self.progress_counters)
+        frozen = ", ".join(f"{signal_name(self.signals, i)}={_fmt(v)}"
+                           for i, v in enumerate(values) if v is not None)
         evidence = (
             f"{_fmt(running)} requests running"
             + (f" ({_fmt(waiting)} waiting)" if waiting is not None else "")
-            + f", counters unchanged ({frozen}) for {stalled_for:.0f} s "
-            f"over {self._busy_samples} busy samples (window {self.window_s:.0f} s)"
+            + f", progress signals unchanged ({frozen}) for {stalled_for:.0f} s "
+            f"over {self._busy_samples} busy samples (window {window_s:.0f} s)"
         )
-        if stalled_for >= self.window_s and self._busy_samples >= self.min_samples:
+        if stalled_for >= window_s and self._busy_samples >= self.min_samples:
             return Verdict(
                 "stalled", True, stalled_for, f"stalled: {evidence}",
                 t=sample.t, running=running, busy_samples=self._busy_samples,
@@ -171,17 +197,17 @@ class DetectorState:
             t=sample.t, running=running, busy_samples=self._busy_samples,
         )
 
-    def _update_baselines(self, counters: dict[str, float | None]) -> tuple[bool, bool]:
-        """Compare known counters with their last known value; return (progressed, was_reset)."""
-        progressed = reset = False
-        for name, value in counters.items():
+    def _update_baselines(self, values: list[float | None]) -> tuple[str, bool]:
+        """Compare known values with their last known value; return (first signal that moved or "", was_reset)."""
+        progressed, reset = "", False
+        for index, value in enumerate(values):
             if value is None:
                 continue
-            previous = self._baseline.get(name)
+            previous = self._baseline.get(index)
             if previous is not None and value != previous:
-                progressed = True
-                reset = reset or value < previous
-            self._baseline[name] = value
+                progressed = progressed or signal_name(self.signals, index)
+                reset = reset or (value < previous and index not in self._gauges)
+            self._baseline[index] = value
         return progressed, reset
 
 
@@ -191,13 +217,16 @@ def detect(
     *,
     min_samples: int = DEFAULT_MIN_SAMPLES,
     count_waiting: bool = False,
+    signals: tuple[Selector, ...] = (),
+    completion_window_s: float | None = None,
 ) -> Verdict:
     """The verdict after the last of ``samples`` (time-ordered, one engine series).
 
     Exactly the fold of :meth:`DetectorState.observe` over ``samples``; ``unknown`` for no samples at all.
     Raises ``ValueError`` on a bad ``window_s``/``min_samples``.
     """
-    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting)
+    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting, signals=signals,
+                          completion_window_s=completion_window_s)
     verdict = Verdict("unknown", False, 0.0, "no evidence: no samples")
     for sample in samples:
         verdict = state.observe(sample)

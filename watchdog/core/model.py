@@ -23,14 +23,15 @@ COMPONENT = "vllm-stall-watchdog"  # Event reportingComponent/source, User-Agent
 @dataclass(frozen=True)
 class Target:
     """Which pods to watch and how to scrape them. ``pod_selector``: a Kubernetes label selector string;
-    ``port``: a container port name or number; ``metrics``: custom metric names over ``profile``."""
+    ``port``: a container port name or number; ``path``: the metrics path (the loader fills in the profile's);
+    ``metrics``: custom profile keys over ``profile`` (see :func:`watchdog.core.profiles.custom_profile`)."""
 
     name: str
     pod_selector: str
     profile: str = "vllm"
     port: str = "http"
     path: str = "/metrics"
-    metrics: Mapping[str, str] = field(default_factory=dict)
+    metrics: Mapping[str, object] = field(default_factory=dict)
 
 
 DEFAULT_TARGETS: tuple[Target, ...] = (
@@ -65,7 +66,7 @@ class ScrapeTarget:
     mode: NamespaceMode
     restart_count: int
     owner: OwnerRef | None
-    metrics: Mapping[str, str] = field(default_factory=dict)
+    metrics: Mapping[str, object] = field(default_factory=dict)
     created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC)
     node: str | None = None  # spec.nodeName
 

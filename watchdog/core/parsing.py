@@ -47,6 +47,7 @@ values as unknown.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -54,33 +55,38 @@ from functools import lru_cache
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from watchdog.core.profiles import Profile
+from watchdog.core.profiles import Profile, Selector
 
 __all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "parse_exposition"]
 
 Labels = tuple[tuple[str, str], ...]
-SIGNALS = ("running", "waiting", "generation_tokens", "prompt_tokens", "heartbeat")
 
 
 @dataclass(frozen=True)
 class EngineSnapshot:
-    """The stall signals of one engine series in one scrape (counts; ``None`` = not exposed)."""
+    """The stall signals of one engine series in one scrape (values as exposed; ``None`` = not exposed).
+
+    ``waiting`` already has the profile's ``waiting_ignored`` series taken off (never below 0); ``progress``
+    holds one value per :attr:`Profile.progress` selector, in order; ``paused`` is the largest of the
+    profile's ``paused`` gauges, and 1 when one of its ``awake`` gauges reads 0 (``None`` when none is exposed).
+    """
 
     labels: Labels
     running: float | None
-    waiting: float | None
-    generation_tokens: float | None
-    prompt_tokens: float | None
-    heartbeat: float | None
+    waiting: float | None = None
+    progress: tuple[float | None, ...] = ()
+    paused: float | None = None
 
     @property
     def key(self) -> str:
         """Stable human string of ``labels``, e.g. ``engine="0",model_name="m"`` (``''`` when unlabeled)."""
         return ",".join(f'{name}="{_escape(value)}"' for name, value in self.labels)
 
-    def as_dict(self) -> dict[str, object]:
-        """``{"labels": {...}, "running": ..., ...}`` (values as floats or ``None``)."""
-        return {"labels": dict(self.labels), **{s: getattr(self, s) for s in SIGNALS}}
+    def as_dict(self, profile: Profile) -> dict[str, object]:
+        """``{"labels": {...}, "running": ..., "waiting": ..., "progress": {selector: value}, "paused": ...}``."""
+        return {"labels": dict(self.labels), "running": self.running, "waiting": self.waiting,
+                "progress": dict(zip(profile.progress_names(), self.progress, strict=False)),
+                "paused": self.paused}
 
 
 @dataclass(frozen=True)
@@ -146,22 +152,30 @@ _PAIR = re.compile(rb'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
 class _Matcher:
     first_line: re.Pattern[bytes]
     other_lines: re.Pattern[bytes]
-    fields_by_name: dict[bytes, tuple[int, ...]]
+    slots_by_name: dict[bytes, tuple[tuple[int, Selector], ...]]
+    slots: int
+
+
+def _slots(profile: Profile) -> list[Selector | None]:
+    """Every selector of ``profile`` in slot order: running, waiting, waiting_ignored..., progress..., paused...,
+    awake..."""
+    return [profile.running, profile.waiting, *profile.waiting_ignored, *profile.progress, *profile.paused,
+            *profile.awake]
 
 
 @lru_cache(maxsize=64)
 def _matcher(profile: Profile) -> _Matcher:
-    fields_by_name: dict[bytes, tuple[int, ...]] = {}
-    for index, signal in enumerate(SIGNALS):
-        name = getattr(profile, signal)
-        if name:
-            raw = name.encode()
-            fields_by_name[raw] = (*fields_by_name.get(raw, ()), index)
-    alternatives = b"|".join(re.escape(n) for n in sorted(fields_by_name, key=len, reverse=True))
+    slots_by_name: dict[bytes, tuple[tuple[int, Selector], ...]] = {}
+    slots = _slots(profile)
+    for index, selector in enumerate(slots):
+        if selector is not None:
+            raw = selector.metric.encode()
+            slots_by_name[raw] = (*slots_by_name.get(raw, ()), (index, selector))
+    alternatives = b"|".join(re.escape(n) for n in sorted(slots_by_name, key=len, reverse=True))
     # A candidate line (groups 1-2: name, rest) or the OpenMetrics end "# EOF" (both groups None).
     line = rb"[ \t]*(?:(" + alternatives + rb")(?=[{ \t])([^\n]*)|# EOF[ \t]*\r?(?=\n|\Z))"
     # "\n" first: the regex engine then jumps from newline to newline at memchr speed.
-    return _Matcher(re.compile(line), re.compile(rb"\n" + line), fields_by_name)
+    return _Matcher(re.compile(line), re.compile(rb"\n" + line), slots_by_name, len(slots))
 
 
 def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = LIMITS) -> ParseResult:
@@ -177,7 +191,8 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
         return _overrun(f"more than {limits.lines} lines", 0)
     matcher = _matcher(profile)
     engine_labels = sorted(profile.engine_labels)
-    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, float]] = {}
+    collapse_labels = sorted(profile.collapse_labels)
+    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]] = {}
     found: set[str] = set()
     skipped = 0
     budget = _Budget(limits)
@@ -196,22 +211,64 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
                 continue
             labels, value = parsed
             key = tuple((n, labels[n]) for n in engine_labels if n in labels)
+            rank = tuple((n, labels[n]) for n in collapse_labels if n in labels)
             identity = frozenset(labels.items())
-            for index in matcher.fields_by_name[raw_name]:
-                latest[(index, identity)] = (key, value)
-            found.add(raw_name.decode())
+            for index, selector in matcher.slots_by_name[raw_name]:
+                if selector.matches(labels):
+                    latest[(index, identity)] = (key, rank, value)
+                    found.add(selector.metric)
     except _Overrun as exc:
         return _overrun(str(exc), skipped)
+    return _aggregate(latest, matcher.slots, profile, limits, skipped, found)
 
+
+def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], slots: int,
+               profile: Profile, limits: ParseLimits, skipped: int, found: set[str]) -> ParseResult:
+    """Sum every slot's samples per engine series and rank, then take the largest rank's value."""
+    per_rank: dict[tuple[Labels, int, Labels], float] = {}
+    for (index, _), (key, rank, value) in latest.items():
+        previous = per_rank.get((key, index, rank))
+        per_rank[(key, index, rank)] = value if previous is None else previous + value
     totals: dict[Labels, list[float | None]] = {}
-    for (index, _), (key, value) in latest.items():
-        row = totals.setdefault(key, [None] * len(SIGNALS))
+    for (key, index, _), value in per_rank.items():
+        row = totals.setdefault(key, [None] * slots)
         previous = row[index]
-        row[index] = value if previous is None else previous + value
+        row[index] = value if previous is None or _larger(value, previous) else previous
     keys = sorted(totals)
-    series = tuple(EngineSnapshot(key, *totals[key]) for key in keys[: limits.series])
+    if any(totals[key][0] is not None for key in keys):  # label sets without running join no engine
+        keys = [key for key in keys if totals[key][0] is not None]
+    series = tuple(_snapshot(key, totals[key], profile) for key in keys[: limits.series])
     return ParseResult(series=series, skipped_lines=skipped, found_families=frozenset(found),
                        dropped_series=len(keys) - len(series))
+
+
+def _larger(value: float, previous: float) -> bool:
+    """``value > previous`` where NaN is the smallest (a rank that says NaN never hides a real value)."""
+    return previous != previous or value > previous  # noqa: PLR0124 - NaN test
+
+
+def _snapshot(key: Labels, row: list[float | None], profile: Profile) -> EngineSnapshot:
+    ignored_end = 2 + len(profile.waiting_ignored)
+    progress_end = ignored_end + len(profile.progress)
+    paused_end = progress_end + len(profile.paused)
+    waiting = row[1]
+    ignored = sum(v for v in row[2:ignored_end] if v is not None and _count(v))
+    if waiting is not None and ignored and _count(waiting):  # an invalid waiting stays invalid (unknown)
+        waiting = max(0.0, waiting - ignored)
+    paused: float | None = None
+    for value in row[progress_end:paused_end]:
+        if value is not None and (paused is None or _larger(value, paused)):
+            paused = value
+    for value in row[paused_end:]:  # awake gauges: 0 means asleep
+        if value is not None and _count(value):
+            asleep = 1.0 if value == 0 else 0.0
+            paused = asleep if paused is None or _larger(asleep, paused) else paused
+    return EngineSnapshot(key, row[0], waiting, tuple(row[ignored_end:progress_end]), paused)
+
+
+def _count(value: float) -> bool:
+    """A finite, non-negative value (what a gauge of requests may hold)."""
+    return value >= 0 and value != math.inf
 
 
 class _Overrun(Exception):

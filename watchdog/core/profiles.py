@@ -1,91 +1,214 @@
-"""PURE: which metric names carry the stall signals, per inference engine kind.
+"""PURE: which series carry the stall signals, per inference engine kind.
 
-A :class:`Profile` names, exactly as they appear on the wire (sample names, never prefixes):
+A :class:`Profile` names series with :class:`Selector` s (a sample name exactly as on the wire, never a prefix,
+plus optional label matchers such as ``mode="decode"`` or ``reason!="deferred"``):
 
 - ``running``: gauge of requests being executed now (a wedge shows running > 0 ...)
-- ``waiting``: gauge of queued requests (``None`` if the engine has none)
-- ``generation_tokens`` / ``prompt_tokens``: monotonic counters (... while these stay flat)
-- ``heartbeat``: a sample that ticks once per engine step even when no token is counted (vLLM V1 counts
-  prompt tokens only when a prefill finishes, so a long prefill looks frozen without it); ``None`` if the
-  engine has none
-- ``engine_labels``: the label names that identify one engine inside one ``/metrics`` body. A sample is
-  keyed by those of these labels it carries; every other label (LoRA adapter, reason, ...) is summed over.
-  Labels whose series repeat the same engine's data in several processes (tensor/pipeline ranks) must be
-  listed here, or they would be added up.
-- ``default_port``: the engine's usual HTTP port (int, 1..65535)
+- ``waiting``: gauge of queued requests (``None`` if the engine has none); ``waiting_ignored``: series
+  subtracted from it, for queued requests that are not a wedge (vLLM's KV-transfer ``deferred`` ones)
+- ``progress``: the **progress signals** (... while none of these moves). Counters must rise, gauges must
+  change; any one of them moving is progress. Each has a one-line ``note`` of when the engine moves it.
+- ``paused``: gauges that, when > 0, say the engine is paused or sleeping on purpose: never stalled;
+  ``awake``: gauges that read 0 while the engine sleeps (vLLM's ``engine_sleep_state{sleep_state="awake"}``)
+- ``engine_labels``: the label names that identify one engine inside one ``/metrics`` body. A sample is keyed
+  by those of these labels it carries; labels in ``collapse_labels`` name copies of the same engine's data
+  printed by several processes (tensor/pipeline ranks): their values are combined by taking the largest, never
+  added; every other label (LoRA adapter, mode, reason, ...) is summed over.
+- ``metrics_path`` and ``default_port``: where the engine serves its exposition.
 
 Built in (:data:`PROFILES`): ``vllm`` (V0 and V1), ``sglang`` (``--enable-metrics``), ``llamacpp``
-(``llama-server --metrics``). :func:`custom_profile` builds one from configuration on top of a built-in one.
+(``llama-server --metrics``) and ``trtllm`` (``trtllm-serve``). :func:`custom_profile` builds one from
+configuration on top of a built-in one. docs/engines.md has the table of what moves when, with sources.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from dataclasses import fields as dataclass_fields
 from types import MappingProxyType
+from typing import Literal
 
-__all__ = ["PROFILES", "Profile", "custom_profile", "get_profile"]
+__all__ = ["PROFILES", "Profile", "Selector", "custom_profile", "get_profile", "parse_selector"]
 
+SignalKind = Literal["counter", "gauge"]
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(!=|=)\s*"([^"\\]*)"\s*(?:,|$)')
+_COUNTER_SUFFIXES = ("_total", "_count", "_sum")
+
+
+@dataclass(frozen=True)
+class Selector:
+    """One series of the exposition: ``metric`` (a sample name) whose labels satisfy every matcher.
+
+    ``match``: ``(label, value, equal)`` triples (``equal`` False for ``!=``). ``kind``: ``counter`` (rises;
+    a drop is a reset) or ``gauge``. ``note``: when the engine moves it, for docs and ``check``.
+    ``completion_only``: the engine moves it only when a request finishes, so one long request keeps it flat:
+    alone it is no evidence of a stall (see the detector's completion-only rule).
+    """
+
+    metric: str
+    match: tuple[tuple[str, str, bool], ...] = ()
+    kind: SignalKind = "counter"
+    note: str = ""
+    completion_only: bool = False
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True when ``labels`` satisfy every matcher (a missing label reads as ``""``, as in PromQL)."""
+        return all((labels.get(name, "") == value) == equal for name, value, equal in self.match)
+
+    def __str__(self) -> str:
+        if not self.match:
+            return self.metric
+        inner = ",".join(f'{name}{"=" if equal else "!="}"{value}"' for name, value, equal in self.match)
+        return f"{self.metric}{{{inner}}}"
+
+
+def parse_selector(text: str, kind: SignalKind | None = None, note: str = "",
+                   completion_only: bool = False) -> Selector:
+    """``name`` or ``name{label="v",other!="w"}`` -> :class:`Selector`; raises ``ValueError`` saying why.
+
+    ``kind`` defaults to ``counter`` for names ending in ``_total``/``_count``/``_sum``, else ``gauge``.
+    A trailing ``@completion`` marks a completion-only signal (``name{...}@completion``).
+    """
+    if isinstance(text, str) and text.rstrip().endswith("@completion"):
+        text, completion_only = text.rstrip()[: -len("@completion")], True
+    if not isinstance(text, str):
+        raise ValueError(f"expected a series selector like 'vllm:num_requests_running', got {text!r}")
+    name, brace, rest = text.strip().partition("{")
+    if not _METRIC_NAME.fullmatch(name):
+        raise ValueError(f"{text!r}: {name!r} is not a metric sample name like 'vllm:num_requests_running'")
+    matchers: list[tuple[str, str, bool]] = []
+    if brace:
+        if not rest.endswith("}"):
+            raise ValueError(f"{text!r}: label matchers must end with '}}'")
+        body, pos = rest[:-1].strip(), 0
+        while pos < len(body):
+            found = _MATCHER.match(body, pos)
+            if found is None:
+                raise ValueError(f"{text!r}: expected label=\"value\" or label!=\"value\" at {body[pos:]!r}")
+            label, op, value = found.groups()
+            if label.startswith("__"):
+                raise ValueError(f"{text!r}: {label!r} is a reserved label name")
+            matchers.append((label, value, op == "="))
+            pos = found.end()
+    if kind is None:
+        kind = "counter" if name.endswith(_COUNTER_SUFFIXES) else "gauge"
+    return Selector(name, tuple(matchers), kind, note, completion_only)
+
+
+def _s(text: str, note: str = "", kind: SignalKind | None = None, completion_only: bool = False) -> Selector:
+    return parse_selector(text, kind, note, completion_only)
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Metric names of one engine kind; see the module docstring for each field's meaning."""
+    """Series of one engine kind; see the module docstring for each field's meaning."""
 
     name: str
-    running: str
-    waiting: str | None
-    generation_tokens: str
-    prompt_tokens: str
-    heartbeat: str | None
+    running: Selector
+    waiting: Selector | None
+    progress: tuple[Selector, ...]
     engine_labels: tuple[str, ...]
     default_port: int
+    metrics_path: str = "/metrics"
+    waiting_ignored: tuple[Selector, ...] = ()
+    paused: tuple[Selector, ...] = ()
+    awake: tuple[Selector, ...] = ()
+    collapse_labels: tuple[str, ...] = ()
 
     def metric_names(self) -> tuple[str, ...]:
-        """The sample names this profile reads, in field order, without the absent (``None``) ones."""
-        names = (self.running, self.waiting, self.generation_tokens, self.prompt_tokens, self.heartbeat)
-        return tuple(n for n in names if n is not None)
+        """The sample names this profile reads, each once, in field order."""
+        selectors = (self.running, self.waiting, *self.waiting_ignored, *self.progress, *self.paused, *self.awake)
+        return tuple(dict.fromkeys(s.metric for s in selectors if s is not None))
+
+    def progress_names(self) -> tuple[str, ...]:
+        """The progress signals as selector strings, in order (names of the detector's values)."""
+        return tuple(str(s) for s in self.progress)
 
 
 PROFILES: Mapping[str, Profile] = MappingProxyType(
     {
         "vllm": Profile(
             name="vllm",
-            running="vllm:num_requests_running",
-            waiting="vllm:num_requests_waiting",
-            generation_tokens="vllm:generation_tokens_total",
-            prompt_tokens="vllm:prompt_tokens_total",
-            # A histogram: its _count ticks once per engine step.
-            heartbeat="vllm:iteration_tokens_total_count",
+            running=_s("vllm:num_requests_running", "every engine step (scheduler stats; 0.10.2+, before only "
+                       "steps with outputs)"),
+            waiting=_s("vllm:num_requests_waiting", "every engine step; includes the deferred ones"),
+            # Waiting on purpose (P/D remote KV pulls, grammar compilation, LoRA budget): not a wedge.
+            waiting_ignored=(_s('vllm:num_requests_waiting_by_reason{reason="deferred"}',
+                                "every engine step (0.20+)"),),
+            progress=(
+                _s("vllm:generation_tokens_total", "steps that produce request outputs"),
+                _s("vllm:iteration_tokens_total_count", "steps that produce request outputs (histogram count)"),
+                _s("vllm:kv_cache_usage_perc", "every engine step (0.10.2+); grows chunk by chunk during a "
+                   "long prefill that produces no output"),
+                _s("vllm:gpu_cache_usage_perc", "as kv_cache_usage_perc: its name before 0.9.2, hidden in 0.11, "
+                   "gone in 0.12"),
+                _s("vllm:estimated_flops_per_gpu_total", "every step that scheduled tokens, with "
+                   "--enable-mfu-metrics"),
+                _s("vllm:prompt_tokens_total", "the whole prompt at once, when its first token is produced",
+                   completion_only=True),
+                _s("vllm:request_success_total", "when a request finishes", completion_only=True),
+            ),
+            paused=(
+                _s("vllm:sleep_mode_operations_in_flight", "a sleep or wake-up under way"),
+                _s("vllm:rl_weight_update_operations_in_flight", "an RL weight update under way"),
+            ),
+            awake=(_s('vllm:engine_sleep_state{sleep_state="awake"}', "0 from /sleep (any level) until fully "
+                      "awake (0.11.2+)"),),
             # V1: one series per data-parallel engine ("0".."N-1"); V0 has model_name only.
             engine_labels=("engine", "model_name"),
             default_port=8000,
         ),
         "sglang": Profile(
             name="sglang",
-            running="sglang:num_running_reqs",
-            waiting="sglang:num_queue_reqs",
-            generation_tokens="sglang:generation_tokens_total",
-            prompt_tokens="sglang:prompt_tokens_total",
-            heartbeat=None,
-            # Newer SGLang adds engine_type/tp_rank/pp_rank (and dp_rank with DP attention): each rank's
-            # scheduler reports its own copy, so they identify a series instead of being summed.
-            engine_labels=("dp_rank", "engine_type", "model_name", "pp_rank", "tp_rank"),
+            # priority="" holds the totals when priority scheduling adds per-priority series.
+            running=_s('sglang:num_running_reqs{priority=""}', "scheduler: every 40 decode steps "
+                       "(--decode-log-interval), per prefill batch, every 30 s when idle"),
+            waiting=_s('sglang:num_queue_reqs{priority=""}', "scheduler: as num_running_reqs"),
+            progress=(
+                _s("sglang:realtime_tokens_total", "scheduler: decode tokens every decode step, prefill tokens "
+                   "per chunk (0.5.7+)"),
+                _s("sglang:cuda_graph_passes_total", "every forward pass on every TP rank (0.5.7+)"),
+                _s("sglang:forward_execution_seconds_total", "scheduler, per forward batch (newer versions)"),
+                _s("sglang:inter_token_latency_seconds_count", "tokenizer: as tokens stream (every 50 tokens "
+                   "of a non-streaming request); joins the scheduler series only without data parallelism"),
+                _s("sglang:generation_tokens_total", "tokenizer: when a request finishes", completion_only=True),
+            ),
+            # One scheduler per dp rank; tp/pp/moe-ep ranks print copies of its data; pid marks gauges of
+            # prometheus_client's "all" multiprocess mode.
+            engine_labels=("dp_rank", "engine_type", "model_name"),
+            collapse_labels=("moe_ep_rank", "pid", "pp_rank", "tp_rank"),
             default_port=30000,
         ),
         "llamacpp": Profile(
             name="llamacpp",
-            running="llamacpp:requests_processing",
-            waiting="llamacpp:requests_deferred",
-            generation_tokens="llamacpp:tokens_predicted_total",
-            prompt_tokens="llamacpp:prompt_tokens_total",
-            heartbeat="llamacpp:n_decode_total",
+            running=_s("llamacpp:requests_processing", "read at scrape time from the server loop"),
+            waiting=_s("llamacpp:requests_deferred", "read at scrape time from the server loop"),
+            progress=(
+                _s("llamacpp:n_decode_total", "every llama_decode call, prompt batches included"),
+                _s("llamacpp:tokens_predicted_total", "when a slot is released (request finished)",
+                   completion_only=True),
+                _s("llamacpp:prompt_tokens_total", "when a prompt is fully processed", completion_only=True),
+            ),
             engine_labels=(),
             default_port=8080,
+        ),
+        "trtllm": Profile(
+            name="trtllm",
+            running=_s("trtllm_num_requests_running", "iteration stats, collected when a request finishes"),
+            waiting=_s("trtllm_num_requests_waiting", "iteration stats, collected when a request finishes"),
+            progress=(
+                _s("trtllm_generation_tokens_total", "when a request finishes", completion_only=True),
+                _s("trtllm_prompt_tokens_total", "when a request finishes", completion_only=True),
+                _s("trtllm_kv_cache_utilization", "iteration stats, collected when a request finishes",
+                   completion_only=True),
+            ),
+            engine_labels=("engine_type", "model_name"),
+            collapse_labels=("pid",),
+            metrics_path="/prometheus/metrics",
+            default_port=8000,
         ),
     }
 )
@@ -99,45 +222,76 @@ def get_profile(name: str) -> Profile:
         raise ValueError(f"unknown profile {name!r} (known: {', '.join(sorted(PROFILES))})") from None
 
 
-_REQUIRED_NAMES = ("running", "generation_tokens", "prompt_tokens")
-_OPTIONAL_NAMES = ("waiting", "heartbeat")
-_SETTABLE = frozenset(f.name for f in dataclass_fields(Profile)) - {"name"}
+#: Keys a custom profile may set; the three legacy counter keys build ``progress`` when it is not given.
+CUSTOM_KEYS = ("running", "waiting", "waiting_ignored", "progress", "paused", "awake", "engine_labels",
+               "collapse_labels", "metrics_path", "default_port")
+LEGACY_PROGRESS_KEYS = ("generation_tokens", "prompt_tokens", "heartbeat")
 
 
 def custom_profile(name: str, fields: Mapping[str, object], base: str = "vllm") -> Profile:
     """A profile named ``name``: the built-in profile ``base`` with ``fields`` replaced.
 
-    ``fields`` maps Profile field names to values: metric names are strings (``waiting`` and ``heartbeat``
-    may be ``None`` or ``""`` for "this engine has none"), ``engine_labels`` a list/tuple of label names,
-    ``default_port`` an int in 1..65535. Raises ``ValueError`` naming the bad key (unknown key, wrong type,
-    invalid metric or label name) or the unknown ``base``.
+    ``fields`` keys (:data:`CUSTOM_KEYS`): ``running`` a selector string; ``waiting`` a selector or ``None``/
+    ``""`` (none); ``progress``, ``waiting_ignored``, ``paused``, ``awake`` lists of selector strings (``progress`` must not
+    be empty); ``engine_labels``/``collapse_labels`` lists of label names; ``metrics_path`` an absolute path;
+    ``default_port`` an int in 1..65535. The legacy keys ``generation_tokens``, ``prompt_tokens`` and
+    ``heartbeat`` (one counter each) make up ``progress`` when it is not given. Raises ``ValueError`` naming
+    the bad key (unknown key, wrong type, invalid selector or label name) or the unknown ``base``.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"custom profile name must be a non-empty string, got {name!r}")
     start = get_profile(base)
     changes: dict[str, object] = {}
+    legacy: list[Selector] = []
     for key, value in fields.items():
-        if key not in _SETTABLE:
-            raise ValueError(f"custom profile {name!r}: unknown key {key!r} (known: {', '.join(sorted(_SETTABLE))})")
-        changes[key] = _check_field(name, key, value)
+        where = f"custom profile {name!r}: {key}"
+        if key in LEGACY_PROGRESS_KEYS:
+            if value not in (None, ""):
+                legacy.append(_selector(where, value, "counter"))
+            continue
+        if key not in CUSTOM_KEYS:
+            known = ", ".join((*CUSTOM_KEYS, *LEGACY_PROGRESS_KEYS))
+            raise ValueError(f"custom profile {name!r}: unknown key {key!r} (known: {known})")
+        changes[key] = _check_field(where, key, value)
+    if legacy:
+        if "progress" in changes:
+            raise ValueError(f"custom profile {name!r}: give either progress or the legacy "
+                             f"{'/'.join(LEGACY_PROGRESS_KEYS)} keys, not both")
+        changes["progress"] = tuple(legacy)
     return replace(start, name=name, **changes)  # type: ignore[arg-type]
 
 
-def _check_field(profile: str, key: str, value: object) -> object:
-    where = f"custom profile {profile!r}: {key}"
-    if key in _REQUIRED_NAMES or key in _OPTIONAL_NAMES:
-        if key in _OPTIONAL_NAMES and (value is None or value == ""):
-            return None
-        if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
-            raise ValueError(f"{where} must be a metric sample name like 'vllm:num_requests_running', got {value!r}")
-        return value
-    if key == "engine_labels":
+def _selector(where: str, value: object, kind: SignalKind | None = None) -> Selector:
+    try:
+        return parse_selector(value, kind)  # type: ignore[arg-type]  # a non-string is refused there
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _check_field(where: str, key: str, value: object) -> object:
+    if key == "running":
+        return _selector(where, value, "gauge")
+    if key == "waiting":
+        return None if value in (None, "") else _selector(where, value, "gauge")
+    if key in ("progress", "waiting_ignored", "paused", "awake"):
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, Sequence) or isinstance(items, bytes):
+            raise ValueError(f"{where} must be a list of series selectors, got {value!r}")
+        selectors = tuple(_selector(where, item, "gauge" if key != "progress" else None) for item in items)
+        if key == "progress" and not selectors:
+            raise ValueError(f"{where} must name at least one progress signal")
+        return selectors
+    if key in ("engine_labels", "collapse_labels"):
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise ValueError(f"{where} must be a list of label names, got {value!r}")
         for label in value:
             if not isinstance(label, str) or not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
                 raise ValueError(f"{where}: {label!r} is not a valid label name")
         return tuple(dict.fromkeys(value))
+    if key == "metrics_path":
+        if not isinstance(value, str) or not value.startswith("/") or "//" in value or ".." in value:
+            raise ValueError(f"{where} must be an absolute URL path like /metrics, got {value!r}")
+        return value
     # default_port
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise ValueError(f"{where} must be an integer port in 1..65535, got {value!r}")

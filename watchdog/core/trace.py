@@ -3,10 +3,12 @@ the stream.
 
 The CSV format (one row per scrape of one engine series, in time order)::
 
-    t,running,generation_tokens,prompt_tokens[,waiting][,heartbeat]
+    t,running[,waiting][,paused],<progress column>[,<progress column>...]
 
 ``t`` is seconds (any monotonic origin); the other cells are the gauge/counter values, an empty cell meaning
-*unknown* (failed scrape or missing metric). Bad input raises :class:`TraceError` naming file, line and column.
+*unknown* (failed scrape or missing metric). Progress columns (at least one): the counters
+``generation_tokens``, ``prompt_tokens``, ``heartbeat`` and any ``progress_<name>`` column, and the gauge
+``kv_cache_usage`` (any change is progress). Bad input raises :class:`TraceError` naming file, line and column.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from watchdog.core.detector import DetectorState, Sample
+from watchdog.core.profiles import Selector
 
-REQUIRED_COLUMNS = ("t", "running", "generation_tokens", "prompt_tokens")
-OPTIONAL_COLUMNS = ("waiting", "heartbeat")
+REQUIRED_COLUMNS = ("t", "running")
+OPTIONAL_COLUMNS = ("waiting", "paused")
+COUNTER_COLUMNS = ("generation_tokens", "prompt_tokens", "heartbeat")
+GAUGE_COLUMNS = ("kv_cache_usage",)
+PROGRESS_PREFIX = "progress_"
 
 
 class TraceError(Exception):
@@ -33,6 +39,7 @@ class Trace:
     """Samples read from a CSV trace, plus the columns that were ignored."""
 
     samples: list[Sample]
+    signals: tuple[Selector, ...]  # the progress columns, in Sample.progress order
     ignored_columns: list[str]
     backwards_lines: list[int]  # lines whose t is below the previous row's (a clock reset: re-baselined)
 
@@ -83,6 +90,12 @@ def read_trace(stream: TextIO, name: str) -> Trace:
     if missing:
         raise TraceError(f"{name}:1: missing column(s) {', '.join(missing)} (header is {','.join(header)})")
     index = {c: header.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in header}
+    progress = [h for h in header if h in COUNTER_COLUMNS + GAUGE_COLUMNS or h.startswith(PROGRESS_PREFIX)]
+    if not progress:
+        raise TraceError(f"{name}:1: no progress column (one of {', '.join(COUNTER_COLUMNS + GAUGE_COLUMNS)} or "
+                         f"{PROGRESS_PREFIX}<name>; header is {','.join(header)})")
+    signals = tuple(Selector(h, kind="gauge" if h in GAUGE_COLUMNS else "counter") for h in progress)
+    index.update((h, header.index(h)) for h in progress)
     ignored = [h for h in header if h not in index]
     samples: list[Sample] = []
     backwards: list[int] = []
@@ -100,24 +113,18 @@ def read_trace(stream: TextIO, name: str) -> Trace:
                 raise TraceError(f"{where}, column 't': a finite time in seconds is required")
             if samples and t < samples[-1].t:
                 backwards.append(line)
-            samples.append(
-                Sample(
-                    t=t,
-                    running=values["running"],
-                    generation_tokens=values["generation_tokens"],
-                    prompt_tokens=values["prompt_tokens"],
-                    waiting=values.get("waiting"),
-                    heartbeat=values.get("heartbeat"),
-                )
-            )
+            samples.append(Sample(t=t, running=values["running"], progress=tuple(values[h] for h in progress),
+                                  waiting=values.get("waiting"), paused=values.get("paused")))
     except (csv.Error, UnicodeDecodeError) as exc:
         raise TraceError(f"{name}:{reader.line_num}: unreadable CSV: {exc}") from None
-    return Trace(samples, ignored, backwards)
+    return Trace(samples, signals, ignored, backwards)
 
 
-def replay(trace: Trace, window_s: float, min_samples: int, count_waiting: bool) -> list[dict[str, Any]]:
+def replay(trace: Trace, window_s: float, min_samples: int, count_waiting: bool,
+           completion_window_s: float | None = None) -> list[dict[str, Any]]:
     """The detector's verdict after each sample, as JSON-ready dicts."""
-    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting)
+    state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting, signals=trace.signals,
+                          completion_window_s=completion_window_s)
     out = []
     for sample in trace.samples:
         v = state.observe(sample)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 #: The detector's verdict on one engine series (watchdog.core.detector).
-EngineState = Literal["idle", "progressing", "suspect", "stalled", "unknown"]
+EngineState = Literal["idle", "paused", "progressing", "suspect", "stalled", "unknown"]
 #: How one scrape ended (watchdog.adapters.scrape); "ok" or a ScrapeError reason.
 ScrapeOutcome = Literal["ok", "timeout", "refused", "http_status", "too_large", "bad_encoding", "parse",
                         "connection"]
