@@ -20,13 +20,38 @@ from watchdog.core.events import MAX_MESSAGE, event_body
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget, Target
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, Rails
+from watchdog.core.profiles import Selector
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import pod_manifest, seed_deployment, seed_statefulset
 
 NS = "ml"
+#: The progress signals of these tests' snapshots, in EngineSnapshot.progress order.
+SIGNALS = (Selector("generation_tokens"), Selector("prompt_tokens"), Selector("heartbeat"))
 SNAP = EngineSnapshot(labels=(("engine", "0"), ("model_name", "llama")), running=21.0, waiting=0.0,
-                      generation_tokens=456789.0, prompt_tokens=1234567.0, heartbeat=30200.0)
-VERDICT = Verdict("stalled", True, 130.0, "stalled: 21 requests running, counters unchanged (generation_tokens=1) for "
+                      progress=(456789.0, 1234567.0, 30200.0))
+
+
+def vary(base: EngineSnapshot = SNAP, **changes: float | None) -> EngineSnapshot:
+    """``base`` with fields replaced; ``generation_tokens``/``prompt_tokens``/``heartbeat`` name progress values."""
+    progress = list(base.progress)
+    for index, selector in enumerate(SIGNALS):
+        if selector.metric in changes:
+            progress[index] = changes.pop(selector.metric)
+    return dataclasses.replace(base, progress=tuple(progress), **changes)  # type: ignore[arg-type]
+
+
+def gen(snap: EngineSnapshot) -> float:
+    return snap.progress[0] or 0.0
+
+
+def prompt(snap: EngineSnapshot) -> float:
+    return snap.progress[1] or 0.0
+
+
+def beat(snap: EngineSnapshot) -> float:
+    return snap.progress[2] or 0.0
+VERDICT = Verdict("stalled", True, 130.0, "stalled: 21 requests running, progress signals unchanged "
+                  "(generation_tokens=1) for "
                   "130 s over 9 busy samples (window 120 s)",
                   t=130.0, running=21.0)
 
@@ -112,7 +137,7 @@ def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_cli
     rem, metrics = remediator(kube_client, rescrape)
     before = len(api.emulator.request_log)
 
-    outcome = rem.remediate(target, SNAP, VERDICT)
+    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
 
     assert outcome.result == "deleted"
     assert target.uid in outcome.detail and target.ref in outcome.detail
@@ -136,14 +161,14 @@ def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_cli
     assert len(message.encode()) <= MAX_MESSAGE
     assert results(metrics) == {"deleted": 1.0}
     # The same episode is never acted on twice.
-    assert rem.remediate(target, SNAP, VERDICT).result == "skip"
+    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
     assert results(metrics) == {"deleted": 1.0}
 
 
 def test_statefulset_pod_gets_its_event_on_the_statefulset(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_statefulset(api, NS, "big", "10.0.0.6", 8000)
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT).result == "deleted"
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "big-0"), ("StalledPodDeleted", "StatefulSet", "big")]
 
 
@@ -154,7 +179,7 @@ def test_bare_pod_gets_one_event(api: EmulatorServer, kube_client: KubeClient) -
     [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("v", "x=y"), [stored])],
                         require_controller=False).targets
     rem, _ = remediator(kube_client, require_controller=False)
-    assert rem.remediate(target, SNAP, VERDICT).result == "deleted"
+    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "bare")]
 
 
@@ -162,7 +187,7 @@ def test_event_message_is_cut_to_1_kib(api: EmulatorServer, kube_client: KubeCli
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     long = dataclasses.replace(VERDICT, reason="é" * 3000)  # 2-byte characters: the cut must stay valid UTF-8
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, long).result == "deleted"
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, long, signals=SIGNALS).result == "deleted"
     messages = [e["message"] for e in api.list_events(NS)]
     assert len(messages) == 2
     for message in messages:
@@ -187,7 +212,7 @@ def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_cli
     rescrape = Rescrape()
     rem, metrics = remediator(kube_client, rescrape, dry_run=dry_run)
     target = target_of(api, seeded["pod"])
-    outcome = rem.remediate(target, SNAP, VERDICT)
+    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "dry_run"
     assert api.get_pod(namespace, seeded["pod"]["metadata"]["name"]) is not None
     assert api.emulator.count_requests(verb="delete") == 0
@@ -196,7 +221,7 @@ def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_cli
                                       ("StalledPodDryRun", "Pod", seeded["pod"]["metadata"]["name"])]
     assert all(e["message"].startswith("DRY-RUN, would delete") for e in api.list_events(namespace))
     assert results(metrics) == {"dry_run": 1.0}
-    assert rem.remediate(target, SNAP, VERDICT).result == "skip"  # announced once per episode
+    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"  # announced once per episode
     assert len(api.list_events(namespace)) == 2
 
 
@@ -247,7 +272,7 @@ def test_aborts_when_the_pod_changed(api: EmulatorServer, kube_client: KubeClien
     change(api, seeded["pod"])
     rescrape = Rescrape()
     rem, metrics = remediator(kube_client, rescrape)
-    outcome = rem.remediate(target, SNAP, VERDICT)
+    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "aborted"
     assert why in outcome.detail
     assert rescrape.calls == 0
@@ -262,10 +287,11 @@ def test_aborts_when_the_pod_changed(api: EmulatorServer, kube_client: KubeClien
     (None, "gave no evidence"),
     (dataclasses.replace(SNAP, running=None), "gave no evidence"),
     (dataclasses.replace(SNAP, running=float("nan")), "gave no evidence"),
-    (dataclasses.replace(SNAP, generation_tokens=None, prompt_tokens=None, heartbeat=None), "gave no evidence"),
-    (dataclasses.replace(SNAP, generation_tokens=SNAP.generation_tokens + 1), "generation_tokens moved"),
-    (dataclasses.replace(SNAP, prompt_tokens=SNAP.prompt_tokens + 5), "prompt_tokens moved"),
-    (dataclasses.replace(SNAP, heartbeat=SNAP.heartbeat + 1), "heartbeat moved"),
+    (vary(generation_tokens=None, prompt_tokens=None, heartbeat=None), "gave no evidence"),
+    (vary(generation_tokens=gen(SNAP) + 1), "generation_tokens moved"),
+    (vary(prompt_tokens=prompt(SNAP) + 5), "prompt_tokens moved"),
+    (vary(heartbeat=beat(SNAP) + 1), "heartbeat moved"),
+    (vary(paused=1.0), "engine paused or sleeping"),
     (dataclasses.replace(SNAP, running=0.0), "engine went idle"),
 ])
 def test_aborts_when_the_rescrape_does_not_confirm(api: EmulatorServer, kube_client: KubeClient,
@@ -274,7 +300,7 @@ def test_aborts_when_the_rescrape_does_not_confirm(api: EmulatorServer, kube_cli
     rescrape = Rescrape(now)
     rem, metrics = remediator(kube_client, rescrape)
     target = target_of(api, seeded["pod"])
-    outcome = rem.remediate(target, SNAP, VERDICT)
+    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     assert (outcome.result, rescrape.calls) == ("aborted", 1)
     assert why in outcome.detail
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
@@ -300,7 +326,7 @@ def test_aborts_when_the_fresh_get_shows_the_pod_terminating(api: EmulatorServer
     kube = FakeKube(kube_client, get_pod=terminating, delete_pod=kube_client.delete_pod)
     rescrape = Rescrape()
     rem, metrics = remediator(kube, rescrape)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "aborted" and "skips it: terminating" in outcome.detail
     assert (kube.calls, rescrape.calls) == ({"get_pod": 1, "delete_pod": 0}, 0)
     assert results(metrics) == {"aborted": 1.0}
@@ -308,26 +334,25 @@ def test_aborts_when_the_fresh_get_shows_the_pod_terminating(api: EmulatorServer
 
 def test_confirmation_ignores_missing_counters() -> None:
     assert not_confirmed(SNAP, SNAP, False) is None
-    assert not_confirmed(SNAP, dataclasses.replace(SNAP, heartbeat=None, waiting=7.0), False) is None
+    assert not_confirmed(SNAP, vary(heartbeat=None, waiting=7.0), False, SIGNALS) is None
 
 
 @pytest.mark.parametrize("bad", [float("nan"), -1.0, None, float("inf")])
 def test_confirmation_reads_a_nan_negative_or_missing_counter_as_the_detector_does(bad: float | None) -> None:
     """The detector ignores a NaN/negative/missing counter and judges the others frozen: the confirmation
     re-scrape must agree, not read nan != nan as "moved" and spare the wedge forever (the layout issue's bug)."""
-    before = dataclasses.replace(SNAP, heartbeat=bad)
-    assert not_confirmed(before, dataclasses.replace(SNAP, heartbeat=bad), False) is None
-    assert not_confirmed(before, dataclasses.replace(SNAP, heartbeat=None), False) is None
-    moved = not_confirmed(before, dataclasses.replace(SNAP, heartbeat=bad, prompt_tokens=SNAP.prompt_tokens + 1),
-                          False)
+    before = vary(heartbeat=bad)
+    assert not_confirmed(before, vary(heartbeat=bad), False, SIGNALS) is None
+    assert not_confirmed(before, vary(heartbeat=None), False, SIGNALS) is None
+    moved = not_confirmed(before, vary(heartbeat=bad, prompt_tokens=prompt(SNAP) + 1), False, SIGNALS)
     assert moved is not None and moved.startswith("prompt_tokens moved")
 
 
 def test_a_wedge_with_one_nan_counter_is_deleted(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
-    nan = dataclasses.replace(SNAP, heartbeat=float("nan"))
+    nan = vary(heartbeat=float("nan"))
     rem, metrics = remediator(kube_client, Rescrape(dataclasses.replace(nan)))
-    outcome = rem.remediate(target_of(api, seeded["pod"]), nan, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), nan, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted", outcome.detail
     assert metrics.deletions.labels("deleted")._value.get() == 1
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
@@ -340,7 +365,7 @@ def test_pod_recreated_between_get_and_delete_is_a_conflict(api: EmulatorServer,
     new: list[dict[str, Any]] = []
     rescrape = Rescrape(before=lambda: new.append(recreate(api, seeded["pod"])))
     rem, metrics = remediator(kube_client, rescrape)
-    outcome = rem.remediate(target, SNAP, VERDICT)
+    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "conflict"
     assert "UID precondition failed" in outcome.detail
     survivor = api.get_pod(NS, seeded["pod"]["metadata"]["name"])
@@ -354,7 +379,7 @@ def test_pod_gone_between_get_and_delete_is_not_found(api: EmulatorServer, kube_
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     rescrape = Rescrape(before=lambda: _gone(api, seeded["pod"]))
     rem, metrics = remediator(kube_client, rescrape)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "not_found" and "already gone" in outcome.detail
     assert api.list_events(NS) == []
     assert results(metrics) == {"not_found": 1.0}
@@ -363,7 +388,7 @@ def test_pod_gone_between_get_and_delete_is_not_found(api: EmulatorServer, kube_
 def _second_stall(api: EmulatorServer, rem: Remediator) -> Remediation:
     """Another stalled pod of another owner in the same namespace, decided right after."""
     other = seed_deployment(api, NS, "other", "10.0.0.8", 8000)
-    return rem.remediate(target_of(api, other["pod"]), SNAP, VERDICT)
+    return rem.remediate(target_of(api, other["pod"]), SNAP, VERDICT, signals=SIGNALS)
 
 
 @pytest.mark.parametrize("action", ["delete", "evict"])
@@ -392,7 +417,7 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
     rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
                      action=action)
     target = target_of(api, seeded["pod"])
-    outcome = rem.remediate(target, SNAP, VERDICT)
+    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     done = "evicted" if action == "evict" and result == "deleted" else result
     assert outcome.result == done, outcome.detail
     assert kube.calls[verb] == 1
@@ -404,7 +429,7 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
     second = _second_stall(api, rem)  # the namespace budget (1) is used by the ambiguous attempt
     assert (second.result, "namespace budget used" in second.detail) == ("deferred", True)
     # The episode was acted on: no second DELETE for the same stall.
-    assert rem.remediate(target, SNAP, VERDICT).result == "skip"
+    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
     assert kube.calls[verb] == 1
 
 
@@ -417,7 +442,7 @@ def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeC
     kube = FakeKube(kube_client, delete_pod=forbidden)
     rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(),
                      new_metrics())
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "error" and "refused, not retried" in outcome.detail
     assert api.list_events(NS) == []
     assert _second_stall(api, rem).result == "error"  # not deferred: nothing was charged
@@ -431,7 +456,7 @@ def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient) 
 
     kube = FakeKube(kube_client, get_pod=boom, delete_pod=kube_client.delete_pod)
     rem, _ = remediator(kube)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "aborted" and "fresh GET failed" in outcome.detail
     assert kube.calls["delete_pod"] == 0
 
@@ -444,7 +469,7 @@ def test_event_failures_never_block_the_delete(api: EmulatorServer, kube_client:
 
     kube = FakeKube(kube_client, create_event=boom)
     rem, metrics = remediator(kube)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted"
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
     assert kube.calls["create_event"] == 2  # pod and Deployment, each tried once
@@ -461,7 +486,7 @@ def test_any_exception_from_events_or_the_owner_walk_is_contained(api: EmulatorS
 
     kube = FakeKube(kube_client, create_event=boom, get_object=boom)
     rem, metrics = remediator(kube)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted"
     assert kube.calls["create_event"] == 1  # the owner walk failed: only the pod's Event was tried
     assert metrics.registry.get_sample_value("vllm_watchdog_event_failures_total") == 1.0
@@ -472,7 +497,7 @@ def test_owner_walk_stops_at_a_missing_owner(api: EmulatorServer, kube_client: K
     rs = seeded["replicaset"]["metadata"]["name"]
     assert api.request("DELETE", f"/apis/apps/v1/namespaces/{NS}/replicasets/{rs}")[0] == 200
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT).result == "deleted"
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", seeded["pod"]["metadata"]["name"]),
                            ("StalledPodDeleted", "ReplicaSet", rs)]
 
@@ -488,7 +513,7 @@ def test_configured_grace_period_is_sent(api: EmulatorServer, kube_client: KubeC
     kube = FakeKube(kube_client, delete_pod=spy)
     rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)
     target = target_of(api, seeded["pod"])
-    assert rem.remediate(target, SNAP, VERDICT).result == "deleted"
+    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert sent == [(NS, target.name, target.uid, 7)]
 
 
@@ -498,7 +523,7 @@ def test_waiting_requests_keep_the_engine_busy_with_count_waiting(api: EmulatorS
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     queued = dataclasses.replace(SNAP, running=0.0, waiting=5.0)
     rem = Remediator(kube_client, open_policy(), Rescrape(queued), new_metrics(), count_waiting=count_waiting)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), queued, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), queued, VERDICT, signals=SIGNALS)
     assert outcome.result == result
     if result == "aborted":
         assert "engine went idle" in outcome.detail
@@ -515,7 +540,7 @@ def test_an_eviction_says_evicted_in_its_events_and_result(api: EmulatorServer, 
     """The real API server tier caught "evictd:" in the Event message (the verb + "d")."""
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     rem = Remediator(kube_client, open_policy(), Rescrape(), new_metrics(), action="evict")
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "evicted" and outcome.detail.startswith("evicted ")
     messages = [e["message"] for e in api.list_events(NS)]
     assert len(messages) == 2 and all(m.startswith("evicted: engine series") for m in messages)
@@ -529,7 +554,7 @@ def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServe
     metrics = new_metrics()
     rem = Remediator(kube_client, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
                      action="evict")
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "deferred" and "more than one PodDisruptionBudget" in outcome.detail
     assert metrics.deferrals.labels("pdb")._value.get() == 1
     messages = [e["message"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeletionDeferred"]
@@ -547,7 +572,7 @@ def test_a_node_owned_static_pod_gets_its_owner_event_in_default(api: EmulatorSe
     assert stored is not None
     [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("v", "x=y"), [stored])]).targets
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target, SNAP, VERDICT).result == "deleted"
+    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "static-gpu-1")]
     [on_node] = [e for e in api.list_events("default") if e["involvedObject"]["kind"] == "Node"]
     assert on_node["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1", "uid": "node-uid"}
@@ -570,7 +595,7 @@ def test_every_charged_deletion_is_written_to_the_ledger(api: EmulatorServer, ku
     kube = FakeKube(kube_client, delete_pod=timeout) if lost else FakeKube(kube_client)
     led = DeletionLedger(kube, "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
     rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led)
-    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     entries = led.read()
     assert entries is not None
     assert [(e.namespace, e.pod, e.uid) for e in entries] == [
@@ -580,6 +605,6 @@ def test_every_charged_deletion_is_written_to_the_ledger(api: EmulatorServer, ku
 def test_the_event_message_names_the_window_once(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     rem, _ = remediator(kube_client)
-    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT)
+    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     messages = [e["message"] for e in api.list_events(NS)]
     assert messages and all(m.count("window") == VERDICT.reason.count("window") == 1 for m in messages), messages

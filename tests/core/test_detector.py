@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watchdog.core import detector as detector
 from watchdog.core import detector as core_detector
+from watchdog.core import detector as detector
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.profiles import Selector, get_profile
 
@@ -21,7 +21,7 @@ from watchdog.core.profiles import Selector, get_profile
 SIGNALS = (Selector("generation_tokens"), Selector("prompt_tokens"), Selector("heartbeat"))
 
 
-def Sample(t: float, running: float | None, generation_tokens: float | None = None,  # noqa: N802
+def Sample(t: float, running: float | None, generation_tokens: float | None = None,
            prompt_tokens: float | None = None, waiting: float | None = None, heartbeat: float | None = None,
            paused: float | None = None) -> core_detector.Sample:
     """A detector sample with the progress signals of :data:`SIGNALS`."""

@@ -79,15 +79,35 @@ def test_idle_and_wedged_freeze_every_counter() -> None:
     assert (second[1][(RUNNING, "0")], second[1][(WAITING, "1")]) == (21, 0)
 
 
-def test_prefill_moves_only_the_heartbeat() -> None:
+KV = "vllm:kv_cache_usage_perc"
+
+
+def test_prefill_moves_only_the_kv_cache_usage_as_vllm_v1_does() -> None:
     with SimPod("127.0.0.2", 0, "prefill") as p:
         first = scrape(p)
         time.sleep(0.35)
         second = scrape(p)
     assert second[(RUNNING, "0")] == 1
-    assert (second[(PROMPT, "0")], second[(GEN, "0")]) == (first[(PROMPT, "0")], first[(GEN, "0")])
-    assert second[(STEPS, "0")] - first[(STEPS, "0")] >= 2
-    assert second[("vllm:iteration_tokens_total_sum", "0")] > first[("vllm:iteration_tokens_total_sum", "0")]
+    for name in (PROMPT, GEN, STEPS, "vllm:iteration_tokens_total_sum", "vllm:request_success_total"):
+        assert second.get((name, "0")) == first.get((name, "0")), name  # no step produced an output
+    # ~10 steps/s x 128 blocks of 16 tokens per 2048-token chunk, out of 40,000 blocks
+    assert 0.005 <= second[(KV, "0")] - first[(KV, "0")] <= 0.02
+
+
+def sleep_state(pod: SimPod) -> dict[str, float]:
+    text = fetch(pod.url + "/metrics")[2].decode()
+    return {s.labels["sleep_state"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "vllm:engine_sleep_state"}
+
+
+def test_sleeping_keeps_requests_running_flat_and_says_it_is_asleep() -> None:
+    with SimPod("127.0.0.2", 0, "progressing") as p:
+        assert sleep_state(p) == {"awake": 1.0, "weights_offloaded": 0.0, "discard_all": 0.0}
+        p.set_mode("sleeping")
+        first = scrape(p)
+        time.sleep(0.15)
+        assert scrape(p) == first and first[(RUNNING, "0")] == 21
+        assert sleep_state(p) == {"awake": 0.0, "weights_offloaded": 1.0, "discard_all": 0.0}
 
 
 def test_wedge_after_then_recover() -> None:

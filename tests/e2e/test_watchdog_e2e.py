@@ -100,6 +100,7 @@ def _build(world: World) -> None:
     deploy("busy", ENFORCE, world.sim("127.0.0.2", "progressing"))
     deploy("idle", ENFORCE, world.sim("127.0.0.3", "idle"))
     deploy("prefill", ENFORCE, world.sim("127.0.0.4", "prefill"))
+    deploy("sleeping", ENFORCE, world.sim("127.0.0.12", "sleeping"))
     deploy("wedged", ENFORCE, world.sim("127.0.0.5", "wedged"))
     deploy("excluded", ENFORCE, world.sim("127.0.0.6", "wedged"),
            annotations={"vllm-watchdog.io/exclude": "true"})
@@ -125,7 +126,9 @@ def _build(world: World) -> None:
         new = api.create_pod(pod_manifest(ENFORCE, meta["name"], pod.address, pod.port,
                                           owner=world.pods["sts"]["statefulset"]))
         world.recreated_uid = new["metadata"]["uid"]
-        pod.set_mode("progressing")
+        # The new pod's engine starts after this re-scrape is answered: the answer still confirms the stall
+        # (every signal as frozen as before), so only the UID precondition stands between it and the DELETE.
+        threading.Timer(0.5, pod.set_mode, ("progressing",)).start()
 
     sts_sim = world.sim("127.0.0.11", "wedged", cls=HookPod, hook=recreate, api=api, pod_path=path_of("sts"))
     world.pods["sts"] = seed_statefulset(api, ENFORCE, "sts", sts_sim.address, sts_sim.port)
@@ -180,9 +183,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 def test_only_the_wedged_pod_is_deleted(world: World) -> None:
     assert not world.pod_exists("wedged"), world.log[-3000:]
-    kept = ["busy", "idle", "prefill", "excluded", "hung", "canary", "ignored", "recovers"]
+    kept = ["busy", "idle", "prefill", "sleeping", "excluded", "hung", "canary", "ignored", "recovers"]
     assert {k: world.pod_exists(k) for k in kept} == dict.fromkeys(kept, True)
     assert "Traceback" not in world.log
+
+
+def test_a_long_prefill_progresses_and_a_sleeping_engine_is_paused(world: World) -> None:
+    for key, state, why in (("prefill", "progressing",
+                             "progressing: 1 running, vllm:kv_cache_usage_perc moving"),
+                            ("sleeping", "paused", "paused: the engine reports it is paused or sleeping")):
+        name = world.pods[key]["pod"]["metadata"]["name"]
+        changes = [line for line in world.log.splitlines() if name in line and " -> " in line]
+        assert changes and f"-> {state}: {why}" in changes[-1], changes
+        assert not world.events_on("Pod", name)
 
 
 def test_events_on_pod_and_owner_carry_the_evidence(world: World) -> None:
@@ -195,7 +208,8 @@ def test_events_on_pod_and_owner_carry_the_evidence(world: World) -> None:
         assert event["source"]["component"] == "vllm-stall-watchdog"
         assert event["reportingComponent"] == "vllm-stall-watchdog"
         msg = event["message"]
-        for text in ("21 requests running", "counters unchanged", "generation_tokens=", 'engine="0"', "window 5 s"):
+        for text in ("21 requests running", "progress signals unchanged", "vllm:generation_tokens_total=",
+                     'engine="0"', "window 5 s"):
             assert text in msg
         assert len(msg.encode()) <= 1024
     assert on_pod[0]["involvedObject"]["uid"] == pod["uid"]

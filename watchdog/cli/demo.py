@@ -16,8 +16,8 @@ simulated vLLM pods on 127.0.0.2-5:
 
   busy       20 requests running, token counters rising         -> must be kept
   idle       nothing running, counters flat                     -> must be kept (idle is never stalled)
-  prefill    1 request in a long prefill, only the heartbeat    -> must be kept
-             (vllm:iteration_tokens_total_count) moves
+  prefill    1 request in a long chunked prefill: no token       -> must be kept
+             counter moves, only vllm:kv_cache_usage_perc grows
   wedge      serves normally, then wedges after --wedge-after s -> must be deleted, with Events on the pod
              (21 running, every counter frozen, /health 200)       and on its Deployment
 

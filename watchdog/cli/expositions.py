@@ -58,7 +58,10 @@ def list_expositions(directory: str) -> list[Scrape]:
     return [scrapes[t] for t in sorted(scrapes)]
 
 
-def read_body(scrape: Scrape, limits: ScrapeLimits = ScrapeLimits()) -> bytes | None:
+SCRAPE_LIMITS = ScrapeLimits()  # what run accepts by default
+
+
+def read_body(scrape: Scrape, limits: ScrapeLimits = SCRAPE_LIMITS) -> bytes | None:
     """The body of one recorded scrape, or None when it is larger than a scrape may be (unknown, as in ``run``).
     Raises :class:`TraceError` when the file cannot be read or is not text (a NUL byte: not an exposition)."""
     try:

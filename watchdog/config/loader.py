@@ -22,8 +22,8 @@ from watchdog.config.names import label_problem, subdomain_problem
 from watchdog.config.selectors import selector_problem, show
 from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, TARGET_KEYS, Setting, Settings
 from watchdog.core import profiles
-from watchdog.core.profiles import Profile
 from watchdog.core.model import DEFAULT_TARGETS, Target
+from watchdog.core.profiles import Profile
 from watchdog.core.taints import parse_taint
 
 __all__ = ["ConfigError", "Settings", "add_flags", "flags_from_args", "load_config"]

@@ -43,8 +43,8 @@ from watchdog.core.discovery import recheck
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.profiles import Selector
 from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answer
+from watchdog.core.profiles import Selector
 from watchdog.core.vocab import RemediationResult
 
 log = logging.getLogger("watchdog.controller.remediator")

@@ -244,7 +244,7 @@ def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels
 
 def _larger(value: float, previous: float) -> bool:
     """``value > previous`` where NaN is the smallest (a rank that says NaN never hides a real value)."""
-    return previous != previous or value > previous  # noqa: PLR0124 - NaN test
+    return previous != previous or value > previous
 
 
 def _snapshot(key: Labels, row: list[float | None], profile: Profile) -> EngineSnapshot:

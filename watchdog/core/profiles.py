@@ -232,10 +232,11 @@ def custom_profile(name: str, fields: Mapping[str, object], base: str = "vllm") 
     """A profile named ``name``: the built-in profile ``base`` with ``fields`` replaced.
 
     ``fields`` keys (:data:`CUSTOM_KEYS`): ``running`` a selector string; ``waiting`` a selector or ``None``/
-    ``""`` (none); ``progress``, ``waiting_ignored``, ``paused``, ``awake`` lists of selector strings (``progress`` must not
-    be empty); ``engine_labels``/``collapse_labels`` lists of label names; ``metrics_path`` an absolute path;
-    ``default_port`` an int in 1..65535. The legacy keys ``generation_tokens``, ``prompt_tokens`` and
-    ``heartbeat`` (one counter each) make up ``progress`` when it is not given. Raises ``ValueError`` naming
+    ``""`` (none); ``progress``, ``waiting_ignored``, ``paused``, ``awake`` lists of selector strings
+    (``progress`` must not be empty); ``engine_labels``/``collapse_labels`` lists of label names;
+    ``metrics_path`` an absolute path; ``default_port`` an int in 1..65535. The legacy keys
+    ``generation_tokens``, ``prompt_tokens`` and ``heartbeat`` (one counter each) make up ``progress`` when
+    it is not given. Raises ``ValueError`` naming
     the bad key (unknown key, wrong type, invalid selector or label name) or the unknown ``base``.
     """
     if not isinstance(name, str) or not name.strip():

@@ -2,8 +2,8 @@
 simulated pods.
 
 Everything runs on loopback: the emulator (kmock-based, not a cluster) on 127.0.0.1, and four simulated
-vLLM pods on 127.0.0.2-5 serving vLLM V1 metric families — busy and progressing, idle, a long prefill (only the
-step heartbeat moves) and one that wedges after a few seconds. The watchdog runs as a separate process
+vLLM pods on 127.0.0.2-5 serving vLLM V1 metric families — busy and progressing, idle, a long chunked prefill
+(only the KV-cache usage gauge moves) and one that wedges after a few seconds. The watchdog runs as a separate process
 (``python -m watchdog run``) with a short window. The demo prints a timeline and a summary, and exits 0 only
 if exactly the wedged pod was deleted, with ``StalledPodDeleted`` Events on the pod and on its Deployment.
 

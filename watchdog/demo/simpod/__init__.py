@@ -9,8 +9,11 @@ Modes (per engine except ``hang``, which follows engine 0; switch at runtime wit
 
 - ``progressing``: busy (running 20, waiting 2); prompt/generation tokens and the heartbeat rise. ``idle``:
   running 0, waiting 0, every counter flat.
-- ``prefill``: one long prefill (running 1): prompt/generation flat, ``vllm:iteration_tokens_total_count``
-  (the per-step heartbeat) rises - the V1 long-prefill case that must not be read as a wedge.
+- ``prefill``: one long chunked prefill (running 1) as vLLM V1 exposes it: no step produces an output, so
+  every token counter and ``vllm:iteration_tokens_total_count`` stay flat; only ``vllm:kv_cache_usage_perc``
+  grows, one chunk of KV blocks per step - the case that must not be read as a wedge.
+- ``sleeping``: vLLM sleep mode (``vllm:engine_sleep_state{sleep_state="awake"}`` 0) with requests still
+  counted as running (21) and every counter flat - paused on purpose, never a wedge.
 - ``wedged``: running 21 (``wedged_running``), every counter incl. the heartbeat frozen; /health still 200.
 - ``wedge_after``: progressing for ``wedge_after_s`` seconds after the mode was set, then wedged.
 - ``hang``: the pod accepts connections and never answers (any path but ``/sim/*``), to test scrape deadlines.

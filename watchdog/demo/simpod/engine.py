@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MODES = ("progressing", "idle", "prefill", "wedged", "wedge_after", "hang")
+MODES = ("progressing", "idle", "prefill", "sleeping", "wedged", "wedge_after", "hang")
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)  # vLLM V1 defaults
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 PREFILL_CHUNK = 2048  # tokens per step during a long chunked prefill
+KV_BLOCKS = 40_000  # KV-cache blocks of 16 tokens: one prefill chunk takes PREFILL_CHUNK / 16 of them
 
 
 @dataclass
@@ -35,6 +36,7 @@ class EngineModel:
         self.buckets[ITERATION_BUCKETS.index(PREFILL_CHUNK)] = 200.0
         self.iter_sum = 30_000 * 40.0 + 200 * PREFILL_CHUNK
         self.requests = 5_000.0
+        self.prefill_steps = 0.0  # steps of the current long prefill (its KV blocks grow chunk by chunk)
 
     def effective(self, at: float) -> str:
         if self.mode == "wedge_after":
@@ -64,9 +66,16 @@ class EngineModel:
             self.iter_sum += prompt + gen
             self.requests += rates.requests * dt
         elif mode == "prefill":
-            steps = rates.prefill_steps * dt
-            self.buckets[ITERATION_BUCKETS.index(PREFILL_CHUNK)] += steps
-            self.iter_sum += steps * PREFILL_CHUNK
+            # vLLM V1: a step without request outputs observes no token counter and no iteration histogram
+            # sample; only the scheduler's KV-cache usage moves, one chunk of blocks per step.
+            self.prefill_steps += rates.prefill_steps * dt
+
+    def kv_cache_usage(self, mode: str) -> float:
+        """The ``vllm:kv_cache_usage_perc`` gauge in ``mode`` (a long prefill's blocks wrap at 90 %)."""
+        if mode == "prefill":
+            blocks = int(self.prefill_steps) * (PREFILL_CHUNK // 16) % int(0.9 * KV_BLOCKS)
+            return round(0.01 + blocks / KV_BLOCKS, 6)
+        return {"progressing": 0.35, "idle": 0.0}.get(mode, 0.42)
 
 
 def _bucket_index(value: float) -> int:

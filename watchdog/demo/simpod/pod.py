@@ -90,6 +90,10 @@ class SimPod:
                                       labels=labels)
         usage_g = GaugeMetricFamily("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
                                     labels=labels)
+        sleep_g = GaugeMetricFamily(
+            "vllm:engine_sleep_state", "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means "
+            "engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+            labels=[*labels, "sleep_state"])
         by_reason = GaugeMetricFamily("vllm:num_requests_waiting_by_reason",
                                       "Number of waiting requests by reason.", labels=[*labels, "reason"])
         prompt = CounterMetricFamily("vllm:prompt_tokens", "Number of prefill tokens processed.", labels=labels)
@@ -106,12 +110,15 @@ class SimPod:
         for rank, engine in enumerate(self._engines):
             values = [str(rank), self.model_name]
             mode = engine.effective(now)
-            running, waiting, usage = {
-                "progressing": (self.running, self.waiting, 0.35), "idle": (0, 0, 0.0), "prefill": (1, 0, 0.08),
-            }.get(mode, (self.wedged_running, 0, 0.42))
+            running, waiting = {
+                "progressing": (self.running, self.waiting), "idle": (0, 0), "prefill": (1, 0),
+            }.get(mode, (self.wedged_running, 0))
             running_g.add_metric(values, running)
             waiting_g.add_metric(values, waiting)
-            usage_g.add_metric(values, usage)
+            usage_g.add_metric(values, engine.kv_cache_usage(mode))
+            asleep = mode == "sleeping"
+            for state, value in (("awake", not asleep), ("weights_offloaded", asleep), ("discard_all", False)):
+                sleep_g.add_metric([*values, state], float(value))
             by_reason.add_metric([*values, "capacity"], waiting)
             by_reason.add_metric([*values, "deferred"], 0)
             prompt.add_metric(values, float(int(engine.prompt)), created=self._created)
@@ -134,7 +141,7 @@ class SimPod:
         help_start = "Start time of the process since unix epoch in seconds."
         start = GaugeMetricFamily("process_start_time_seconds", help_start, value=round(self._created, 2))
         rss = GaugeMetricFamily("process_resident_memory_bytes", "Resident memory size in bytes.", value=1.1891712e09)
-        return [start, rss, running_g, waiting_g, usage_g, by_reason, prompt, generation, success, preemptions,
+        return [start, rss, running_g, waiting_g, usage_g, sleep_g, by_reason, prompt, generation, success, preemptions,
                 iteration, ttft]
 
     def state(self) -> dict[str, Any]:
