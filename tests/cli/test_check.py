@@ -175,3 +175,14 @@ def test_credentials_in_a_url_are_refused_and_never_echoed(capsys: pytest.Captur
 def test_a_url_without_host_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(capsys, "http://")
     assert rc == 2 and "no host" in err
+
+
+def test_a_series_without_a_live_progress_signal_is_called_out(capsys: pytest.CaptureFixture[str]) -> None:
+    trtllm = Path(__file__).parents[1] / "fixtures" / "incidents" / "trtllm-long-request" / "0.prom"
+    code, out, err = run(capsys, "--profile", "trtllm", str(trtllm))
+    assert code == 0 and 'series {engine_type="pytorch",model_name="Qwen3-8B"}' in out
+    assert "counter (completion-only): when a request finishes" in out
+    assert 'warning: no live progress signal of the trtllm profile in series engine_type="pytorch"' in err
+    assert "completionOnlyWindowSeconds" in err
+    code, _, err = run(capsys, str(FIXTURES / "vllm-v1-created-lookalikes.prom"))
+    assert code == 0 and "warning" not in err

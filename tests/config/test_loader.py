@@ -114,3 +114,37 @@ def test_targets_env_that_is_not_yaml_is_one_problem() -> None:
     with pytest.raises(ConfigError) as err:
         load_config(env={"WATCHDOG_TARGETS": "[unclosed"})
     assert err.value.problems == ["env WATCHDOG_TARGETS: not valid YAML/JSON"]
+
+
+def test_custom_profile_with_progress_selectors_and_the_profile_metrics_path(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "targets:\n"
+        "  - {name: tgi, podSelector: app=tgi, profile: llamacpp, metrics: {running: tgi_batch_current_size,\n"
+        "     progress: ['tgi_batch_inference_count{method=\"decode\"}', 'tgi_request_count@completion'],\n"
+        "     engine_labels: [], metrics_path: /tgi/metrics}}\n"
+        "  - {name: trt, podSelector: app=trt, profile: trtllm}\n"
+        "  - {name: trt-own-path, podSelector: app=trt2, profile: trtllm, path: /metrics}\n")
+    c = load_config(str(f), env={})
+    assert [(t.name, t.path) for t in c.targets] == [("tgi", "/tgi/metrics"), ("trt", "/prometheus/metrics"),
+                                                     ("trt-own-path", "/metrics")]
+    assert c.targets[0].metrics["progress"] == ['tgi_batch_inference_count{method="decode"}',
+                                                "tgi_request_count@completion"]
+
+
+def test_a_bad_custom_selector_names_target_and_key() -> None:
+    with pytest.raises(ConfigError, match=r"WATCHDOG_TARGETS\[0\]: custom profile 'a': progress: 'bad name'"):
+        load_config(env={"WATCHDOG_TARGETS": '[{"name": "a", "podSelector": "x=y", "metrics": '
+                                             '{"progress": ["bad name"]}}]'})
+
+
+@pytest.mark.parametrize(("value", "ok"), [("0", True), ("600", True), ("599", False), ("300", False)])
+def test_completion_only_window_is_off_or_long(value: str, ok: bool) -> None:
+    env = {"WATCHDOG_COMPLETION_ONLY_WINDOW_SECONDS": value}
+    if ok:
+        assert load_config(env=env).completion_only_window_seconds == float(value)
+    else:
+        with pytest.raises(ConfigError, match="completionOnlyWindowSeconds .* must be 0 .off. or at least 600 s"):
+            load_config(env=env)
+    with pytest.raises(ConfigError, match="at least windowSeconds"):
+        load_config(env={**env, "WATCHDOG_COMPLETION_ONLY_WINDOW_SECONDS": "700", "WATCHDOG_WINDOW_SECONDS": "800"})

@@ -328,3 +328,35 @@ def test_property_verdict_is_consistent(samples: list[core_detector.Sample]) -> 
             assert v.stalled_for_s == 0.0
         if v.stalled:
             assert v.stalled_for_s >= 30.0 and v.busy_samples >= 2
+
+
+class TestCompletionOnly:
+    """Rule 8: counters that move only when a request finishes are no evidence alone."""
+
+    SIGNALS = (Selector("decode_steps_total"), Selector("generation_tokens_total", completion_only=True))
+
+    def run(self, values: list[tuple[float | None, float | None]], **kw: object) -> list[Verdict]:
+        samples = [core_detector.Sample(i * STEP, 1.0, v) for i, v in enumerate(values)]
+        return verdicts(samples, signals=self.SIGNALS, **kw)
+
+    def test_completion_only_values_alone_are_unknown_and_never_stall(self) -> None:
+        vs = self.run([(None, 500.0)] * 40)
+        assert {v.state for v in vs} == {"unknown"} and not any(v.stalled for v in vs)
+        assert "only completion-only progress signals" in vs[-1].reason
+
+    def test_with_a_completion_window_they_are_judged_on_it(self) -> None:
+        vs = self.run([(None, 500.0)] * 42, completion_window_s=600.0)
+        assert vs[40].state == "stalled" and vs[40].stalled_for_s == 600.0 and "window 600 s" in vs[40].reason
+        assert vs[39].state == "suspect"  # 585 s < 600 s: the normal 120 s window does not apply
+
+    def test_a_completion_only_counter_that_moves_is_still_progress(self) -> None:
+        vs = self.run([(None, 500.0 + (i // 5)) for i in range(40)])
+        assert vs[5].state == "progressing" and vs[5].reason == "progressing: 1 running, generation_tokens_total moving"
+
+    def test_a_live_signal_makes_the_normal_window_apply(self) -> None:
+        vs = self.run([(7.0, 500.0)] * 10)
+        assert vs[-1].state == "stalled" and "window 120 s" in vs[-1].reason
+
+    def test_bad_completion_window(self) -> None:
+        with pytest.raises(ValueError, match="completion_window_s"):
+            DetectorState(120.0, completion_window_s=0.0)

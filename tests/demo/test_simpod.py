@@ -195,3 +195,31 @@ def test_standalone_process() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+def sglang_samples(pod: SimPod) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = fetch(pod.url + "/metrics")[2].decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_sglang_flavor_prints_split_series_as_sglang_does() -> None:
+    with SimPod("127.0.0.2", 0, "progressing", engines=2, flavor="sglang") as p:
+        p.set_mode("wedged", engines=[1])
+        first = sglang_samples(p)
+        time.sleep(0.2)
+        second = sglang_samples(p)
+    running = {dict(k[1])["dp_rank"]: v for k, v in second.items() if k[0] == "sglang:num_running_reqs"}
+    assert running == {"0": 20.0, "1": 21.0}  # gauges on TP rank 0 only: one per dp rank
+    assert {dict(k[1])["tp_rank"] for k in second if k[0] == "sglang:cuda_graph_passes_total"} == {"0", "1"}
+    tokenizer = [k for k in second if k[0] == "sglang:generation_tokens_total"]
+    assert tokenizer and all(set(dict(k[1])) == {"engine_type", "is_streaming", "model_name"} for k in tokenizer)
+    decode = {dict(k[1])["dp_rank"]: (first[k], v) for k, v in second.items()
+              if k[0] == "sglang:realtime_tokens_total" and dict(k[1])["mode"] == "decode"}
+    assert decode["0"][1] > decode["0"][0] and decode["1"][1] == decode["1"][0]  # rank 1 wedged
+    assert not any(name.endswith("_created") for name, _ in second)
+
+
+def test_unknown_flavor_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown flavor 'tgi'"):
+        SimPod("127.0.0.2", 0, "idle", flavor="tgi")

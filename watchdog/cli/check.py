@@ -15,6 +15,7 @@ from typing import Any
 
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper, redact
 from watchdog.cli.argtypes import positive_int, positive_seconds
+from watchdog.core.confirm import live_evidence
 from watchdog.core.parsing import ParseResult, parse_exposition
 from watchdog.core.profiles import PROFILES, Profile, get_profile
 
@@ -102,11 +103,12 @@ def run_check(args: argparse.Namespace) -> int:
     if result.overrun:
         print(f"{PROG}: parse stopped, the body is unknown to the watchdog: {result.overrun}", file=sys.stderr)
         return 1
-    blind = [s.key or "(no labels)" for s in result.series if all(v is None for v in s.progress)]
+    blind = [s.key or "(no labels)" for s in result.series if not live_evidence(s, profile.progress)]
     if blind:
-        print(f"{PROG}: warning: no progress signal of the {profile.name} profile in series {', '.join(blind)}: "
-              f"the watchdog reads them as unknown and never deletes them (an engine version without a live "
-              f"counter? see docs/engines.md)", file=sys.stderr)
+        print(f"{PROG}: warning: no live progress signal of the {profile.name} profile in series "
+              f"{', '.join(blind)} (none, or only ones that move when a request finishes): the watchdog reads "
+              f"them as unknown and never deletes them unless completionOnlyWindowSeconds is set (see "
+              f"docs/engines.md)", file=sys.stderr)
     if result.dropped_series:
         print(f"{PROG}: note: {result.dropped_series} engine series beyond the cap were dropped", file=sys.stderr)
     if not result.found_families:

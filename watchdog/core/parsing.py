@@ -1,9 +1,10 @@
 """PURE: one ``/metrics`` body (Prometheus text format 0.0.4) -> the engine series of one profile.
 
 :func:`parse_exposition` returns a :class:`ParseResult`: one :class:`EngineSnapshot` per engine series with
-the five stall signals of the :class:`~watchdog.core.profiles.Profile` (requests running/waiting, generation and
-prompt token counters, heartbeat), as floats exactly as exposed, or ``None`` when the body has no sample of
-that metric for that engine ("unknown", never 0).
+the signals of the :class:`~watchdog.core.profiles.Profile` (requests running/waiting, each progress signal,
+paused), as floats exactly as exposed, or ``None`` when the body has no sample of that series for that engine
+("unknown", never 0). A sample feeds a signal when its name is the selector's and its labels satisfy the
+selector's matchers (``mode="decode"``, ``reason!="deferred"``).
 
 How (and why it is fast): a bytes-level pre-filter (one ``re`` search anchored on ``\\n``, which runs at
 ``bytes.split`` speed) keeps only lines that start with one of the profile's sample names followed by ``{``,
@@ -38,8 +39,10 @@ Bounded memory (issue 11 item 7): at most ``series`` (64) engine series are retu
 Keying: a series is identified by the profile's ``engine_labels`` that the sample carries, sorted by name
 (vLLM: ``engine`` and ``model_name``; several models or data-parallel engines behind one server stay apart;
 V0 samples with only ``model_name`` form a series keyed on it; unlabeled samples form the series ``()``).
-Every other label (LoRA adapter, reason, ...) is summed over: all five signals are counts, so the sum of
-the parts is the engine's total. A sample repeated with an identical label set is a duplicate; the last one
+Labels in the profile's ``collapse_labels`` (SGLang's ``tp_rank``/``pp_rank``: each rank prints a copy of the
+same engine's data) are combined by taking the largest value, never added; every other label (LoRA adapter,
+mode, reason, ...) is summed over. When some label sets carry the running gauge, those without it are not
+engines (SGLang's tokenizer series next to data-parallel schedulers) and are left out. A sample repeated with an identical label set is a duplicate; the last one
 wins (not summed). Values are kept as exposed, NaN and +/-Inf included: consumers must treat non-finite
 values as unknown.
 """

@@ -1,5 +1,6 @@
-"""Simulated vLLM pods (``engine``: counters per mode; ``pod``: the exposition; ``server``: HTTP; ``fleet``;
-``__main__``): HTTP servers on loopback addresses serving vLLM V1-shaped ``/metrics`` and ``/health``.
+"""Simulated vLLM pods (``engine``: counters per mode; ``pod``: the exposition; ``sglang``: SGLang's instead;
+``server``: HTTP; ``fleet``; ``__main__``): HTTP servers on loopback addresses serving vLLM V1-shaped (or,
+with ``flavor="sglang"``, SGLang-shaped) ``/metrics`` and ``/health``.
 
 The exposition is produced by prometheus_client (as vLLM does), with vLLM V1 family names, types, HELP texts
 and labels (``engine`` = data-parallel rank "0".."N-1", ``model_name``), including the ``*_created`` gauges.
@@ -7,14 +8,14 @@ Counters advance as a function of ``time.monotonic()``, so they rise between scr
 
 Modes (per engine except ``hang``, which follows engine 0; switch at runtime with :meth:`SimPod.set_mode`):
 
-- ``progressing``: busy (running 20, waiting 2); prompt/generation tokens and the heartbeat rise. ``idle``:
+- ``progressing``: busy (running 20, waiting 2); prompt/generation tokens and the step histogram rise. ``idle``:
   running 0, waiting 0, every counter flat.
 - ``prefill``: one long chunked prefill (running 1) as vLLM V1 exposes it: no step produces an output, so
   every token counter and ``vllm:iteration_tokens_total_count`` stay flat; only ``vllm:kv_cache_usage_perc``
   grows, one chunk of KV blocks per step - the case that must not be read as a wedge.
 - ``sleeping``: vLLM sleep mode (``vllm:engine_sleep_state{sleep_state="awake"}`` 0) with requests still
   counted as running (21) and every counter flat - paused on purpose, never a wedge.
-- ``wedged``: running 21 (``wedged_running``), every counter incl. the heartbeat frozen; /health still 200.
+- ``wedged``: running 21 (``wedged_running``), every counter and gauge frozen; /health still 200.
 - ``wedge_after``: progressing for ``wedge_after_s`` seconds after the mode was set, then wedged.
 - ``hang``: the pod accepts connections and never answers (any path but ``/sim/*``), to test scrape deadlines.
 Simulation-only control endpoints (not in vLLM): ``GET /sim/mode`` returns the state as JSON,

@@ -23,23 +23,30 @@ from watchdog.demo.simpod.engine import (
     Rates,
 )
 from watchdog.demo.simpod.server import SimHandler, SimServer
+from watchdog.demo.simpod.sglang import sglang_families
+
+FLAVORS = ("vllm", "sglang")  # whose exposition the pod serves
 
 
 class SimPod:
     """One simulated vLLM pod: ``SimPod("127.0.0.2", 0, "progressing").start()`` returns its base URL.
 
     ``port=0`` picks a free port (read ``.port`` after start). ``engines`` > 1 emits one series per engine.
+    ``flavor="sglang"`` serves SGLang's split series instead (:mod:`watchdog.demo.simpod.sglang`).
     Raises ValueError for a non-loopback address or an unknown mode; OSError when the port is taken.
     """
 
     def __init__(self, address: str = "127.0.0.2", port: int = 0, mode: str = "progressing", *,
                  engines: int = 1, model_name: str = DEFAULT_MODEL, wedge_after_s: float = 5.0,
-                 running: int = 20, waiting: int = 2, wedged_running: int = 21, rates: Rates | None = None) -> None:
+                 running: int = 20, waiting: int = 2, wedged_running: int = 21, rates: Rates | None = None,
+                 flavor: str = "vllm") -> None:
         if not ipaddress.ip_address(address).is_loopback:
             raise ValueError(f"simulated pods bind loopback addresses only (127.0.0.0/8), got {address!r}")
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-        self.address, self.port, self.model_name = address, port, model_name
+        if flavor not in FLAVORS:
+            raise ValueError(f"unknown flavor {flavor!r}; expected one of {', '.join(FLAVORS)}")
+        self.address, self.port, self.model_name, self.flavor = address, port, model_name, flavor
         self.running, self.waiting, self.wedged_running = running, waiting, wedged_running
         self.rates = rates or Rates()
         self._engines = [EngineModel(mode, time.monotonic(), wedge_after_s, rank) for rank in range(engines)]
@@ -48,6 +55,11 @@ class SimPod:
         self._server: SimServer | None = None
         self._thread: threading.Thread | None = None
         self.scrapes = 0  # /metrics requests answered
+
+    @property
+    def engines(self) -> list[EngineModel]:
+        """The engines' models (one per data-parallel rank); read under the pod's lock only."""
+        return self._engines
 
     @property
     def url(self) -> str:
@@ -83,6 +95,8 @@ class SimPod:
         return generate_latest(SimpleNamespace(collect=lambda: iter(families)))  # a Collector
 
     def _families(self, now: float) -> list[Metric]:
+        if self.flavor == "sglang":
+            return sglang_families(self, now)
         labels = ["engine", "model_name"]
         running_g = GaugeMetricFamily("vllm:num_requests_running", "Number of requests in model execution batches.",
                                       labels=labels)
