@@ -144,7 +144,7 @@ def test_completion_only_window_is_off_or_long(value: str, ok: bool) -> None:
     if ok:
         assert load_config(env=env).completion_only_window_seconds == float(value)
     else:
-        with pytest.raises(ConfigError, match="completionOnlyWindowSeconds .* must be 0 .off. or at least 600 s"):
+        with pytest.raises(ConfigError, match=r"completionOnlyWindowSeconds .* must be 0 .off. or at least 600 s"):
             load_config(env=env)
     with pytest.raises(ConfigError, match="at least windowSeconds"):
         load_config(env={**env, "WATCHDOG_COMPLETION_ONLY_WINDOW_SECONDS": "700", "WATCHDOG_WINDOW_SECONDS": "800"})

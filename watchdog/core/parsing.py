@@ -36,15 +36,15 @@ Bounded memory (issue 11 item 7): at most ``series`` (64) engine series are retu
 ``labels`` order (so the choice does not depend on line order); the others are dropped and counted in
 ``dropped_series``. The bytes bound above also bounds the size of every label kept.
 
-Keying: a series is identified by the profile's ``engine_labels`` that the sample carries, sorted by name
-(vLLM: ``engine`` and ``model_name``; several models or data-parallel engines behind one server stay apart;
-V0 samples with only ``model_name`` form a series keyed on it; unlabeled samples form the series ``()``).
-Labels in the profile's ``collapse_labels`` (SGLang's ``tp_rank``/``pp_rank``: each rank prints a copy of the
-same engine's data) are combined by taking the largest value, never added; every other label (LoRA adapter,
-mode, reason, ...) is summed over. When some label sets carry the running gauge, those without it are not
-engines (SGLang's tokenizer series next to data-parallel schedulers) and are left out. A sample repeated with an identical label set is a duplicate; the last one
-wins (not summed). Values are kept as exposed, NaN and +/-Inf included: consumers must treat non-finite
-values as unknown.
+Keying: a series is identified by the profile's ``engine_labels`` that the sample carries, sorted by name (vLLM:
+``engine`` and ``model_name``; several models or data-parallel engines behind one server stay apart; V0 samples
+with only ``model_name`` form a series keyed on it; unlabeled samples form the series ``()``). Labels in the
+profile's ``collapse_labels`` (SGLang's ``tp_rank``/``pp_rank``: each rank prints a copy of the same engine's data)
+are combined by taking the largest value, never added; every other label (LoRA adapter, mode, reason, ...) is
+summed over. When some label sets carry the running gauge, those without it are not engines (SGLang's tokenizer
+series next to data-parallel schedulers) and are left out. A sample repeated with an identical label set is a
+duplicate; the last one wins (not summed). Values are kept as exposed, NaN and +/-Inf included: consumers must
+treat non-finite values as unknown.
 """
 
 from __future__ import annotations
