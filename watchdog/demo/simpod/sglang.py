@@ -11,20 +11,29 @@ only when a request finishes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from watchdog.demo.simpod.engine import PREFILL_CHUNK
+from watchdog.demo.simpod.engine import PREFILL_CHUNK, EngineModel
 
-if TYPE_CHECKING:
-    from watchdog.demo.simpod.pod import SimPod
+
+class PodShape(Protocol):
+    """What this module reads of a simulated pod (watchdog.demo.simpod.pod.SimPod)."""
+
+    @property
+    def engines(self) -> Sequence[EngineModel]: ...
+    model_name: str
+    running: int
+    waiting: int
+    wedged_running: int
 
 TP_RANKS = 2  # each scheduler's TP group: rank 1 prints copies of the per-pass counter
 TOKENS_PER_REQUEST = 400  # generation tokens a finished request adds to the tokenizer's counter
 
 
-def sglang_families(pod: SimPod, now: float) -> list[Metric]:
+def sglang_families(pod: PodShape, now: float) -> list[Metric]:
     """Every family of ``pod``'s engines (one per dp rank) at monotonic time ``now``."""
     several = len(pod.engines) > 1
     sched = sorted(["engine_type", "model_name", "moe_ep_rank", "pp_rank", "tp_rank", *(["dp_rank"] if several
