@@ -1,4 +1,5 @@
-"""Logging set-up: one JSON object per line (extras included) or plain text."""
+"""Logging set-up: one JSON object per line (extras included, decision fields as top-level keys) or plain text;
+decision fields built by ``facts``, counts written as ``idle=1 suspect=3``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from watchdog.adapters.logs import JsonFormatter, TextFormatter, setup_logging
+from watchdog.adapters.logs import FIELDS, JsonFormatter, TextFormatter, counts, facts, setup_logging
+from watchdog.core.model import ScrapeTarget
 
 
 @pytest.fixture
@@ -37,6 +39,41 @@ def test_json_line_has_the_fixed_fields_and_the_extras() -> None:
         "pods": 3}
     assert out["ts"].endswith("Z") and "T" in out["ts"]
     assert set(out) == {"ts", "level", "logger", "msg", "result", "pods"}
+
+
+TARGET = ScrapeTarget(uid="u-1", namespace="ml", name="llama-0", ip="10.0.0.5", port=8000, path="/metrics",
+                      target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+
+
+def test_facts_names_the_pod_then_the_given_fields_and_drops_empty_ones() -> None:
+    assert facts(TARGET, engine='engine="0"', state="stalled", rule="", result=None, reason="why") == {
+        "namespace": "ml", "pod": "llama-0", "uid": "u-1", "engine": 'engine="0"', "state": "stalled",
+        "reason": "why"}
+    assert facts(namespace="ml", rule="namespace_breaker") == {"namespace": "ml", "rule": "namespace_breaker"}
+    assert FIELDS == ("namespace", "pod", "uid", "engine", "state", "rule", "result", "reason")
+
+
+def test_facts_refuses_a_field_outside_the_agreed_set() -> None:
+    with pytest.raises(TypeError, match="not a decision field: series"):
+        facts(TARGET, series="x")
+
+
+def test_a_decision_line_has_its_fields_as_top_level_json_keys_and_a_plain_text_message() -> None:
+    rec = record("remediation %s: %s", "deferred", "ml/llama-0: cluster budget used",
+                 **facts(TARGET, engine='engine="0"', state="stalled", rule="budget", result="deferred",
+                         reason="cluster budget used"))
+    out = json.loads(JsonFormatter().format(rec))
+    assert {k: out[k] for k in FIELDS} == {
+        "namespace": "ml", "pod": "llama-0", "uid": "u-1", "engine": 'engine="0"', "state": "stalled",
+        "rule": "budget", "result": "deferred", "reason": "cluster budget used"}
+    text = TextFormatter().format(rec)
+    assert text.endswith(" WARNING watchdog.controller.cycle: remediation deferred: ml/llama-0: cluster budget used")
+
+
+@pytest.mark.parametrize(("counter", "text"), [
+    ({"suspect": 3, "idle": 1}, "idle=1 suspect=3"), ({"ok": 2, "timeout": 0}, "ok=2"), ({}, "none")])
+def test_counts_are_words_not_python_reprs(counter: dict[str, int], text: str) -> None:
+    assert counts(counter) == text
 
 
 def test_json_carries_the_exception_and_non_json_values_as_text() -> None:

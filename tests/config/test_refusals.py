@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,12 @@ def test_a_bad_namespace_selector_names_its_source(tmp_path: Path, source: str, 
 
 def test_run_exits_2_with_one_line_per_bad_selector(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["run", "--namespace-selector", "shard in ()", "--dry-run"])
-    err = capsys.readouterr().err
-    assert status == 2
-    assert [line for line in err.splitlines() if "namespace-selector" in line] == [
-        "vllm-watchdog run: config: --namespace-selector: 'shard in ()' is not a valid label selector: "
+    lines = capsys.readouterr().err.splitlines()
+    assert status == 2 and len(lines) == 1  # one line, in the configured (default: json) log format
+    record = json.loads(lines[0])
+    assert (record["level"], record["reason"]) == ("error", "config")
+    assert record["problems"] == [
+        "--namespace-selector: 'shard in ()' is not a valid label selector: "
         "the 'in' list of 'shard' is empty: give at least one value"]
 
 

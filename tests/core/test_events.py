@@ -1,5 +1,6 @@
-"""Event messages: control characters from pod-controlled strings (metric label values, names, annotation
-values) are written as visible escapes by the one rule, ``escape_controls``, before the 1 KiB cut."""
+"""Event messages: facts first, composed from the detector's structured verdict (``stall_message``); control
+characters from pod-controlled strings (metric label values, names, annotation values) are written as visible
+escapes by the one rule, ``escape_controls``, before the 1 KiB cut, which keeps the head."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import unicodedata
 
 import pytest
 
-from watchdog.core.events import MAX_MESSAGE, escape_controls, event_body
+from watchdog.core.detector import Sample, Verdict, detect
+from watchdog.core.events import MAX_ENGINE_KEY, MAX_MESSAGE, escape_controls, event_body, stall_message
 from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.profiles import Selector
 
 HOSTILE = "\r\x1b[31mFAKE\n"  # a label value: return to column 0, turn red, forge a new line
 NOW = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
@@ -44,12 +47,74 @@ def test_printable_text_is_unchanged(text: str) -> None:
     assert escape_controls(text) == text
 
 
+#: A stalled verdict as the detector makes it (135 s without progress, 21 running, 4 waiting).
+SIGNALS = (Selector("vllm:generation_tokens_total"), Selector("vllm:prompt_tokens_total"),
+           Selector("vllm:kv_cache_usage_perc", kind="gauge"))
+STALLED = detect([Sample(t, 21.0, (456789.0, 1234567.0, 0.25), 4.0) for t in range(0, 136, 15)], 120.0,
+                 signals=SIGNALS)
+FACTS = ("no progress for 135 s, 21 requests running (4 waiting), frozen vllm:generation_tokens_total=456789 "
+         "vllm:prompt_tokens_total=1234567 vllm:kv_cache_usage_perc=0.25 since 2025-01-02T03:01:50Z")
+
+
+def test_the_detector_sets_the_facts_the_message_needs() -> None:
+    assert (STALLED.state, STALLED.running, STALLED.waiting, STALLED.window_s, STALLED.busy_samples) == (
+        "stalled", 21.0, 4.0, 120.0, 10)
+    assert STALLED.frozen == (("vllm:generation_tokens_total", 456789.0), ("vllm:prompt_tokens_total", 1234567.0),
+                              ("vllm:kv_cache_usage_perc", 0.25))
+
+
+@pytest.mark.parametrize(("outcome", "rule", "why", "text"), [
+    ("deleted", "", "", "Deleted pod ml/llama-0 engine {engine=\"0\"}: {facts}. Why: stalled past the 120 s window "
+     "over 10 busy samples."),
+    ("evicted", "", "", "Evicted pod ml/llama-0 engine {engine=\"0\"}: {facts}. Why: stalled past the 120 s window "
+     "over 10 busy samples."),
+    ("dry_run", "", "namespace is labelled dry-run", "Would delete pod ml/llama-0 engine {engine=\"0\"}: {facts}. "
+     "Why: stalled past the 120 s window over 10 busy samples; dry-run, namespace is labelled dry-run."),
+    ("deferred", "owner", "Deployment ml/llama already lost a pod; waiting for its replacement to be Ready",
+     "Deferred deletion of pod ml/llama-0 engine {engine=\"0\"}: {facts}. Why: rule owner, Deployment ml/llama "
+     "already lost a pod; waiting for its replacement to be Ready."),
+])
+def test_the_message_leads_with_the_facts_in_the_on_call_order(outcome: str, rule: str, why: str, text: str) -> None:
+    since = NOW - dt.timedelta(seconds=135)
+    message = stall_message(outcome, "ml/llama-0", 'engine="0"', STALLED, since, rule=rule,  # type: ignore[arg-type]
+                            why=why)
+    assert message == text.replace("{facts}", FACTS)
+    assert "window" not in message.split("Why:")[0] and STALLED.reason not in message
+
+
+def test_unknown_waiting_an_unlabelled_engine_and_no_since_are_left_out() -> None:
+    verdict = Verdict("stalled", True, 200.0, "", running=3.0, busy_samples=5, frozen=(("heartbeat", 7.0),),
+                      window_s=180.0)
+    assert stall_message("deleted", "ml/p", "", verdict, None) == (
+        "Deleted pod ml/p: no progress for 200 s, 3 requests running, frozen heartbeat=7. Why: stalled past the "
+        "180 s window over 5 busy samples.")
+
+
+def test_a_long_engine_key_is_cut_so_the_facts_stay_in_the_head() -> None:
+    key = 'model_name="' + "m" * 5000 + '"'
+    message = stall_message("deleted", "ml/p", key, STALLED, NOW)
+    engine = message.split(" engine {", 1)[1].split("}: ", 1)[0]
+    assert len(engine) == MAX_ENGINE_KEY and engine.endswith("...")
+    body = event_body("ml", POD, "StalledPodDeleted", message, "wd-0", NOW)
+    assert body["message"] == message and "no progress for 135 s" in body["message"]
+
+
+def test_a_message_over_1_kib_is_cut_at_the_tail() -> None:
+    verdict = Verdict("stalled", True, 130.0, "", running=2.0, busy_samples=9, window_s=120.0,
+                      frozen=tuple((f"signal_{i}_{'x' * 40}", float(i)) for i in range(40)))
+    body = event_body("ml", POD, "StalledPodDeleted", stall_message("deleted", "ml/p", 'engine="0"', verdict, NOW),
+                      "wd-0", NOW)
+    assert len(body["message"].encode()) <= MAX_MESSAGE and body["message"].endswith("...")
+    assert body["message"].startswith('Deleted pod ml/p engine {engine="0"}: no progress for 130 s, 2 requests '
+                                      "running, frozen signal_0_")
+
+
 def test_event_message_carrying_a_hostile_series_key_is_escaped() -> None:
     # The message as the remediator writes it: the engine series key (metric label values, pod-controlled).
     series = EngineSnapshot((("model_name", HOSTILE),), 3.0, None, (1.0, 1.0))
-    body = event_body("ml", POD, "StalledPodDeleted", f"deleted: engine series {{{series.key}}} of pod ml/llama-0",
-                      "wd-0", NOW)
-    assert body["message"] == 'deleted: engine series {model_name="\\r\\x1b[31mFAKE\\n"} of pod ml/llama-0'
+    body = event_body("ml", POD, "StalledPodDeleted", stall_message("deleted", "ml/llama-0", series.key, STALLED,
+                                                                    None), "wd-0", NOW)
+    assert body["message"].startswith('Deleted pod ml/llama-0 engine {model_name="\\r\\x1b[31mFAKE\\n"}: no ')
     assert raw_controls(body["message"]) == []
 
 

@@ -1,5 +1,11 @@
 """Logging set-up: JSON lines (default, one object per line) or plain text for humans.
 
+Decision lines (an engine series changing state, a remediation outcome, a scrape failing or recovering, the
+cycle summary) carry their facts as fields (``extra=``, built by :func:`facts`): ``namespace``, ``pod``,
+``uid``, ``engine`` (the series key), ``state``, ``rule``, ``result``, ``reason``. JSON writes every field as a
+top-level key; the text format writes the message alone, which names the same facts in words. Counts go into
+messages as ``idle=1 suspect=3`` (:func:`counts`), never as Python reprs.
+
 Log messages carry pod-controlled strings (names, metric label values): neither format lets a control character
 through raw. JSON escapes every control and non-ASCII character itself (``ensure_ascii``); the text format
 writes them as visible escapes (:func:`watchdog.core.events.escape_controls`, the same rule as Event messages),
@@ -12,11 +18,34 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from watchdog.core.events import escape_controls
+from watchdog.core.model import ScrapeTarget
+
+_Name = TypeVar("_Name", bound=str)
+#: The decision fields, in the order a reader wants them.
+FIELDS = ("namespace", "pod", "uid", "engine", "state", "rule", "result", "reason")
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+def facts(target: ScrapeTarget | None = None, **values: str | None) -> dict[str, str]:
+    """The ``extra=`` of a decision line: ``target``'s namespace, pod name and UID, then ``values`` (names from
+    :data:`FIELDS`; empty or None values are left out). Raises ``TypeError`` on a name outside FIELDS."""
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"not a decision field: {', '.join(sorted(unknown))} (fields: {', '.join(FIELDS)})")
+    out = {"namespace": target.namespace, "pod": target.name, "uid": target.uid} if target is not None else {}
+    out.update({k: v for k, v in values.items() if v})
+    return out
+
+
+def counts(counter: Mapping[_Name, int]) -> str:
+    """``{"suspect": 3, "idle": 1}`` as ``idle=1 suspect=3`` (sorted by name; zeros left out), ``none`` when
+    nothing is counted."""
+    return " ".join(f"{name}={n}" for name, n in sorted(counter.items()) if n) or "none"
 
 
 class JsonFormatter(logging.Formatter):

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from typing import Any
 
+from watchdog.adapters.logs import setup_logging
 from watchdog.config.flags import add_flags, flags_from_args
 from watchdog.config.loader import ConfigError, load_config
+
+log = logging.getLogger("watchdog.cli.run")
 
 HELP = """\
 Run the watchdog: every scrape interval, list the pods of opted-in namespaces that match the targets' label
@@ -30,7 +33,9 @@ Every setting below can also come from a WATCHDOG_* environment variable or the 
 (camelCase keys; 'targets' only from the file or WATCHDOG_TARGETS). Precedence: flag > env > file > default.
 
 Exit status: 0 clean stop (or --once cycle done); 1 the --once cycle failed (e.g. the API server did not
-answer); 2 bad configuration, an unusable kubeconfig, or listenAddress cannot be bound.
+answer); 2 bad configuration, an unusable kubeconfig, or listenAddress cannot be bound. Each of these is one
+line on stderr in the configured --log-format (json: one object with "level": "error" and a "reason" field),
+never a traceback.
 """
 
 
@@ -46,12 +51,15 @@ def add_parser(verbs: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``run`` verb: 2 on a configuration problem (one line each), else what the service returns."""
+    """The ``run`` verb: 2 on a configuration problem (all of them in one log line, in the configured log format
+    as far as it could be read), else what the service returns."""
     try:
         settings = load_config(args.config, flags=flags_from_args(args))
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"vllm-watchdog run: config: {problem}", file=sys.stderr)
+        setup_logging(exc.log_format)
+        count = len(exc.problems)
+        log.error("configuration refused, %d problem%s: %s", count, "" if count == 1 else "s",
+                  "; ".join(exc.problems), extra={"reason": "config", "problems": exc.problems})
         return 2
     from watchdog.controller.service import run_service  # heavy (kubernetes, apscheduler): only when it runs
 

@@ -72,9 +72,12 @@ class Verdict:
 
     ``state``: idle | progressing | suspect | stalled | unknown. ``stalled``: ``state == "stalled"``.
     ``stalled_for_s``: seconds since the stall clock started (0 unless suspect/stalled). ``reason``: one
-    human sentence with the evidence, fit for a log line and a Kubernetes Event message. ``t``: the sample's
-    time; ``running``: the running gauge of the latest known sample (None when unknown); ``busy_samples``:
-    known busy samples inside the clock.
+    human sentence with the evidence, for log lines (Event messages are composed from the structured fields:
+    :func:`watchdog.core.events.stall_message`). ``t``: the sample's time; ``running``: the running gauge of the
+    latest known sample (None when unknown); ``busy_samples``: known busy samples inside the clock. Set on
+    suspect and stalled verdicts only: ``waiting`` (the waiting gauge, None when not exported), ``frozen``
+    (every known progress signal's value by name, in the profile's order) and ``window_s`` (the window it is
+    judged by: the completion-only window when that applied).
     """
 
     state: State
@@ -84,6 +87,9 @@ class Verdict:
     t: float | None = None
     running: float | None = None
     busy_samples: int = 0
+    waiting: float | None = None
+    frozen: tuple[tuple[str, float], ...] = ()
+    window_s: float = 0.0
 
 
 def _fmt(value: float | None) -> str:
@@ -178,23 +184,24 @@ class DetectorState:
 
         assert self._clock_start is not None
         stalled_for = sample.t - self._clock_start
-        frozen = ", ".join(f"{signal_name(self.signals, i)}={_fmt(v)}"
-                           for i, v in enumerate(values) if v is not None)
+        frozen = tuple((signal_name(self.signals, i), v) for i, v in enumerate(values) if v is not None)
         evidence = (
             f"{_fmt(running)} requests running"
             + (f" ({_fmt(waiting)} waiting)" if waiting is not None else "")
-            + f", progress signals unchanged ({frozen}) for {stalled_for:.0f} s "
-            f"over {self._busy_samples} busy samples (window {window_s:.0f} s)"
+            + f", progress signals unchanged ({', '.join(f'{name}={_fmt(v)}' for name, v in frozen)}) for "
+            f"{stalled_for:.0f} s over {self._busy_samples} busy samples (window {window_s:.0f} s)"
         )
         if stalled_for >= window_s and self._busy_samples >= self.min_samples:
             return Verdict(
                 "stalled", True, stalled_for, f"stalled: {evidence}",
                 t=sample.t, running=running, busy_samples=self._busy_samples,
+                waiting=waiting, frozen=frozen, window_s=window_s,
             )
         why = "first busy sample, no progress seen yet" if first_ever else "busy without progress"
         return Verdict(
             "suspect", False, stalled_for, f"suspect ({why}): {evidence}",
             t=sample.t, running=running, busy_samples=self._busy_samples,
+            waiting=waiting, frozen=frozen, window_s=window_s,
         )
 
     def _update_baselines(self, values: list[float | None]) -> tuple[str, bool]:

@@ -5,8 +5,10 @@ caller passes the time; :mod:`watchdog.adapters.events` writes them, best effort
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
+from watchdog.core.detector import Verdict
+from watchdog.core.detector import _fmt as number  # the detector's number format: one rule for logs and Events
 from watchdog.core.model import COMPONENT
 
 REASON_DELETED = "StalledPodDeleted"
@@ -15,8 +17,14 @@ REASON_DEFERRED = "StalledPodDeletionDeferred"
 #: Nodes are cluster-scoped: the API server accepts their core/v1 Events in "default".
 NODE_EVENT_NAMESPACE = "default"
 MAX_MESSAGE = 1024
-__all__ = ["COMPONENT", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
-           "REASON_DRY_RUN", "escape_controls", "event_body"]
+#: At most this many characters of an engine series key (pod-controlled label values) in a message.
+MAX_ENGINE_KEY = 160
+__all__ = ["COMPONENT", "MAX_ENGINE_KEY", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
+           "REASON_DRY_RUN", "Outcome", "escape_controls", "event_body", "stall_message", "utc_stamp"]
+
+Outcome = Literal["deleted", "evicted", "dry_run", "deferred"]
+_WHAT: dict[Outcome, str] = {"deleted": "Deleted pod", "evicted": "Evicted pod", "dry_run": "Would delete pod",
+                             "deferred": "Deferred deletion of pod"}
 
 # Characters a pod can put into its label values, names and annotation values that would rewrite what a reader
 # sees: C0 controls (CR moves back over the line, ESC starts terminal sequences, LF forges a new log line), DEL,
@@ -35,11 +43,42 @@ def escape_controls(text: str) -> str:
     return text if text.isprintable() else text.translate(_ESCAPES)
 
 
+def utc_stamp(when: dt.datetime) -> str:
+    """``when`` as ISO 8601 UTC to the second, ``2026-12-01T05:12:00Z`` (Event timestamps and messages)."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, since: dt.datetime | None, *,
+                  rule: str = "", why: str = "") -> str:
+    """The Event message for a decision on a stalled engine, facts first, so the head survives the 1 KiB cut:
+    what (deleted, evicted, would delete, deferred), the pod and engine series, for how long no progress, the
+    requests running (waiting), the frozen progress signals at their values, since when (UTC), then why: the
+    stall rule (window, busy samples), plus ``why`` (the dry-run reason, a lost answer), or for a deferral the
+    ``rule`` and ``why`` that held it back. Built from the verdict's structured fields, never its reason
+    sentence; :func:`event_body` escapes control characters and cuts it."""
+    if len(engine) > MAX_ENGINE_KEY:
+        engine = engine[: MAX_ENGINE_KEY - 3] + "..."
+    load = f"{number(verdict.running)} requests running"
+    if verdict.waiting is not None:
+        load += f" ({number(verdict.waiting)} waiting)"
+    frozen = " ".join(f"{name}={number(value)}" for name, value in verdict.frozen) or "none known"
+    stalled = f"stalled past the {verdict.window_s:.0f} s window over {verdict.busy_samples} busy samples"
+    if outcome == "deferred":
+        because = f"rule {rule}, {why}"
+    elif outcome == "dry_run":
+        because = f"{stalled}; dry-run, {why}"
+    else:
+        because = f"{stalled}; {why}" if why else stalled
+    return (f"{_WHAT[outcome]} {pod}" + (f" engine {{{engine}}}" if engine else "")
+            + f": no progress for {verdict.stalled_for_s:.0f} s, {load}, frozen {frozen}"
+            + (f" since {utc_stamp(since)}" if since is not None else "") + f". Why: {because}.")
+
+
 def event_body(namespace: str, involved: dict[str, str], reason: str, message: str, instance: str,
                now: dt.datetime, action: str = "None") -> dict[str, Any]:
     """A core/v1 Event (type Warning) on ``involved`` ({apiVersion, kind, name, uid}) at ``now`` (UTC);
     message with control characters escaped (:func:`escape_controls`), then cut to 1 KiB."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = utc_stamp(now)
     message = escape_controls(message)
     if len(message.encode()) > MAX_MESSAGE:
         message = message.encode()[: MAX_MESSAGE - 3].decode("utf-8", "ignore") + "..."
