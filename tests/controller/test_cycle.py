@@ -34,10 +34,11 @@ def make_config(tmp_path: Path, **overrides: Any) -> Settings:
 class Rig:
     """A Watchdog on the emulator with a fake clock; :meth:`cycle` advances the clock by :data:`STEP`."""
 
-    def __init__(self, api: EmulatorServer, config: Settings, scraper: Any = None) -> None:
+    def __init__(self, api: EmulatorServer, config: Settings, scraper: Any = None, kube: Any = None,
+                 **watchdog_kw: Any) -> None:
         self.api, self.now = api, 0.0
-        self.kube = KubeClient.from_settings(KubeSettings(host=api.base_url, request_timeout_s=5))
-        self.wd = Watchdog(config, self.kube, clock=lambda: self.now, scraper=scraper)
+        self.kube = kube or KubeClient.from_settings(KubeSettings(host=api.base_url, request_timeout_s=5))
+        self.wd = Watchdog(config, self.kube, clock=lambda: self.now, scraper=scraper, **watchdog_kw)
         self.sims: list[SimPod] = []
 
     def sim(self, address: str, mode: str, **kw: Any) -> SimPod:
@@ -112,7 +113,9 @@ def test_only_the_wedged_pod_is_deleted_after_the_window(rig: Rig) -> None:
               for e in rig.api.list_events(NS)}
     assert events == {("StalledPodDeleted", "Pod", wedged["pod"]["metadata"]["name"]),
                       ("StalledPodDeleted", "Deployment", "wedged")}
-    assert sample(rig, "vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
+    assert sample(rig, "vllm_watchdog_deletions_total", {"action": "delete"}) == 1.0
+    assert sample(rig, "vllm_watchdog_deletions_total", {"action": "evict"}) == 0.0
+    assert sample(rig, "vllm_watchdog_remediations_total", {"result": "deleted"}) == 1.0
     assert sample(rig, "vllm_watchdog_stalls_total") == 1.0
     assert sample(rig, "vllm_watchdog_pods_watched") == 3.0
     assert sample(rig, "vllm_watchdog_engines", {"state": "stalled"}) == 1.0
@@ -132,7 +135,9 @@ def test_hanging_pod_is_unknown_and_never_deleted(api: EmulatorServer, tmp_path:
         hung = rig.deployment("hung", sim)
         first = rig.cycle()
         assert first.scrapes == {"timeout": 1}
-        assert first.verdicts == [] and first.engines == {}  # never answered: no engine series known yet
+        # never answered: no engine series known yet, and the pod counts as one unknown engine
+        assert first.verdicts == [] and first.engines == {"unknown": 1}
+        assert sample(rig, "vllm_watchdog_engines", {"state": "unknown"}) == 1.0
         sim.set_mode("wedged")
         rig.cycle()
         assert states(rig.cycle()) == {"hung": "suspect"}
@@ -309,5 +314,34 @@ def test_count_waiting_wedge_is_judged_and_acted_on_alike(api: EmulatorServer, t
         assert remediated(reports[2]) == ([(f"{NS}/{pod['metadata']['name']}", expected)] if expected else [])
         assert rig.exists(pod) is (expected is None)
         assert scraper.urls[0] == "http://10.0.0.9:8000/metrics"
+    finally:
+        rig.close()
+
+
+def test_a_pod_that_never_answered_is_one_unknown_engine_and_its_failure_and_recovery_are_logged_once(
+        api: EmulatorServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    rig = Rig(api, make_config(tmp_path, scrapeDeadlineSeconds=0.3, connectTimeoutSeconds=0.2))
+    try:
+        mute = rig.sim("127.0.0.5", "hang")
+        pod = rig.deployment("mute", mute)["pod"]
+        rig.deployment("idle", rig.sim("127.0.0.3", "idle"))
+        with caplog.at_level(logging.INFO, logger="watchdog.controller.cycle"):
+            failing = [rig.cycle() for _ in range(3)]  # t = 15, 30, 45
+            assert [r.engines for r in failing] == [{"unknown": 1, "idle": 1}] * 3
+            assert sample(rig, "vllm_watchdog_engines", {"state": "unknown"}) == 1.0
+            mute.set_mode("idle")
+            answered = [rig.cycle() for _ in range(2)]  # t = 60, 75
+        assert [r.engines for r in answered] == [{"idle": 2}] * 2
+        assert sample(rig, "vllm_watchdog_engines", {"state": "unknown"}) == 0.0
+        failed = [r for r in caplog.records if "scrape of" in r.getMessage()]
+        recovered = [r for r in caplog.records if "scrape works again" in r.getMessage()]
+        assert len(failed) == 1 and len(recovered) == 1  # once each, not every cycle
+        assert failed[0].levelname == "INFO" and failed[0].__dict__["result"] == "timeout"
+        assert failed[0].__dict__["uid"] == pod["metadata"]["uid"]
+        assert f"pod {NS}/{pod['metadata']['name']}: scrape of http://127.0.0.5:" in failed[0].getMessage()
+        assert "(timeout: timeout after" in failed[0].getMessage()
+        assert "after 45 s of failures (last: timeout: timeout after" in recovered[0].getMessage()
+        record = rig.wd.pods[pod["metadata"]["uid"]]
+        assert (record.outcome, record.outcome_since, record.scraped_at, record.scrape_detail) == ("ok", 60.0, 75.0, "")
     finally:
         rig.close()

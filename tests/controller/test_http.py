@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from watchdog import __version__
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.config.loader import ConfigError, load_config
 from watchdog.controller import http
@@ -262,3 +264,64 @@ def test_listen_addresses_refused(address: str) -> None:
     with pytest.raises(ConfigError) as refused:
         load_config(None, env={"WATCHDOG_LISTEN_ADDRESS": address})
     assert any("must be IP:port" in p for p in refused.value.problems)
+
+
+# -- /healthz, /readyz, /status ---------------------------------------------------------------------------------
+def test_an_api_outage_keeps_liveness_and_takes_readiness_with_the_reason(tmp_path: Path) -> None:
+    """Cycles that start and fail (the API server is down) keep /healthz at 200 — a restart would only lose the
+    warm-up — while /readyz says why it is not ready: never completed, then the last error."""
+    from watchdog.controller.service import safe_cycle
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
+    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{closed}",
+                                                                request_timeout_s=2)))
+    served = http.start_http("127.0.0.1:0", wd, 1.0)
+    base = f"http://127.0.0.1:{port_of(served)}"
+    try:
+        served.app.started = time.monotonic() - 10  # the process started long ago ...
+        assert get(base + "/healthz")[0] == 503  # ... and no cycle ever started: the loop is dead
+        safe_cycle(wd)  # ... now one starts, and fails on the API
+        status, _, body = get(base + "/healthz")
+        assert status == 200 and json.loads(body)["seconds_since_cycle_start"] < 3
+        status, _, body = get(base + "/readyz")
+        ready = json.loads(body)
+        assert status == 503 and ready["why"] == "no cycle has completed yet"
+        assert ready["last_error"].startswith("list namespaces ") and "Connection refused" in ready["last_error"]
+        assert ready["seconds_since_error"] >= 0
+        doc = json.loads(get(base + "/status")[2])
+        assert doc["pods"] is None and doc["cycle"]["last_error"] == ready["last_error"]
+        assert doc["cycle"]["completed_s_ago"] is None and doc["cycle"]["started_s_ago"] < 3
+    finally:
+        served.shutdown()
+        served.server_close()
+        wd.close()
+
+
+def test_readyz_fails_once_no_cycle_completed_for_3_intervals(watchdog: Watchdog, server: Any) -> None:
+    base = f"http://127.0.0.1:{port_of(server)}"
+    watchdog.run_cycle()
+    assert get(base + "/readyz")[0] == 200
+    watchdog.last_success = time.monotonic() - 4.2  # interval 1 s: the limit is 3 s
+    watchdog.last_started = time.monotonic()  # a cycle is running (stuck, or slow): alive, not ready
+    status, _, body = get(base + "/readyz")
+    assert status == 503 and json.loads(body)["why"] == "the last cycle completed 4 s ago (limit 3 s)"
+    assert get(base + "/healthz")[0] == 200
+
+
+def test_status_serves_the_last_snapshot_as_json_get_only(watchdog: Watchdog, server: Any) -> None:
+    base = f"http://127.0.0.1:{port_of(server)}"
+    watchdog.run_cycle()
+    status, headers, body = get(base + "/status")
+    doc = json.loads(body)
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert (doc["pods"], doc["pods_watched"], doc["leader"]) == ([], 0, True)
+    assert doc["cycle"]["last_error"] is None and 0 <= doc["snapshot_age_s"] < 3
+    assert doc["policy"]["budget"]["cluster"] == {"max": 2, "used": 0, "left": 2}
+    assert doc["version"] == __version__
+    request = urllib.request.Request(base + "/status", method="POST", data=b"")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 405

@@ -228,7 +228,7 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
             wd.run_cycle()
     assert el_a.is_leader() and not el_b.is_leader()
     reg = (wd_a.metrics.registry, wd_b.metrics.registry)
-    assert [r.get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) for r in reg] == [1.0, 0.0]
+    assert [r.get_sample_value("vllm_watchdog_remediations_total", {"result": "deleted"}) for r in reg] == [1.0, 0.0]
     assert reg[1].get_sample_value("vllm_watchdog_deferrals_total", {"rule": "not_leader"}) >= 1
     assert not fleet.alive("wedged-a")
 
@@ -242,8 +242,8 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
                 elector.step()
             wd.run_cycle()
     assert el_b.is_leader() and not fleet.alive("wedged-b")
-    assert reg[0].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
-    assert reg[1].get_sample_value("vllm_watchdog_deletions_total", {"result": "deleted"}) == 1.0
+    assert reg[0].get_sample_value("vllm_watchdog_remediations_total", {"result": "deleted"}) == 1.0
+    assert reg[1].get_sample_value("vllm_watchdog_remediations_total", {"result": "deleted"}) == 1.0
     # The standby never wrote to the cluster: no deferral Events for "not the leader".
     assert not [m for _, m in fleet.events("StalledPodDeletionDeferred") if "Lease" in m]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -50,10 +51,14 @@ def prompt(snap: EngineSnapshot) -> float:
 
 def beat(snap: EngineSnapshot) -> float:
     return snap.progress[2] or 0.0
-VERDICT = Verdict("stalled", True, 130.0, "stalled: 21 requests running, progress signals unchanged "
-                  "(generation_tokens=1) for "
-                  "130 s over 9 busy samples (window 120 s)",
-                  t=130.0, running=21.0)
+VERDICT = Verdict("stalled", True, 130.0, "stalled: 21 requests running (0 waiting), progress signals unchanged "
+                  "(generation_tokens=456789, prompt_tokens=1234567, heartbeat=30200) for 130 s over 9 busy samples "
+                  "(window 120 s)", t=130.0, running=21.0, busy_samples=9, waiting=0.0,
+                  frozen=(("generation_tokens", 456789.0), ("prompt_tokens", 1234567.0), ("heartbeat", 30200.0)),
+                  window_s=120.0)
+#: What every Event message about VERDICT says after "<what> pod NS/NAME": the facts, in the on-call order.
+FACTS = (f' engine {{{SNAP.key}}}: no progress for 130 s, 21 requests running (0 waiting), frozen '
+         "generation_tokens=456789 prompt_tokens=1234567 heartbeat=30200 since ")
 
 
 class Rescrape:
@@ -71,7 +76,8 @@ class Rescrape:
 
 
 def results(m: Metrics) -> dict[str, float]:
-    out = {r: m.registry.get_sample_value("vllm_watchdog_deletions_total", {"result": r}) for r in DELETION_RESULTS}
+    out = {r: m.registry.get_sample_value("vllm_watchdog_remediations_total", {"result": r})
+           for r in DELETION_RESULTS}
     return {r: v for r, v in out.items() if v}
 
 
@@ -156,9 +162,9 @@ def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_cli
     assert pod_event["source"] == {"component": "vllm-stall-watchdog"}
     message = pod_event["message"]
     assert message == by_kind["Deployment"]["message"]
-    assert message.startswith("deleted: engine series {" + SNAP.key + "}")
-    assert VERDICT.reason in message and f"pod {target.ref}" in message and "window 120 s" in message
-    assert len(message.encode()) <= MAX_MESSAGE
+    assert message.startswith(f"Deleted pod {target.ref}{FACTS}")
+    assert message.endswith(". Why: stalled past the 120 s window over 9 busy samples.")
+    assert VERDICT.reason not in message  # the detector's sentence is for logs; the Event is composed from facts
     assert results(metrics) == {"deleted": 1.0}
     # The same episode is never acted on twice.
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
@@ -183,15 +189,18 @@ def test_bare_pod_gets_one_event(api: EmulatorServer, kube_client: KubeClient) -
     assert events(api) == [("StalledPodDeleted", "Pod", "bare")]
 
 
-def test_event_message_is_cut_to_1_kib(api: EmulatorServer, kube_client: KubeClient) -> None:
+def test_event_message_is_cut_to_1_kib_keeping_its_head(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
-    long = dataclasses.replace(VERDICT, reason="é" * 3000)  # 2-byte characters: the cut must stay valid UTF-8
+    # A progress signal with a 3,000-character name (2-byte characters: the cut must stay valid UTF-8).
+    long = dataclasses.replace(VERDICT, frozen=(("é" * 3000, 1.0),))
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, long, signals=SIGNALS).result == "deleted"
+    target = target_of(api, seeded["pod"])
+    assert rem.remediate(target, SNAP, long, signals=SIGNALS).result == "deleted"
     messages = [e["message"] for e in api.list_events(NS)]
     assert len(messages) == 2
     for message in messages:
         assert MAX_MESSAGE - 4 <= len(message.encode()) <= MAX_MESSAGE
+        assert message.startswith(f"Deleted pod {target.ref} engine {{{SNAP.key}}}: no progress for 130 s, 21 ")
         assert message.endswith("é...")
 
 
@@ -219,7 +228,10 @@ def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_cli
     assert rescrape.calls == 0
     assert events(api, namespace) == [("StalledPodDryRun", "Deployment", "llama"),
                                       ("StalledPodDryRun", "Pod", seeded["pod"]["metadata"]["name"])]
-    assert all(e["message"].startswith("DRY-RUN, would delete") for e in api.list_events(namespace))
+    why = "global dryRun is on" if dry_run else "namespace is labelled dry-run"
+    assert [e["message"].startswith(f"Would delete pod {target.ref}{FACTS}") for e in api.list_events(namespace)] \
+        == [True, True]
+    assert all(e["message"].endswith(f"; dry-run, {why}.") for e in api.list_events(namespace))
     assert results(metrics) == {"dry_run": 1.0}
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"  # announced once per episode
     assert len(api.list_events(namespace)) == 2
@@ -354,7 +366,7 @@ def test_a_wedge_with_one_nan_counter_is_deleted(api: EmulatorServer, kube_clien
     rem, metrics = remediator(kube_client, Rescrape(dataclasses.replace(nan)))
     outcome = rem.remediate(target_of(api, seeded["pod"]), nan, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted", outcome.detail
-    assert metrics.deletions.labels("deleted")._value.get() == 1
+    assert metrics.remediations.labels("deleted")._value.get() == 1
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
 
 
@@ -420,6 +432,9 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
     outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     done = "evicted" if action == "evict" and result == "deleted" else result
     assert outcome.result == done, outcome.detail
+    # Counted as the budget counts it: one removal by this action, whatever the GET showed afterwards.
+    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": action}) == 1.0
+    assert results(metrics) == {done: 1.0}
     assert kube.calls[verb] == 1
     assert (api.get_pod(NS, name) is None) is applied
     reasons = [e["reason"] for e in api.list_events(NS)]
@@ -440,12 +455,14 @@ def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeC
         raise KubeError("delete pod", 403, "Forbidden", "pods is forbidden")
 
     kube = FakeKube(kube_client, delete_pod=forbidden)
-    rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(),
-                     new_metrics())
+    metrics = new_metrics()
+    rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "error" and "refused, not retried" in outcome.detail
     assert api.list_events(NS) == []
     assert _second_stall(api, rem).result == "error"  # not deferred: nothing was charged
+    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": "delete"}) == 0.0
+    assert results(metrics) == {"error": 2.0}
 
 
 def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient) -> None:
@@ -543,7 +560,8 @@ def test_an_eviction_says_evicted_in_its_events_and_result(api: EmulatorServer, 
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "evicted" and outcome.detail.startswith("evicted ")
     messages = [e["message"] for e in api.list_events(NS)]
-    assert len(messages) == 2 and all(m.startswith("evicted: engine series") for m in messages)
+    ref = outcome.detail.split()[1]
+    assert len(messages) == 2 and all(m.startswith(f"Evicted pod {ref}{FACTS}") for m in messages), messages
 
 
 def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServer, kube_client: KubeClient) -> None:
@@ -608,3 +626,66 @@ def test_the_event_message_names_the_window_once(api: EmulatorServer, kube_clien
     rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     messages = [e["message"] for e in api.list_events(NS)]
     assert messages and all(m.count("window") == VERDICT.reason.count("window") == 1 for m in messages), messages
+
+
+# -- what on-call reads: Event messages lead with the facts, log lines carry them as fields ------------------------
+#: Monotonic 140 s, the verdict's sample at 130 s after 130 s without progress: the stall clock started at
+#: monotonic 0, i.e. 140 s before this wall-clock time.
+WALL = dt.datetime(2026, 12, 1, 5, 14, 20, tzinfo=dt.UTC).timestamp()
+SINCE = "2026-12-01T05:12:00Z"
+
+
+def nesting(text: str) -> int:
+    """The deepest parenthesis nesting in ``text``."""
+    depth = deepest = 0
+    for c in text:
+        depth += (c == "(") - (c == ")")
+        deepest = max(deepest, depth)
+    return deepest
+
+
+@pytest.mark.parametrize(("rails", "action", "result", "rule", "what", "why"), [
+    ({}, "delete", "deleted", None, "Deleted pod", "stalled past the 120 s window over 9 busy samples"),
+    ({}, "evict", "evicted", None, "Evicted pod", "stalled past the 120 s window over 9 busy samples"),
+    ({"dry_run": True}, "delete", "dry_run", "dry_run", "Would delete pod",
+     "stalled past the 120 s window over 9 busy samples; dry-run, global dryRun is on"),
+    ({"paused": True}, "delete", "deferred", "paused", "Deferred deletion of pod",
+     "rule paused, the watchdog is paused (paused: true)"),
+    ({"max_deletions": 0}, "delete", "deferred", "budget", "Deferred deletion of pod",
+     "rule budget, cluster budget used: 0 deletions in the last 600 s (max 0)"),
+])
+def test_event_messages_lead_with_the_facts(api: EmulatorServer, kube_client: KubeClient,
+                                            caplog: pytest.LogCaptureFixture, rails: dict[str, Any], action: str,
+                                            result: str, rule: str | None, what: str, why: str) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    target = target_of(api, seeded["pod"])
+    rem = Remediator(kube_client, open_policy(**rails), Rescrape(), new_metrics(), action=action,
+                     clock=lambda: 140.0, wall_clock=lambda: WALL)
+    with caplog.at_level(logging.INFO, logger="watchdog.controller.remediator"):
+        assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == result
+    messages = {e["message"] for e in api.list_events(NS)}  # the same on the pod and on the Deployment
+    assert messages == {f"{what} {target.ref}{FACTS}{SINCE}. Why: {why}."}
+    (message,) = messages
+    assert nesting(message) == 1 and message.count("window") <= 1 and len(message.encode()) <= MAX_MESSAGE
+    # The log line of the outcome: its facts as fields (JSON writes them as top-level keys).
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("remediation ")]
+    assert {k: getattr(line, k, None) for k in ("namespace", "pod", "uid", "engine", "state", "result", "rule")} == {
+        "namespace": NS, "pod": target.name, "uid": target.uid, "engine": SNAP.key, "state": "stalled",
+        "result": result, "rule": rule}
+    assert line.reason == line.getMessage().split(": ", 1)[1]  # type: ignore[attr-defined]
+
+
+def test_a_lost_answer_that_was_applied_says_so_after_the_rule(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def lost(namespace: str, pod: str, uid: str, grace: int | None) -> Any:
+        kube_client.delete_pod(namespace, pod, uid, grace)
+        raise KubeError("delete pod", 504, "Gateway Timeout")
+
+    rem = Remediator(FakeKube(kube_client, delete_pod=lost), open_policy(), Rescrape(), new_metrics(),
+                     clock=lambda: 140.0, wall_clock=lambda: WALL)
+    target = target_of(api, seeded["pod"])
+    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
+    assert {e["message"] for e in api.list_events(NS)} == {
+        f"Deleted pod {target.ref}{FACTS}{SINCE}. Why: stalled past the 120 s window over 9 busy samples; the "
+        "delete answer was lost (Gateway Timeout) and the pod is gone or terminating."}

@@ -80,16 +80,16 @@ def test_dry_run_banner_is_logged(cluster: tuple[EmulatorServer, Path, Path]) ->
     assert len(banner) == 1 and "WARNING" in banner[0] and "nothing will be deleted" in banner[0]
 
 
-def test_bad_configuration_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
+def test_bad_configuration_exits_2_with_every_problem_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("logFormat: text\nwindowSecond: 300\n")
     done = run("--window-seconds", "abc", "--config", str(config), env={"WATCHDOG_MIN_SAMPLES": "0"})
     assert done.returncode == 2
-    assert done.stderr.splitlines() == [
-        f"vllm-watchdog run: config: {config}:2 key 'windowSecond': unknown setting (did you mean 'windowSeconds'?)",
-        "vllm-watchdog run: config: env WATCHDOG_MIN_SAMPLES: '0' is below the minimum 1",
-        "vllm-watchdog run: config: --window-seconds: 'abc' is not a number",
-    ]
+    [line] = done.stderr.splitlines()  # in the configured format (text here); tests/cli/test_run.py: json too
+    assert line.endswith(" ERROR   watchdog.cli.run: configuration refused, 3 problems: "
+                         f"{config}:2 key 'windowSecond': unknown setting (did you mean 'windowSeconds'?); "
+                         "env WATCHDOG_MIN_SAMPLES: '0' is below the minimum 1; "
+                         "--window-seconds: 'abc' is not a number"), line
     assert done.stdout == ""
 
 
@@ -130,7 +130,7 @@ def serving_address(lines: queue.Queue[str]) -> str:
     while True:
         line = lines.get(timeout=20)
         assert line, "the watchdog ended before serving"
-        if "serving /metrics /healthz /readyz on " in line:
+        if "serving /metrics /healthz /readyz /status on " in line:
             return line.rsplit(" on ", 1)[1].strip()
 
 
@@ -205,7 +205,7 @@ def test_sigterm_during_a_cycle_is_a_clean_stop(emulator: EmulatorServer, tmp_pa
     if deadline_s > service.STOP_WAIT_S:
         assert "a cycle was still running" in text and took < service.STOP_WAIT_S + 10
     else:
-        assert "cycle done: 2 pods" in text and "scrapes {'timeout': 2}" in text
+        assert "cycle done: 2 pods" in text and "scrapes timeout=2" in text
 
 
 def test_a_cycle_cut_short_by_the_stop_is_not_a_failure(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -273,13 +273,14 @@ def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Watchdog,
 def test_readyz_is_503_until_a_cycle_completed(served: tuple[Watchdog, str, Any]) -> None:
     wd, base, _ = served
     status, ctype, body = get(base, "/readyz")
-    assert (status, ctype, json.loads(body)) == (503, "application/json", {"ready": False})
+    assert (status, ctype, json.loads(body)) == (503, "application/json", {
+        "ready": False, "why": "no cycle has completed yet", "seconds_since_completed": None})
     wd.run_cycle()
     status, _, body = get(base, "/readyz")
-    assert (status, json.loads(body)) == (200, {"ready": True})
+    assert status == 200 and json.loads(body)["ready"] is True and "why" not in json.loads(body)
 
 
-def test_healthz_follows_the_age_of_the_last_cycle(served: tuple[Watchdog, str, Any]) -> None:
+def test_healthz_follows_the_age_of_the_last_cycle_start(served: tuple[Watchdog, str, Any]) -> None:
     wd, base, server = served
     assert get(base, "/healthz")[0] == 200  # just started: within 3 intervals of the start
     server.app.started = time.monotonic() - 10  # started long ago, never a cycle
@@ -288,12 +289,12 @@ def test_healthz_follows_the_age_of_the_last_cycle(served: tuple[Watchdog, str, 
     wd.run_cycle()
     status, _, body = get(base, "/healthz")
     assert status == 200 and json.loads(body)["ok"] is True
-    wd.last_success = time.monotonic() - 3.5  # more than 3 intervals of 1 s ago
+    wd.last_started = time.monotonic() - 3.5  # more than 3 intervals of 1 s ago
     status, _, body = get(base, "/healthz")
     assert status == 503
     reply = json.loads(body)
-    assert reply["ok"] is False and reply["seconds_since_cycle"] >= 3.5
-    wd.last_success = time.monotonic() - 2.0
+    assert reply["ok"] is False and reply["seconds_since_cycle_start"] >= 3.5 and reply["limit_s"] == 3.0
+    wd.last_started = time.monotonic() - 2.0
     assert get(base, "/healthz")[0] == 200
 
 
@@ -303,7 +304,8 @@ def test_metrics_endpoint_serves_the_watchdog_metrics(served: tuple[Watchdog, st
     status, ctype, body = get(base, "/metrics")
     assert status == 200 and ctype.startswith("text/plain")
     text = body.decode()
-    for line in ("vllm_watchdog_pods_watched 0.0", 'vllm_watchdog_deletions_total{result="deleted"} 0.0',
+    for line in ("vllm_watchdog_pods_watched 0.0", 'vllm_watchdog_remediations_total{result="deleted"} 0.0',
+                 'vllm_watchdog_deletions_total{action="delete"} 0.0', "vllm_watchdog_paused 0.0",
                  'vllm_watchdog_scrapes_total{outcome="timeout"} 0.0', 'vllm_watchdog_engines{state="stalled"} 0.0',
                  "vllm_watchdog_cycle_duration_seconds_count 1.0", "vllm_watchdog_event_failures_total 0.0",
                  "vllm_watchdog_cycle_failures_total 0.0"):
@@ -321,7 +323,8 @@ def test_safe_cycle_logs_and_counts_a_failure(tmp_path: Path) -> None:
         service.safe_cycle(wd)  # never raises
         service.safe_cycle(wd)
         assert wd.metrics.registry.get_sample_value("vllm_watchdog_cycle_failures_total") == 2.0
-        assert wd.last_success is None
+        assert wd.last_success is None and wd.last_started is not None  # started (alive), never completed
+        assert wd.last_failure is not None and wd.last_failure[1].startswith("list namespaces ")
     finally:
         wd.close()
 
@@ -334,7 +337,7 @@ def test_an_unusable_kubeconfig_is_one_line_and_exit_2(tmp_path: Path, content: 
     done = run("--once", "--kubeconfig", str(kubeconfig))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("vllm-watchdog run:")]
+    [line] = [json.loads(ln)["msg"] for ln in done.stderr.splitlines() if json.loads(ln)["level"] == "error"]
     assert "load configuration" in line and "kubeconfig" in line
     if content is None:
         assert line.endswith("no such file")
@@ -366,5 +369,5 @@ def test_empty_cluster_and_meaningless_opt_in_values_are_explained(emulator: Emu
     config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
     done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config))
     assert done.returncode == 0
-    assert "namespace llm has vllm-watchdog.io/enabled='yes', which is neither" in done.stderr
+    assert 'namespace llm has vllm-watchdog.io/enabled="yes", which is neither' in done.stderr
     assert "no opted-in namespace (label one vllm-watchdog.io/enabled=dry-run or =true)" in done.stderr

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
-from watchdog.core.policy import CycleStatus, Decision, DeletionPolicy, Rails
+from watchdog.core.policy import PAUSE_ANNOTATION, CycleStatus, Decision, DeletionPolicy, Rails, brake_from
 
 SERIES = 'engine="0",model_name="m"'
 T0 = 1000.0  # monotonic seconds at start
@@ -157,3 +157,55 @@ def test_a_dry_run_announcement_does_not_stand_for_the_deletion_after_a_flip_to_
     p.record("u1", SERIES, "delete")
     assert decide(p, mode="enforce").action == "skip"
     assert decide(p, mode="dry-run").action == "skip"  # a deletion is never re-announced
+
+
+def test_the_run_time_brake_is_the_one_pause_rule() -> None:
+    p = policy()
+    p.set_brake("annotation vllm-watchdog.io/paused=true on configmap wd/wd")
+    assert decide(p) == Decision("defer", "paused", "the watchdog is paused (annotation vllm-watchdog.io/paused=true "
+                                                    "on configmap wd/wd)")
+    assert p.paused_by is not None and decide(p, mode="dry-run").action == "dry_run"  # dry-run still reports
+    p.set_brake(None)
+    assert p.paused_by is None and decide(p).action == "delete"
+    setting = policy(paused=True)
+    setting.set_brake(None)  # releasing the brake never lifts the setting
+    assert decide(setting) == Decision("defer", "paused", "the watchdog is paused (paused: true)")
+
+
+@pytest.mark.parametrize(("annotations", "on"), [
+    (None, False), ({}, False), ({PAUSE_ANNOTATION: "false"}, False), ({PAUSE_ANNOTATION: " False "}, False),
+    ({PAUSE_ANNOTATION: ""}, False), ({PAUSE_ANNOTATION: "true"}, True), ({PAUSE_ANNOTATION: "TRUE"}, True),
+    ({PAUSE_ANNOTATION: "yes"}, True), ({PAUSE_ANNOTATION: "1"}, True), ({"other/paused": "true"}, False),
+])
+def test_what_the_brake_annotation_means(annotations: dict[str, str] | None, on: bool) -> None:
+    """A brake meant to hold never slips on a typo: anything but absent, empty or "false" holds."""
+    config_map = {"metadata": {"name": "wd", "annotations": annotations}}
+    assert brake_from(config_map)[0] is on
+    assert brake_from(None) == (False, None)  # no such ConfigMap: nothing says pause
+
+
+def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> None:
+    p = DeletionPolicy(Rails(window_seconds=120, max_deletions=3, max_deletions_per_namespace=1), started=T0)
+    assert p.view(T0)["warm_up"] == {"done": False, "left_s": 120.0}  # never listed pods yet
+    p.begin_cycle(T0 + 10, watched=10, bad=0)
+    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="team-a", owner="team-a/ReplicaSet/x")
+    p.begin_cycle(T0 + 210, watched=10, bad=4, namespaces={"team-b": (3, 3), "team-c": (3, 0)})
+    assert p.first_deferral("u2", SERIES, "breaker") and p.first_deferral("u3", SERIES, "breaker")
+    assert p.first_deferral("u2", SERIES, "budget")
+    p.set_brake("the brake")
+    view = p.view(T0 + 250)
+    assert view["warm_up"] == {"done": True, "left_s": 0.0}
+    assert view["budget"] == {"known": True, "window_s": 600.0, "cluster": {"max": 3, "used": 1, "left": 2},
+                              "namespace_max": 1, "namespaces": {"team-a": {"used": 1, "left": 0}}}
+    assert view["owners_waiting"] == ["team-a/ReplicaSet/x"]
+    assert view["breaker"] == {"open": True, "why": "4 of 10 watched pods looked stalled", "closes_in_s": 260.0,
+                               "namespaces": {"team-b": {"closes_in_s": 260.0,
+                                                         "why": "3 of its 3 watched pods looked stalled or unknown"}}}
+    assert view["deferrals"] == {"breaker": 2, "budget": 1}
+    assert (view["paused"], view["paused_why"]) == (True, "the brake")
+    assert p.episode("u2", SERIES) == (None, ["breaker", "budget"])
+    assert p.episode("u1", SERIES) == ("delete", [])
+    later = p.view(T0 + 900)  # the deletion left the window; the breakers closed
+    assert later["budget"]["cluster"]["used"] == 0 and later["budget"]["namespaces"] == {}
+    assert later["breaker"] == {"open": False, "why": None, "closes_in_s": None, "namespaces": {}}
+    assert p.view(T0 + 900) == later  # a view changes nothing

@@ -1,52 +1,81 @@
 """The watchdog's own Prometheus metrics (served on ``/metrics`` of its listen address).
 
-All live in :data:`REGISTRY`, not the process-global default registry, so tests and the benchmark can build
-several watchdogs in one process without clashes (:func:`new_metrics`).
+All live in their own registry, not the process-global default registry, so tests and the benchmark can build
+several watchdogs in one process without clashes (:func:`new_metrics`). The registry also carries
+prometheus_client's process collector (``process_*``: CPU, memory, open files, start time) and a
+``vllm_watchdog_build_info`` gauge. No ``*_created`` series are exported (prometheus_client's
+``disable_created_metrics``, process-wide): they double the series count and no alert reads them.
 """
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
+from typing import get_args
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
-from watchdog.core.vocab import DEFERRAL_RULES, ENGINE_STATES, REMEDIATION_RESULTS, SCRAPE_OUTCOMES
+from watchdog import __version__
+from watchdog.core.vocab import (
+    DEFERRAL_RULES,
+    ENGINE_STATES,
+    REMEDIATION_RESULTS,
+    SCRAPE_OUTCOMES,
+    RemovalAction,
+)
 
-DELETION_RESULTS = REMEDIATION_RESULTS
+DELETION_RESULTS = REMEDIATION_RESULTS  # the label values of vllm_watchdog_remediations_total{result}
+REMOVAL_ACTIONS: tuple[RemovalAction, ...] = get_args(RemovalAction)  # of vllm_watchdog_deletions_total{action}
 
 
 @dataclass(frozen=True)
 class Metrics:
-    """Handles on every metric; see RUNBOOK.md for their meaning and suggested alerts."""
+    """Handles on every metric; RUNBOOK.md section 6 says what each means."""
 
     registry: CollectorRegistry
     pods_watched: Gauge
     scrapes: Counter
     engines: Gauge
     stalls: Counter
-    deletions: Counter
+    deletions: Counter  # {action}: pods removed, as the deletion budget counts them
+    remediations: Counter  # {result}: every remediation attempt's outcome
     cycle_duration: Histogram
     last_cycle: Gauge
     event_failures: Counter
     series_dropped: Counter
     cycle_failures: Counter
-    deferrals: Counter
+    deferrals: Counter  # {rule}: once per stall episode and rule
     breaker_open: Gauge
     leader: Gauge
+    paused: Gauge
+    build_info: Gauge
 
 
 def new_metrics() -> Metrics:
     """A fresh registry with every metric registered, label values pre-created at 0."""
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client 0.26
     r = CollectorRegistry()
     m = Metrics(
         registry=r,
         pods_watched=Gauge("vllm_watchdog_pods_watched", "Pods scraped in the last cycle.", registry=r),
         scrapes=Counter("vllm_watchdog_scrapes", "Scrapes of pod /metrics by outcome.", ["outcome"], registry=r),
-        engines=Gauge("vllm_watchdog_engines", "Engine series by detector state after the last cycle.", ["state"],
-                      registry=r),
+        engines=Gauge("vllm_watchdog_engines", "Engine series by detector state after the last cycle; a pod with "
+                      "no engine series known (its scrape failed, or its body has none) is one unknown engine.",
+                      ["state"], registry=r),
         stalls=Counter("vllm_watchdog_stalls", "Stall episodes: an engine series entering the stalled state.",
                        registry=r),
-        deletions=Counter("vllm_watchdog_deletions", "Remediation attempts by result.", ["result"], registry=r),
+        deletions=Counter("vllm_watchdog_deletions", "Pods removed (delete or evict), as the deletion budget "
+                          "counts them: a removal whose answer was lost is charged and counted too.", ["action"],
+                          registry=r),
+        remediations=Counter("vllm_watchdog_remediations", "Remediation attempts by outcome.", ["result"],
+                             registry=r),
         cycle_duration=Histogram("vllm_watchdog_cycle_duration_seconds", "Wall time of one cycle, seconds.",
                                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30), registry=r),
         last_cycle=Gauge("vllm_watchdog_last_cycle_timestamp_seconds", "Unix time the last cycle completed.",
@@ -57,18 +86,26 @@ def new_metrics() -> Metrics:
                                "scrape body or per pod (a pod exporting ever new label values).", registry=r),
         cycle_failures=Counter("vllm_watchdog_cycle_failures", "Cycles that ended in an error (logged).",
                                registry=r),
-        deferrals=Counter("vllm_watchdog_deferrals", "Deletions deferred by a safety rail, by rule.", ["rule"],
-                          registry=r),
+        deferrals=Counter("vllm_watchdog_deferrals", "Stall episodes held back by a safety rail, once per episode "
+                          "and rule.", ["rule"], registry=r),
         breaker_open=Gauge("vllm_watchdog_breaker_open", "1 while the mass-stall breaker is open.", registry=r),
         leader=Gauge("vllm_watchdog_leader", "1 while this replica may act (holds the Lease, or no election).",
                      registry=r),
+        paused=Gauge("vllm_watchdog_paused", "1 while deletions are paused: the run-time brake annotation, the "
+                     "paused setting, or a brake not read yet.", registry=r),
+        build_info=Gauge("vllm_watchdog_build_info", "Always 1; the labels say which build runs.",
+                         ["version", "python_version"], registry=r),
     )
+    ProcessCollector(registry=r)
+    m.build_info.labels(__version__, platform.python_version()).set(1)
     for outcome in SCRAPE_OUTCOMES:
         m.scrapes.labels(outcome)
     for state in ENGINE_STATES:
         m.engines.labels(state)
-    for result in DELETION_RESULTS:
-        m.deletions.labels(result)
+    for action in REMOVAL_ACTIONS:
+        m.deletions.labels(action)
+    for result in REMEDIATION_RESULTS:
+        m.remediations.labels(result)
     for rule in DEFERRAL_RULES:
         m.deferrals.labels(rule)
     return m

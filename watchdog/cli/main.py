@@ -1,4 +1,4 @@
-"""Command line: the verbs ``replay``, ``check``, ``run`` and ``demo``.
+"""Command line: the verbs ``replay``, ``check``, ``run``, ``status`` and ``demo``.
 
 Only argument parsing and exit codes live in this package (one module per verb); each verb imports what does
 the work inside its handler, so ``replay`` and ``check`` never load the Kubernetes client or the scheduler.
@@ -20,6 +20,7 @@ verbs:
   replay   run the stall detector over a recorded CSV trace (offline, no cluster)
   check    scrape one /metrics endpoint (URL, file or stdin) and show the engine series found
   run      the watchdog itself: discover pods, scrape, detect, delete wedged pods + Events
+  status   ask a running watchdog what it thinks: engine states, budget left, breaker, brake (GET /status)
   demo     run the real watchdog against an embedded Kubernetes API emulator and 4 simulated vLLM pods
 
 'python -m watchdog VERB --help' explains each verb.
@@ -37,9 +38,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
-    from watchdog.cli import check, demo, replay, run
+    from watchdog.cli import check, demo, replay, run, status
 
-    for module in (replay, check, run, demo):
+    for module in (replay, check, run, status, demo):
         module.add_parser(verbs)
     return parser
 

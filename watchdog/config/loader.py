@@ -30,14 +30,16 @@ __all__ = ["ConfigError", "Settings", "add_flags", "flags_from_args", "load_conf
 
 
 class ConfigError(Exception):
-    """Invalid configuration; ``problems`` lists one line per problem, each naming its source."""
+    """Invalid configuration; ``problems`` lists one line per problem, each naming its source; ``log_format``:
+    the configured log format when it could be read (else the default), to report the problems in."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
+    def __init__(self, problems: Sequence[str], log_format: str = "json") -> None:
         # One line each, and bounded: a message never echoes a huge value (values are cut by show() already;
         # this is the backstop for text quoted by other modules' exceptions).
         lines = [_one_line(p) for p in problems]
         super().__init__("\n".join(lines))
         self.problems = lines
+        self.log_format = log_format
 
 
 _MAX_PROBLEM = 400
@@ -288,7 +290,7 @@ def load_config(
     if not problems:
         problems.extend(_cross_checks(values))
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
     return Settings.from_values(values, targets, tuple(warnings))
 
 
@@ -377,7 +379,9 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
     lease = str(v["lease_name"])
     problems.extend(p for p in (subdomain_problem(lease, "leaseName"),
                                 subdomain_problem(f"{lease}-ledger", "the ledger ConfigMap name (leaseName-ledger)")
-                                if v["budget_ledger"] and len(lease) <= 253 else None) if p)
+                                if v["budget_ledger"] and len(lease) <= 253 else None,
+                                subdomain_problem(str(v["pause_config_map"]), "pauseConfigMap")
+                                if v["pause_config_map"] is not None else None) if p)
     if v["leader_election_namespace"] is not None:
         problem = label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")
         problems.extend([problem] if problem else [])

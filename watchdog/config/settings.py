@@ -78,6 +78,10 @@ SETTINGS: tuple[Setting, ...] = (
             optional=True),
     # -- safety rails (RUNBOOK.md "Safety rails") --
     Setting("paused", "bool", False, "global pause: keep watching, delete nothing (stalls are deferred)"),
+    Setting("pause_config_map", "str", None, "the run-time brake: a ConfigMap in the watchdog's namespace "
+            "($POD_NAMESPACE, else default) read every cycle; its annotation vllm-watchdog.io/paused=\"true\" "
+            "pauses every deletion like 'paused', without a restart. Unset: no brake to read (the chart sets its "
+            "own config ConfigMap)", optional=True),
     Setting("action", "choice", "delete", "how to remove a stalled pod: delete, or evict (honours "
             "PodDisruptionBudgets; a blocked eviction is deferred, never turned into a delete)",
             choices=("delete", "evict")),
@@ -112,8 +116,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(key[=value]:Effect); never removed by the watchdog"),
     Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds",
             minimum=0.5, maximum=300.0),
-    Setting("listen_address", "str", "[::]:8080", "IP:port serving /metrics, /healthz and /readyz; [::]:PORT "
-            "is IPv6 and IPv4 (dual-stack; IPv4 only where the kernel has no IPv6), IPv6 hosts in brackets"),
+    Setting("listen_address", "str", "[::]:8080", "IP:port serving /metrics, /healthz, /readyz and /status; "
+            "[::]:PORT is IPv6 and IPv4 (dual-stack; IPv4 only where the kernel has no IPv6), IPv6 hosts in brackets"),
     Setting("log_format", "choice", "json", "log format", choices=("json", "text")),
     Setting("log_level", "choice", "info", "log level", choices=("debug", "info", "warning", "error")),
 )
@@ -145,6 +149,7 @@ class Settings:
     allow_loopback_pod_ips: bool
     grace_period_seconds: int | None
     paused: bool
+    pause_config_map: str | None
     action: RemovalAction
     max_deletions: int
     max_deletions_per_namespace: int

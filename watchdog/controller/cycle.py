@@ -9,7 +9,8 @@ reset when the pod's container restart count changes. Sample times come from the
 
 API requests per cycle: 1 namespace LIST + 1 pod LIST per target (all namespaces, label selector,
 ``resourceVersion=0`` so the API server answers from its watch cache) — independent of the number of pods —
-plus a few GETs/DELETE/Events per remediation.
+plus one GET of the run-time brake's ConfigMap (``pauseConfigMap``, when set) and a few GETs/DELETE/Events per
+remediation. At the end of each completed cycle the view ``GET /status`` serves is rebuilt (``status``).
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
 from watchdog.adapters.events import EventRecorder
+from watchdog.adapters.logs import counts, facts
 from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
 from watchdog.config.settings import Settings
+from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.state import EngineState, PodRecord
+from watchdog.controller.status import Snapshot, snapshot
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import discover, invalid_opt_ins
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
@@ -102,7 +106,8 @@ class Watchdog:
     def __init__(self, config: Settings, kube: KubeApi, *, metrics: Metrics | None = None,
                  scraper: Fetcher | None = None, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, leader: Callable[[], bool] = lambda: True,
-                 escalation: Escalation | None = None, ledger: DeletionLedger | None = None) -> None:
+                 escalation: Escalation | None = None, ledger: DeletionLedger | None = None,
+                 brake: Brake | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.metrics = metrics or new_metrics()
         self.scraper = scraper or Scraper(ScrapeLimits(
@@ -123,7 +128,14 @@ class Watchdog:
         self.ever_ready: set[str] = set()  # pod UIDs seen Ready (discovery judges pods once Ready)
         self._was_leader = False
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
-        self.last_success: float | None = None  # monotonic time the last cycle completed
+        self.last_started: float | None = None  # monotonic time the last cycle started (liveness)
+        self.last_success: float | None = None  # monotonic time the last cycle completed (readiness)
+        self.last_failure: tuple[float, str] | None = None  # (monotonic time, one line) of the last failed cycle
+        self.status: Snapshot | None = None  # what the last completed cycle saw (GET /status)
+        self.brake = brake  # the run-time brake (pauseConfigMap), read every cycle
+        if brake is not None:
+            self.policy.set_brake(brake.why)
+        self.metrics.paused.set(int(self.policy.paused_by is not None))
         self._profiles: dict[str, Profile] = {
             t.name: custom_profile(t.name, t.metrics, base=t.profile) if t.metrics else get_profile(t.profile)
             for t in config.targets
@@ -137,6 +149,7 @@ class Watchdog:
     def run_cycle(self) -> CycleReport:
         """Discover, scrape, detect and act once. Raises only when discovery itself fails (KubeError)."""
         started, requests_before = time.perf_counter(), self.kube.api_requests
+        self.last_started = self.clock()
         report = CycleReport()
         with _gc_paused():  # the pod LISTs are dropped before the garbage collector would see them
             namespaces = self.kube.list_namespaces(self.namespace_selector)
@@ -153,8 +166,8 @@ class Watchdog:
         for name, value in invalid_opt_ins(namespaces).items():
             if (name, value) not in self._warned:
                 self._warned.add((name, value))
-                log.warning("namespace %s has %s=%r, which is neither \"true\" (enforce) nor \"dry-run\": "
-                            "not watched", name, NAMESPACE_LABEL, value)
+                log.warning("namespace %s has %s=\"%s\", which is neither \"true\" (enforce) nor \"dry-run\": "
+                            "not watched", name, NAMESPACE_LABEL, value, extra=facts(namespace=name))
 
         # Slowest first, by each pod's scrape time last cycle: a pod that hangs until the deadline then overlaps
         # with the fast ones instead of adding its deadline to the end of the cycle.
@@ -168,10 +181,11 @@ class Watchdog:
             report.scrapes[outcome] += 1
             self.metrics.scrapes.labels(outcome).inc()
             pod = records[target.uid]
+            pod.note_scrape(target, outcome, self.clock())
             try:
                 present = self._judge(target, pod, parsed, report)
             except Exception:  # one pod's trouble never stops the cycle
-                log.exception("judging pod %s failed", target.ref)
+                log.exception("judging pod %s failed", target.ref, extra=facts(target))
                 continue
             judged.append((target, pod))
             health.add(target.namespace, parsed is not None, present)
@@ -183,12 +197,14 @@ class Watchdog:
             try:
                 self._act(target, pod, report)
             except Exception:  # one pod's trouble never stops the cycle
-                log.exception("acting on pod %s failed", target.ref)
+                log.exception("acting on pod %s failed", target.ref, extra=facts(target))
 
         report.api_requests = self.kube.api_requests - requests_before
         report.duration_s = time.perf_counter() - started
         self._publish(report)
         self.last_success = self.clock()
+        self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
+                               leader=self._was_leader)
         return report
 
     def _rails_for_cycle(self, health: PodHealth, namespaces: set[str]) -> None:
@@ -199,32 +215,41 @@ class Watchdog:
         self._was_leader = leader
         if not self.policy.budget_known:
             restore_budget(self.kube, self.policy, now, self.wall_clock(), namespaces, self.ledger)
+        if self.brake is not None:
+            self.policy.set_brake(self.brake.read())
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,
                                          namespaces=health.by_namespace)
         for namespace in status.namespaces_tripped:
             watched, bad = health.by_namespace[namespace]
             log.error("namespace breaker OPEN in %s: %d of its %d watched pods look stalled or unknown: deleting "
                       "nothing in that namespace for %g s", namespace, bad, watched,
-                      self.config.breaker_cooldown_seconds, extra={"namespace": namespace})
+                      self.config.breaker_cooldown_seconds, extra=facts(namespace=namespace, rule="namespace_breaker"))
         if status.breaker_tripped:
             log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled (threshold %.0f%%, "
                       "at least %d pods): deleting nothing until it stays below for %g s", health.stalled,
                       health.watched,
                       100 * self.config.breaker_fraction, self.config.breaker_min_pods,
-                      self.config.breaker_cooldown_seconds)
+                      self.config.breaker_cooldown_seconds, extra=facts(rule="breaker"))
         self.metrics.breaker_open.set(int(status.breaker_open))
         self.metrics.leader.set(int(leader))
+        self.metrics.paused.set(int(self.policy.paused_by is not None))
 
-    def _scrape(self, target: ScrapeTarget) -> tuple[str, ParseResult | None]:
+    def _scrape(self, target: ScrapeTarget, pod: PodRecord | None = None) -> tuple[str, ParseResult | None]:
+        """(outcome, the parsed body or None); why it failed goes to ``pod.scrape_detail``."""
         try:
             body = self.scraper.fetch(target.url)
         except ScrapeError as exc:
-            log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc)
+            log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc,
+                      extra=facts(target, result=exc.reason, reason=str(exc)))
+            if pod is not None:
+                pod.scrape_detail = str(exc)
             return exc.reason, None
         parsed = parse_exposition(body, self._profiles[target.target])
         if parsed.overrun:  # over the parse bounds: unknown, never evidence (and no partial result)
             log.info("pod %s: %s: its engines are unknown this cycle", target.ref, parsed.overrun,
-                     extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
+                     extra=facts(target, result="parse", reason=parsed.overrun))
+            if pod is not None:
+                pod.scrape_detail = parsed.overrun
             return "parse", None
         if parsed.dropped_series:
             self.metrics.series_dropped.inc(parsed.dropped_series)
@@ -233,7 +258,7 @@ class Watchdog:
     def _timed_scrape(self, target: ScrapeTarget, pod: PodRecord) -> tuple[str, ParseResult | None]:
         start = time.perf_counter()
         try:
-            return self._scrape(target)
+            return self._scrape(target, pod)
         finally:
             pod.scrape_seconds = time.perf_counter() - start
 
@@ -241,8 +266,8 @@ class Watchdog:
         """The pod's record; a new one when first seen or when a container restarted (detector state reset)."""
         pod = self.pods.get(target.uid)
         if pod is not None and pod.restart_count != target.restart_count:
-            log.info("pod %s restarted (restart count %d -> %d): detector state reset", target.ref,
-                     pod.restart_count, target.restart_count)
+            log.info("pod %s restarted, restart count %d to %d: detector state reset", target.ref,
+                     pod.restart_count, target.restart_count, extra=facts(target, reason="restarted"))
             pod = self.pods[target.uid] = PodRecord(target.restart_count, pod.first_seen, pod.scrape_seconds)
         elif pod is None:
             pod = self.pods[target.uid] = PodRecord(target.restart_count, self.clock())
@@ -272,7 +297,7 @@ class Watchdog:
             completion_window_s=self.config.completion_only_window_seconds or None))
         for key in vanished:
             log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
-                     extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
+                     extra=facts(target, engine=key, reason="vanished"))
             self.policy.episode_over(target.uid, key)
         present: set[str] = set()
         for seen in observations:
@@ -282,14 +307,20 @@ class Watchdog:
             report.engines[verdict.state] += 1
             report.verdicts.append((target.ref, seen.key, verdict))
             if verdict.state != seen.previous:
-                log.info("pod %s series {%s}: %s -> %s: %s", target.ref, seen.key, seen.previous, verdict.state,
-                         verdict.reason)
+                # "suspect -> stalled: 21 requests running ..." (the reason names its state; unknown's does not)
+                said = verdict.reason
+                if not said.startswith(verdict.state):
+                    said = f"{verdict.state}: {said}"
+                log.info("pod %s series {%s}: %s -> %s", target.ref, seen.key, seen.previous or "new", said,
+                         extra=facts(target, engine=seen.key, state=verdict.state, reason=verdict.reason))
             self._follow_episode(target, seen.key, seen.engine)
+        if not observations:  # no engine series known (scrape failed, or none in the body): one unknown engine
+            report.engines["unknown"] += 1
         dropped = pod.cap_series()
         if dropped:
             self.metrics.series_dropped.inc(dropped)
             log.info("pod %s exports more engine series than are watched: %d dropped", target.ref, dropped,
-                     extra={"namespace": target.namespace, "pod": target.name, "uid": target.uid})
+                     extra=facts(target, reason="series_cap"))
         return present
 
     def _follow_episode(self, target: ScrapeTarget, key: str, engine: EngineState) -> None:
@@ -324,11 +355,15 @@ class Watchdog:
             m.engines.labels(state).set(report.engines.get(state, 0))
         m.cycle_duration.observe(report.duration_s)
         m.last_cycle.set(time.time())
-        opted = (f"opted-in namespaces {dict(report.namespaces)}" if report.namespaces else
+        opted = (f"opted-in namespaces {counts(report.namespaces)}" if report.namespaces else
                  f"no opted-in namespace (label one {NAMESPACE_LABEL}=dry-run or =true)")
+        remediations = Counter(r.result for _, r in report.remediations)
         log.info(
-            "cycle done: %d pods, engines %s, scrapes %s, skipped %s, %s, %d remediations, %d API requests, %.3f s",
-            report.pods, dict(report.engines), dict(report.scrapes), dict(report.skipped), opted,
-            len(report.remediations), report.api_requests, report.duration_s,
-            extra={"pods": report.pods, "duration_s": round(report.duration_s, 4)},
+            "cycle done: %d pods, engines %s, scrapes %s, skipped %s, %s, remediations %s, %d API requests, %.3f s",
+            report.pods, counts(report.engines), counts(report.scrapes), counts(report.skipped), opted,
+            counts(remediations), report.api_requests, report.duration_s,
+            extra={"pods": report.pods, "engines": dict(report.engines), "scrapes": dict(report.scrapes),
+                   "skipped": dict(report.skipped), "namespaces": dict(report.namespaces),
+                   "remediations": dict(remediations), "api_requests": report.api_requests,
+                   "duration_s": round(report.duration_s, 4)},
         )

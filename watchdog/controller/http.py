@@ -1,6 +1,10 @@
 """The watchdog's own HTTP endpoints: ``/metrics`` (prometheus_client's WSGI app, so content negotiation and gzip
-are the library's), ``/healthz`` (503 once no cycle completed for 3 intervals) and ``/readyz`` (200 once a cycle
-completed).
+are the library's), ``/healthz``, ``/readyz`` and ``/status`` (:mod:`watchdog.controller.status`).
+
+Liveness never depends on the API server: ``/healthz`` is 200 while a cycle STARTED within 3 scrape intervals
+(the loop is alive and attempting, whether or not its cycles succeed: an API outage must not restart the pod
+and lose its warm-up; a cycle stuck for 3 intervals does fail it). ``/readyz`` is 200 while a cycle COMPLETED
+within 3 intervals, and its body says why not (never completed, last completed N s ago, the last error).
 
 Anyone who reaches the port is served by a bounded server (:class:`HttpServer`): one asyncio event loop in one
 thread, whatever the number of clients, so an idle or slow connection costs a few KiB, never a thread. Per
@@ -35,6 +39,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 from prometheus_client import make_wsgi_app
 
 from watchdog.controller.cycle import Watchdog
+from watchdog.controller.status import Liveness, document
 
 log = logging.getLogger("watchdog.controller.http")
 
@@ -51,8 +56,12 @@ class HttpLimits:
     max_head_bytes: int = 16 * 1024  # request line + headers (and at most 100 header lines)
 
 
+PATHS = ("/healthz", "/readyz", "/status")
+STALE_INTERVALS = 3  # /healthz and /readyz fail after this many scrape intervals without a cycle start / end
+
+
 class Endpoints:
-    """The WSGI application: ``/metrics`` from the watchdog's registry, ``/healthz``, ``/readyz``."""
+    """The WSGI application: ``/metrics`` from the watchdog's registry, ``/healthz``, ``/readyz``, ``/status``."""
 
     def __init__(self, watchdog: Watchdog, interval_s: float) -> None:
         self.watchdog, self.interval_s, self.started = watchdog, interval_s, watchdog.clock()
@@ -62,24 +71,42 @@ class Endpoints:
         path = environ.get("PATH_INFO", "")
         if path == "/metrics":
             return self.metrics(environ, start_response)
-        if path not in ("/healthz", "/readyz"):
+        if path not in PATHS:
             return _json(start_response, HTTPStatus.NOT_FOUND, {"error": "not found"})
         if environ["REQUEST_METHOD"] != "GET":
             return _json(start_response, HTTPStatus.METHOD_NOT_ALLOWED, {"error": "use GET"}, [("Allow", "GET")])
-        last = self.watchdog.last_success
-        if path == "/readyz":
-            ready = last is not None
-            return _json(start_response, HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, {"ready": ready})
-        age = self.watchdog.clock() - (last if last is not None else self.started)
-        ok = age <= 3 * self.interval_s
-        return _json(start_response, HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE,
-                     {"ok": ok, "seconds_since_cycle": round(age, 1)})
+        wd, now, limit = self.watchdog, self.watchdog.clock(), STALE_INTERVALS * self.interval_s
+        if path == "/status":
+            live = Liveness(now, wd.last_started, wd.last_success, wd.last_failure)
+            return _answer(start_response, HTTPStatus.OK, document(wd.status, live))
+        if path == "/healthz":
+            started = wd.last_started
+            age = now - (started if started is not None else self.started)
+            ok = age <= limit
+            return _json(start_response, HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE,
+                         {"ok": ok, "seconds_since_cycle_start": round(age, 1), "limit_s": limit})
+        completed, failed = wd.last_success, wd.last_failure
+        ready = completed is not None and now - completed <= limit
+        body: dict[str, object] = {"ready": ready}
+        if completed is None:
+            body["why"] = "no cycle has completed yet"
+        elif not ready:
+            body["why"] = f"the last cycle completed {now - completed:.0f} s ago (limit {limit:g} s)"
+        body["seconds_since_completed"] = None if completed is None else round(now - completed, 1)
+        if failed is not None and (completed is None or failed[0] > completed):
+            body["last_error"], body["seconds_since_error"] = failed[1], round(now - failed[0], 1)
+        return _json(start_response, HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
 
 
 def _json(start_response: StartResponse, status: HTTPStatus, body: object,
           headers: list[tuple[str, str]] | None = None) -> list[bytes]:
+    return _answer(start_response, status, json.dumps(body).encode(), headers)
+
+
+def _answer(start_response: StartResponse, status: HTTPStatus, body: bytes,
+            headers: list[tuple[str, str]] | None = None) -> list[bytes]:
     start_response(f"{status.value} {status.phrase}", [("Content-Type", "application/json"), *(headers or [])])
-    return [json.dumps(body).encode()]
+    return [body]
 
 
 class _Handler(SimpleHandler):
@@ -273,8 +300,8 @@ def listen_socket(address: str) -> socket.socket:
 
 
 def start_http(address: str, watchdog: Watchdog, interval_s: float, limits: HttpLimits | None = None) -> HttpServer:
-    """Serve /metrics, /healthz, /readyz on ``address`` (host:port) from a daemon thread. Raises OSError when the
-    address cannot be bound."""
+    """Serve /metrics, /healthz, /readyz, /status on ``address`` (host:port) from a daemon thread. Raises OSError
+    when the address cannot be bound."""
     server = HttpServer(listen_socket(address), Endpoints(watchdog, interval_s), limits)
     server.serve()
     return server

@@ -34,13 +34,14 @@ from dataclasses import dataclass
 
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeError
+from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.core.confirm import not_confirmed
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import recheck
-from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
+from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, Outcome, stall_message
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answer
@@ -48,19 +49,22 @@ from watchdog.core.profiles import Selector
 from watchdog.core.vocab import RemediationResult
 
 log = logging.getLogger("watchdog.controller.remediator")
-_PAST = {"delete": "deleted", "evict": "evicted"}  # Event and log wording per action
+_PAST: dict[str, Outcome] = {"delete": "deleted", "evict": "evicted"}  # Event and log wording per action
 
 Result = RemediationResult
 #: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
 Rescrape = Callable[[ScrapeTarget, str], EngineSnapshot | None]
+#: The Event message of this stall for an outcome, with the deferral's rule and why (or a note).
+Say = Callable[[Outcome, str, str], str]
 
 
 @dataclass(frozen=True)
 class Remediation:
-    """What one remediation did: ``result`` and a one-line ``detail``."""
+    """What one remediation did: ``result``, a one-line ``detail`` and, for a deferral, the ``rule``."""
 
     result: Result
     detail: str
+    rule: str = ""
 
 
 def pod_age_s(target: ScrapeTarget, wall_now: float, seen_for_s: float = 0.0) -> float | None:
@@ -102,7 +106,18 @@ class Remediator:
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = ()) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
         ``seen_for_s``: seconds (monotonic) this process has watched the pod; ``signals``: the profile's
-        progress signals, for the confirmation scrape (which ones are completion-only, which one moved)."""
+        progress signals, for the confirmation scrape (which ones are completion-only, which one moved).
+        Every outcome but ``skip`` is logged once, with its facts as fields."""
+        outcome = self._remediate(target, series, verdict, seen_for_s, signals)
+        if outcome.result != "skip":
+            log.log(logging.WARNING if outcome.result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
+                    "remediation %s: %s", outcome.result, outcome.detail,
+                    extra=facts(target, engine=series.key, state=verdict.state, result=outcome.result,
+                                rule=outcome.rule, reason=outcome.detail))
+        return outcome
+
+    def _remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
+                   signals: tuple[Selector, ...]) -> Remediation:
         now = self.clock()
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
@@ -110,11 +125,15 @@ class Remediator:
             owner=target.owner_key, pod_age_s=age, now=now, leader=self.leader())
         if decision.action == "skip":
             return Remediation("skip", decision.why)
-        evidence = f"engine series {{{series.key}}} of pod {target.ref}: {verdict.reason}"  # names the window
+        since = self._since(verdict, now)
+
+        def evidence(outcome: Outcome, rule: str, why: str) -> str:
+            return stall_message(outcome, target.ref, series.key, verdict, since, rule=rule, why=why)
+
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
-            self.events.on_pod_and_owner(target, REASON_DRY_RUN, f"DRY-RUN, would delete ({decision.why}): {evidence}")
-            return self._done("dry_run", f"would delete {target.ref}: {decision.why}")
+            self.events.on_pod_and_owner(target, REASON_DRY_RUN, evidence("dry_run", "", decision.why))
+            return self._done("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
         if decision.action == "defer":
             return self._defer(target, series.key, decision.rule, decision.why, evidence)
 
@@ -133,7 +152,13 @@ class Remediator:
             return self._defer(target, series.key, "not_leader", "lost the leader Lease before acting", evidence)
         return self._remove(target, series.key, evidence, now)
 
-    def _remove(self, target: ScrapeTarget, key: str, evidence: str, now: float) -> Remediation:
+    def _since(self, verdict: Verdict, now: float) -> dt.datetime:
+        """Wall-clock time (UTC) the verdict's stall clock started: its sample time minus the stall, moved from
+        the monotonic clock (``now``) to the wall clock."""
+        start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
+        return dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
+
+    def _remove(self, target: ScrapeTarget, key: str, evidence: Say, now: float) -> Remediation:
         verb = "evict" if self.action == "evict" else "delete"
         try:
             if verb == "evict":
@@ -155,52 +180,55 @@ class Remediator:
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
             return self._done("not_found" if result == "not_found" else "conflict",
                               f"nothing {_PAST[verb]} for {target.ref}: {why}")
-        self._charge(target, key, now)
+        self._charge(target, key, now, verb)
         return self._removed(target, evidence, verb, "")
 
-    def _charge(self, target: ScrapeTarget, key: str, now: float) -> None:
-        """Charge the budgets, in memory and in the deletion ledger (what a restart or a new leader reads)."""
+    def _charge(self, target: ScrapeTarget, key: str, now: float, verb: str) -> None:
+        """Charge the budgets, in memory and in the deletion ledger (what a restart or a new leader reads), and
+        count the removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
+        self.metrics.deletions.labels(verb).inc()
         self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
                                     owner=target.owner_key)
         if self.ledger is not None:
             self.ledger.record(target.namespace, target.name, target.uid)
 
-    def _removed(self, target: ScrapeTarget, evidence: str, verb: str, note: str) -> Remediation:
-        self.events.on_pod_and_owner(target, REASON_DELETED, f"{_PAST[verb]}{note}: {evidence}", action="Delete")
+    def _removed(self, target: ScrapeTarget, evidence: Say, verb: str, note: str) -> Remediation:
+        self.events.on_pod_and_owner(target, REASON_DELETED, evidence(_PAST[verb], "", note), action="Delete")
         if self.escalation is not None:
             self.escalation.on_deletion(target.node, target.uid, target.ref)
         return self._done("evicted" if verb == "evict" else "deleted",
-                          f"{_PAST[verb]} {target.ref} (uid {target.uid}){note}")
+                          f"{_PAST[verb]} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
-    def _lost_answer(self, target: ScrapeTarget, key: str, evidence: str, now: float, verb: str,
+    def _lost_answer(self, target: ScrapeTarget, key: str, evidence: Say, now: float, verb: str,
                      exc: KubeError) -> Remediation:
         """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
         budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see), then
         look: gone or terminating means it happened, with its Event (so a restart reads it back too)."""
-        self._charge(target, key, now)
+        self._charge(target, key, now, verb)
         try:
             pod = self.kube.get_pod(target.namespace, target.name)
         except KubeError as again:
             return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read "
                               f"({again}): charged to the budgets (fail closed), not retried")
         if fate_after_lost_answer(pod, target.uid):
-            return self._removed(target, evidence, verb, f" (answer lost: {exc.reason}; the pod is gone or "
-                                 "terminating)")
+            return self._removed(target, evidence, verb, f"the {verb} answer was lost ({exc.reason}) and the pod "
+                                 "is gone or terminating")
         return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: "
                           "charged to the budgets (fail closed), not retried")
 
-    def _defer(self, target: ScrapeTarget, key: str, rule: str, why: str, evidence: str) -> Remediation:
-        self.metrics.deferrals.labels(rule).inc()
-        # A standby replica writes nothing to the cluster: the leader speaks for the stall.
-        if rule != "not_leader" and self.policy.first_deferral(target.uid, key, rule):
-            self.events.on_pod_and_owner(target, REASON_DEFERRED, f"deletion deferred ({why}): {evidence}")
-        return self._done("deferred", f"{target.ref}: {why}")
+    def _defer(self, target: ScrapeTarget, key: str, rule: str, why: str, evidence: Say) -> Remediation:
+        # Counted once per stall episode and rule; a standby replica writes nothing to the cluster: the leader
+        # speaks for the stall.
+        first = self.policy.first_deferral(target.uid, key, rule)
+        if first:
+            self.metrics.deferrals.labels(rule).inc()
+        if first and rule != "not_leader":
+            self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why))
+        return self._done("deferred", f"{target.ref}: {why}", rule)
 
-    def _done(self, result: Result, detail: str) -> Remediation:
-        self.metrics.deletions.labels(result).inc()
-        log.log(logging.WARNING if result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
-                "remediation %s: %s", result, detail, extra={"result": result})
-        return Remediation(result, detail)
+    def _done(self, result: Result, detail: str, rule: str = "") -> Remediation:
+        self.metrics.remediations.labels(result).inc()
+        return Remediation(result, detail, rule)
 
     def _changed(self, target: ScrapeTarget) -> str | None:
         """Why a fresh GET of the pod and its namespace says not to act (discovery's rules re-applied)."""

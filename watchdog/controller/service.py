@@ -3,7 +3,8 @@
 Wires the pieces: configuration -> logging -> Kubernetes client -> :class:`~watchdog.controller.cycle.Watchdog`, an
 ``apscheduler`` 3.x interval job (``max_instances=1``, ``coalesce=True``, jitter) that calls
 :meth:`~watchdog.controller.cycle.Watchdog.run_cycle`, and an HTTP server on ``listenAddress`` with ``/metrics``,
-``/healthz`` (503 once no cycle completed for 3 intervals) and ``/readyz`` (200 once a cycle completed).
+``/healthz`` (503 once no cycle STARTED for 3 intervals: liveness never waits on the API server), ``/readyz``
+(200 while a cycle COMPLETED within 3 intervals) and ``/status`` (what the watchdog thinks, as JSON).
 
 SIGTERM/SIGINT stop it cleanly, logged at info: no new cycle starts, the HTTP server closes every connection,
 a cycle in progress gets up to :data:`STOP_WAIT_S` to finish (a deletion and its Events in flight), then the
@@ -64,7 +65,8 @@ class CycleRunner:
 
 def safe_cycle(watchdog: Watchdog, stopping: threading.Event | None = None) -> None:
     """One cycle; any exception is logged and counted, and the loop goes on. Once ``stopping`` is set, an
-    exception is the stop cutting the cycle short (its scrapes are cancelled): logged at info, not counted."""
+    exception is the stop cutting the cycle short (its scrapes are cancelled): logged at info, not counted.
+    A failure is remembered for ``/readyz`` and ``/status`` (``Watchdog.last_failure``)."""
     try:
         watchdog.run_cycle()
     except Exception as exc:
@@ -72,6 +74,7 @@ def safe_cycle(watchdog: Watchdog, stopping: threading.Event | None = None) -> N
             log.info("cycle cut short by the shutdown: %s", type(exc).__name__)
             return
         watchdog.metrics.cycle_failures.inc()
+        watchdog.last_failure = (watchdog.clock(), " ".join(str(exc).split())[:300] or type(exc).__name__)
         log.error("cycle failed, will retry next interval: %s", exc, exc_info=not isinstance(exc, KubeError))
 
 
@@ -90,8 +93,8 @@ def run_service(config: Settings, *, once: bool = False) -> int:
         kube = KubeClient.from_settings(KubeSettings(kubeconfig=config.kubeconfig, context=config.context,
                                                      request_timeout_s=config.api_timeout_seconds))
     except KubeError as exc:
-        print(f"vllm-watchdog run: cannot set up the Kubernetes client (kubeconfig or in-cluster account): {exc}",
-              file=sys.stderr)
+        log.error("cannot set up the Kubernetes client (kubeconfig or in-cluster account): %s", exc,
+                  extra={"reason": "kubeconfig"})
         return 2
     watchdog, elector = wire(config, kube, os.environ.get("POD_NAMESPACE"))
     if once:
@@ -100,7 +103,7 @@ def run_service(config: Settings, *, once: bool = False) -> int:
                 elector.step()
             watchdog.run_cycle()
         except Exception as exc:
-            log.error("cycle failed: %s", exc)
+            log.error("cycle failed: %s", exc, extra={"reason": "api" if isinstance(exc, KubeError) else "cycle"})
             return 1
         finally:
             if elector is not None:
@@ -115,13 +118,14 @@ def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
     try:
         server = start_http(address, watchdog, interval_s)
     except OSError as exc:
-        print(f"vllm-watchdog run: cannot listen on {address} (listenAddress): {exc.strerror or exc}",
-              file=sys.stderr)
+        # os.strerror: socket.create_server appends the address as a Python tuple to the exception's text
+        log.error("cannot listen on %s (listenAddress): %s", address, os.strerror(exc.errno) if exc.errno else exc,
+                  extra={"reason": "listen"})
         watchdog.close()
         return 2
     if elector is not None:
         elector.start()
-    log.info("serving /metrics /healthz /readyz on %s", server.display_address)
+    log.info("serving /metrics /healthz /readyz /status on %s", server.display_address)
     stop = threading.Event()
     received: list[str] = []
 

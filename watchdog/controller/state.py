@@ -8,11 +8,16 @@ exported is dropped after one window without it (``drop_vanished``), and a pod n
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+from watchdog.adapters.logs import facts
 from watchdog.core.detector import DetectorState, Sample, Verdict
+from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
+
+log = logging.getLogger("watchdog.controller.cycle")
 
 MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule, core/parsing.py)
 
@@ -44,12 +49,36 @@ class Observation:
 @dataclass
 class PodRecord:
     """One pod UID: the restart count the engine states belong to, when this process first watched it
-    (monotonic), its last scrape's duration (slowest pods are scraped first) and its engine series."""
+    (monotonic), its last scrape's duration (slowest pods are scraped first), outcome and time, and its engine
+    series."""
 
     restart_count: int
     first_seen: float
     scrape_seconds: float = 0.0
     engines: dict[str, EngineState] = field(default_factory=dict)
+    outcome: str = ""  # the last scrape's outcome ("" before the first), for logs and /status
+    outcome_since: float = 0.0  # monotonic time the scrape outcome last changed between ok and failing
+    scraped_at: float | None = None  # monotonic time of the last scrape
+    scrape_detail: str = ""  # why the last scrape failed, one line ("" when it worked)
+
+    def note_scrape(self, target: ScrapeTarget, outcome: str, now: float) -> None:
+        """Remember this cycle's scrape ``outcome`` of ``target`` (this record's pod) at ``now``; log its first
+        failed scrape (also before any engine series is known) and its recovery, once each, with the reason."""
+        was = self.outcome
+        failing, was_failing = outcome != "ok", was not in ("ok", "")
+        if failing and not was_failing:
+            log.info("pod %s: scrape of %s failed (%s: %s): its engines are unknown until it answers", target.ref,
+                     target.url, outcome, self.scrape_detail or outcome,
+                     extra=facts(target, state="unknown", result=outcome, reason=self.scrape_detail or outcome))
+        elif was_failing and not failing:
+            log.info("pod %s: scrape works again after %.0f s of failures (last: %s: %s)", target.ref,
+                     now - self.outcome_since, was, self.scrape_detail or was,
+                     extra=facts(target, result="ok", reason=f"recovered from {was}"))
+        if failing != was_failing or not was:
+            self.outcome_since = now
+        if not failing:
+            self.scrape_detail = ""
+        self.outcome, self.scraped_at = outcome, now
 
     def observe(self, t: float, parsed: ParseResult | None, window_s: float,
                 new_detector: Callable[[], DetectorState]) -> tuple[list[str], list[Observation]]:

@@ -1,5 +1,6 @@
 """Wiring, in one place: from the settings and a Kubernetes client to the watchdog and its collaborators — the
-Lease campaign (leader election), node escalation, the deletion ledger — each built only when its setting is on.
+Lease campaign (leader election), node escalation, the deletion ledger, the run-time brake — each built only when
+its setting is on.
 The service loop (:mod:`watchdog.controller.service`) runs what this returns; tests build the same objects
 with fakes."""
 
@@ -12,9 +13,11 @@ from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.leader import LeaderElector
 from watchdog.adapters.nodes import NodeEscalator
 from watchdog.config.settings import Settings
+from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.escalation import NodeStallHistory
+from watchdog.core.policy import PAUSE_ANNOTATION
 
 log = logging.getLogger("watchdog.controller.service")
 
@@ -28,8 +31,12 @@ def wire(config: Settings, kube: KubeClient, pod_namespace: str | None) -> tuple
         escalation = NodeEscalator(kube, NodeStallHistory(config.node_escalation_threshold,
                                                           config.node_escalation_window_seconds),
                                    taint=config.node_taint, dry_run=config.dry_run)
+    brake = None
+    if config.pause_config_map is not None:
+        brake = Brake(kube, pod_namespace or "default", config.pause_config_map)
+        log.info("run-time brake: annotation %s on %s, read every cycle", PAUSE_ANNOTATION, brake.ref)
     watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation,
-                        ledger=_ledger(config, kube, pod_namespace))
+                        ledger=_ledger(config, kube, pod_namespace), brake=brake)
     return watchdog, elector
 
 

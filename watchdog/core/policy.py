@@ -7,7 +7,8 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    once the namespace (or the global setting) is flipped to enforce: that is a new decision.
 2. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
    turns the deletion into a ``StalledPodDryRun`` Event.
-3. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause; not the leader;
+3. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting
+   or the run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``); not the leader;
    warm-up (no deletion before a full window since start and since the first successful pod listing);
    the pod is younger than the minimum age; the mass-stall breaker is open; the cluster-wide budget (default
    2 per 10 min), the namespace budget (1 per 10 min) or the owner rule (1 per owner until a replacement pod
@@ -20,12 +21,16 @@ cannot be judged (failed scrape, no usable series) count only towards their own 
 thresholds, rule ``namespace_breaker``): a tenant controls its own pods, so it can hold back deletions in its
 namespace but never blind the watchdog for the others.
 
+The run-time brake is the annotation :data:`PAUSE_ANNOTATION` on one ConfigMap, read by the controller every
+cycle; :func:`brake_from` says what a ConfigMap it read means (``"true"`` in any case: on; ``"false"``, empty or
+absent: off; any other value: on — a brake that was meant to hold must not slip on a typo).
+
 All times are seconds on the caller's monotonic clock. State is keyed by pod UID, namespace and owner.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +38,10 @@ from typing import Any
 from watchdog.core.vocab import DecisionAction
 
 Action = DecisionAction
+
+#: The run-time brake: ``vllm-watchdog.io/paused: "true"`` on the ConfigMap named by the ``pauseConfigMap``
+#: setting (the chart's own config ConfigMap), read every cycle.
+PAUSE_ANNOTATION = "vllm-watchdog.io/paused"
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,18 @@ class DeletionPolicy:
         self._breaker_until: float | None = None
         self._namespace_breakers: dict[str, float] = {}  # namespace -> open until (monotonic)
         self._budget_known = budget_known
+        self._brake: str | None = None  # why the run-time brake holds, None while it is off
+        self._trips: dict[str, str] = {}  # "" (fleet) or namespace -> what the breaker saw when it last tripped
+
+    @property
+    def paused_by(self) -> str | None:
+        """Why deletions are paused (the ``paused`` setting or the run-time brake), None when they are not."""
+        return "paused: true" if self.rails.paused else self._brake
+
+    def set_brake(self, why: str | None) -> None:
+        """The run-time brake, as the controller last knew it: ``why`` it holds (names the annotation and the
+        ConfigMap), or None when it is off."""
+        self._brake = why
 
     @property
     def budget_known(self) -> bool:
@@ -111,6 +132,7 @@ class DeletionPolicy:
         was_open = self.breaker_open(now)
         if self._over(watched, bad):
             self._breaker_until = now + self.rails.breaker_cooldown_seconds
+            self._trips[""] = f"{bad} of {watched} watched pods looked stalled"
         tripped = []
         self._namespace_breakers = {ns: t for ns, t in self._namespace_breakers.items() if now < t}
         for namespace, (ns_watched, ns_bad) in (namespaces or {}).items():
@@ -118,6 +140,8 @@ class DeletionPolicy:
                 if namespace not in self._namespace_breakers:
                     tripped.append(namespace)
                 self._namespace_breakers[namespace] = now + self.rails.breaker_cooldown_seconds
+                self._trips[namespace] = f"{ns_bad} of its {ns_watched} watched pods looked stalled or unknown"
+        self._trips = {k: v for k, v in self._trips.items() if k in self._namespace_breakers or k == ""}
         return CycleStatus(breaker_tripped=self._over(watched, bad) and not was_open,
                            breaker_open=self.breaker_open(now), namespaces_tripped=tuple(sorted(tripped)))
 
@@ -151,8 +175,8 @@ class DeletionPolicy:
             return Decision("dry_run", "dry_run", "global dryRun is on")
         if namespace_mode != "enforce":
             return Decision("dry_run", "dry_run", "namespace is labelled dry-run")
-        if r.paused:
-            return Decision("defer", "paused", "the watchdog is paused (paused: true)")
+        if self.paused_by is not None:
+            return Decision("defer", "paused", f"the watchdog is paused ({self.paused_by})")
         if not leader:
             return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
         if self._first_sync is None or now - max(self.started, self._first_sync) < r.window_seconds:
@@ -226,9 +250,57 @@ class DeletionPolicy:
         self._acted = {k: v for k, v in self._acted.items() if k[0] in live_uids}
         self._deferred = {k for k in self._deferred if k[0] in live_uids}
 
+    # -- what it knows, for /status ------------------------------------------------------------------------------
+    def view(self, now: float) -> dict[str, Any]:
+        """The policy's state at ``now`` as plain data (JSON-ready), changing nothing: the pause and why, warm-up,
+        budget used and left (cluster-wide and per namespace with deletions in the window), owners waiting for a
+        replacement, the breakers (open, closing in, what tripped them) and open deferrals per rule."""
+        r = self.rails
+        recent = Counter(ns for t, ns in self._deletions if now - t < r.deletion_window_seconds)
+        used = sum(recent.values())
+        since = None if self._first_sync is None else max(self.started, self._first_sync)
+        warm_left = r.window_seconds if since is None else max(0.0, since + r.window_seconds - now)
+        fleet_open = self.breaker_open(now)
+        closes_in = round(self._breaker_until - now, 1) if fleet_open and self._breaker_until is not None else None
+        return {
+            "paused": self.paused_by is not None, "paused_why": self.paused_by,
+            "warm_up": {"done": since is not None and warm_left == 0, "left_s": round(warm_left, 1)},
+            "budget": {
+                "known": self._budget_known, "window_s": r.deletion_window_seconds,
+                "cluster": {"max": r.max_deletions, "used": used, "left": max(0, r.max_deletions - used)},
+                "namespace_max": r.max_deletions_per_namespace,
+                "namespaces": {ns: {"used": n, "left": max(0, r.max_deletions_per_namespace - n)}
+                               for ns, n in sorted(recent.items())},
+            },
+            "owners_waiting": sorted(self._blocked_owners),
+            "breaker": {
+                "open": fleet_open, "why": self._trips.get("") if fleet_open else None,
+                "closes_in_s": closes_in,
+                "namespaces": {ns: {"closes_in_s": round(until - now, 1), "why": self._trips.get(ns)}
+                               for ns, until in sorted(self._namespace_breakers.items()) if now < until},
+            },
+            "deferrals": dict(sorted(Counter(rule for _, _, rule in self._deferred).items())),
+        }
+
+    def episode(self, uid: str, series: str) -> tuple[str | None, list[str]]:
+        """This stall episode of one engine series: how it was acted on ("delete", "dry_run" or None) and the
+        rules that deferred it so far."""
+        rules = sorted(rule for u, s, rule in self._deferred if (u, s) == (uid, series))
+        return self._acted.get((uid, series)), rules
+
     def _expire(self, now: float) -> None:
         while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:
             self._deletions.popleft()
+
+
+def brake_from(config_map: Mapping[str, Any] | None) -> tuple[bool, str | None]:
+    """What the run-time brake ConfigMap says, as read (None: it does not exist): (on, the annotation's value or
+    None when absent). ``"true"`` in any case is on; absent, ``"false"`` or empty is off; any other value is on."""
+    annotations = ((config_map or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(PAUSE_ANNOTATION)
+    if value is None:
+        return False, None
+    return str(value).strip().lower() not in ("false", ""), str(value)
 
 
 def ambiguous(status: int) -> bool:

@@ -1,0 +1,165 @@
+"""``python -m watchdog status``: reads a real watchdog's /status over loopback HTTP and prints the engine table and
+the policy's view (or the JSON document); every failure is one line naming what and where, exit 2, and a refused
+connection says how to port-forward."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watchdog.cli import status as status_verb
+from watchdog.cli.main import main
+from watchdog.controller.http import start_http
+from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config
+from watchdog.demo.simpod import SimPod
+
+PORT_FORWARD = "kubectl -n vllm-stall-watchdog port-forward deploy/vllm-stall-watchdog 8080"
+
+
+@pytest.fixture
+def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Any, str]]:
+    """A watchdog (paused) on the emulator with one wedged and one mute pod, serving on 127.0.0.1; yields
+    (watchdog, host:port). Its fake clock moves 15 s per cycle."""
+    from watchdog.config.loader import load_config
+    from watchdog.controller.cycle import Watchdog
+
+    emulator.create_namespace("llm", {NAMESPACE_LABEL: "true"})
+    config = load_config(str(write_config(tmp_path / "c.yaml", **{
+        **FAST_SETTINGS, "paused": True, "minPodAgeSeconds": 0, "scrapeDeadlineSeconds": 0.3,
+        "connectTimeoutSeconds": 0.2})), env={})
+    now = [0.0]
+    from watchdog.adapters.kube import KubeClient, KubeSettings
+
+    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)), clock=lambda: now[0])
+    with SimPod("127.0.0.2", 0, "wedged") as wedged, SimPod("127.0.0.5", 0, "hang") as mute:
+        seed_deployment(emulator, "llm", "wedged", wedged.address, wedged.port)
+        seed_deployment(emulator, "llm", "mute", mute.address, mute.port)
+        server = start_http("127.0.0.1:0", wd, 15.0)
+        wd.cycles = lambda n: [(now.__setitem__(0, now[0] + 15), wd.run_cycle()) for _ in range(n)]
+        try:
+            yield wd, f"127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            server.server_close()
+            wd.close()
+
+
+def test_the_table_has_one_row_per_engine_then_the_policys_view(served: tuple[Any, str],
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    wd, address = served
+    wd.cycles(4)
+    assert main(["status", "--url", address]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert "vllm-watchdog status:" not in err  # (other tests' stray log handlers may write to stderr)
+    assert lines[0].split() == ["NAMESPACE", "POD", "STATE", "FOR", "LAST-SCRAPE", "RUN/WAIT", "ACTED", "ENGINE"]
+    wedged, mute = lines[1].split(), lines[2].split()
+    assert wedged[0] == "llm" and wedged[1].startswith("wedged-") and wedged[2:4] == ["stalled", "45s"]
+    assert wedged[4:7] == ["ok", "0s", "ago"] and wedged[8] == "paused" and wedged[9].startswith('engine="0"')
+    assert mute[1].startswith("mute-") and mute[2:4] == ["unknown", "-"]
+    assert "timeout, failing 45s" in lines[2]
+    assert "pods watched: 2   engines: stalled=1 unknown=1" in lines
+    assert "leader: yes   pause: ON (paused: true)   warm-up: done" in lines
+    assert "budget (10m00s window): cluster 2 of 2 left; per namespace 1" in lines
+    assert "breaker: closed" in lines and "deferred stalls by rule: paused=1" in lines
+    assert lines[-1].startswith("cycle: last started 0s ago, last completed 0s ago")
+
+
+def test_json_prints_the_document(served: tuple[Any, str], capsys: pytest.CaptureFixture[str]) -> None:
+    wd, address = served
+    wd.cycles(1)
+    assert main(["status", "--url", f"http://{address}/status", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pods_watched"] == 2 and sorted(p["pod"].split("-")[0] for p in doc["pods"]) == ["mute", "wedged"]
+    assert doc["policy"]["paused_why"] == "paused: true"
+
+
+def test_before_the_first_cycle_it_says_so_and_exits_1(served: tuple[Any, str],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    _, address = served
+    assert main(["status", "--url", address]) == 1
+    assert capsys.readouterr().out == "no cycle has completed yet\n"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    [line] = err.splitlines()
+    assert line.startswith("vllm-watchdog status: ")
+    return line
+
+
+def test_connection_refused_says_how_to_port_forward(capsys: pytest.CaptureFixture[str]) -> None:
+    port = closed_port()
+    assert main(["status", "--url", f"http://127.0.0.1:{port}"]) == 2
+    line = one_line_error(capsys)
+    assert f"cannot connect to http://127.0.0.1:{port}/status (connection refused)" in line
+    assert line.endswith(PORT_FORWARD)
+
+
+@pytest.mark.parametrize(("status", "body", "needle"), [
+    (404, b"nope", "answered HTTP 404, not the watchdog's status"),
+    (200, b"<html>", "did not answer JSON"),
+    (200, b'{"ok": true}', "answered JSON that is not the watchdog's status document"),
+    (200, b"[1]", "answered JSON that is not the watchdog's status document"),
+])
+def test_an_answer_that_is_not_the_watchdogs_is_one_line(status: int, body: bytes, needle: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Handler) as other:
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        try:
+            assert main(["status", "--url", f"127.0.0.1:{other.server_address[1]}"]) == 2
+        finally:
+            other.shutdown()
+    assert needle in one_line_error(capsys)
+
+
+def test_a_server_that_never_answers_is_a_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as silent:  # listens (the kernel completes the connect) but never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        assert main(["status", "--url", f"127.0.0.1:{port}", "--timeout", "0.2"]) == 2
+    assert f"no answer from http://127.0.0.1:{port}/status within 0.2 s (--timeout)" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/x", "http://"])
+def test_a_bad_url_is_one_line(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--url", url]) == 2
+    assert "is not an http(s) URL" in one_line_error(capsys)
+
+
+def test_help_teaches_how_to_reach_the_watchdog(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["status", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for needle in (PORT_FORWARD, "exec deploy/vllm-stall-watchdog -- python -m watchdog status", "Exit status",
+                   "--format", "STATE", "LAST-SCRAPE", "2,000 pods"):
+        assert needle in text, needle
+    assert status_verb.DEFAULT_URL == "http://127.0.0.1:8080"

@@ -1,0 +1,195 @@
+"""``status``: ask a running watchdog what it thinks (``GET /status`` on its listen address) and print it.
+
+Exit status: 0 printed; 1 the watchdog answered but has not completed a cycle yet (its last error is printed);
+2 bad usage, or no usable answer (not reachable, not the watchdog, not JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from watchdog.cli.argtypes import positive_seconds
+from watchdog.core.events import escape_controls
+
+PROG = "vllm-watchdog status"
+DEFAULT_URL = "http://127.0.0.1:8080"
+NAMESPACE, DEPLOYMENT = "vllm-stall-watchdog", "deploy/vllm-stall-watchdog"  # the chart's defaults (RUNBOOK)
+PORT_FORWARD = f"kubectl -n {NAMESPACE} port-forward {DEPLOYMENT} 8080"
+
+HELP = f"""\
+Ask a running watchdog what it thinks, from its own HTTP endpoint (GET URL/status): every watched pod and
+engine series with its state, for how long it has been suspect or stalled, its last scrape and the signal
+values; then the deletion policy's view: budget left (cluster-wide and per namespace), the breakers and why,
+deferrals, owners waiting for a replacement, warm-up, the pause (setting or run-time brake) and leadership.
+
+Reach the watchdog in a cluster with a port-forward, then run this on your machine:
+  {PORT_FORWARD}
+  python -m watchdog status
+or run it inside the watchdog pod (the same default URL works there):
+  kubectl -n {NAMESPACE} exec {DEPLOYMENT} -- python -m watchdog status
+With leader election, the standby replica sees the same pods but acts on nothing: port-forward to the leader.
+
+Table columns (one row per engine series; a pod whose scrape fails before any series is known is one row):
+  STATE        idle, paused, progressing, suspect, stalled or unknown (the detector's verdict)
+  FOR          how long the engine has been suspect or stalled (no progress while busy)
+  LAST-SCRAPE  the last scrape's outcome and age; a failing one says for how long it has failed
+  RUN/WAIT     requests running / waiting in the last good scrape ('-': not exposed)
+  ACTED        deleted / dry-run for this stall, or the rules deferring it (budget, breaker, paused, ...)
+The watchdog lists at most 2,000 pods, the worst first; the rest is counted, not listed.
+--format json prints the watchdog's document as it came (times are seconds: *_s_ago ages are as of its
+snapshot, taken at the end of its last completed cycle; snapshot_age_s says how old that is).
+
+Exit status: 0 printed; 1 the watchdog has not completed a cycle yet (its last error is shown); 2 bad usage,
+or no usable answer (connection refused: start the port-forward above).
+"""
+
+
+def add_parser(verbs: Any) -> None:
+    """Register the ``status`` verb."""
+    p: argparse.ArgumentParser = verbs.add_parser(
+        "status", help="ask a running watchdog what it thinks (pods, engine states, budget, breaker, brake)",
+        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default=DEFAULT_URL, help="the watchdog's listen address (default: %(default)s); "
+                   "/status is added unless the URL already ends in it")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
+                   help="how long to wait for the answer (default: %(default)s)")
+    p.set_defaults(handler=status)
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return 2
+
+
+def fetch(url: str, timeout_s: float) -> dict[str, Any] | str:
+    """The status document at ``url``, or one line saying why there is none."""
+    import requests  # here: only this verb needs it
+
+    try:
+        answer = requests.get(url, timeout=timeout_s, allow_redirects=False, headers={"Accept": "application/json"})
+    except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
+            ValueError):
+        return f"--url {url[:200]!r} is not an http(s) URL"
+    except requests.exceptions.Timeout:
+        return f"no answer from {url} within {timeout_s:g} s (--timeout)"
+    except requests.exceptions.ConnectionError as exc:
+        refused = "refused" in str(exc).lower()
+        return (f"cannot connect to {url}{' (connection refused)' if refused else ''}; is a port-forward to the "
+                f"watchdog running? {PORT_FORWARD}")
+    except requests.exceptions.RequestException as exc:
+        return f"cannot read {url}: {type(exc).__name__}"
+    if answer.status_code != 200:
+        return f"{url} answered HTTP {answer.status_code}, not the watchdog's status (is --url its listen address?)"
+    try:
+        doc = answer.json()
+    except ValueError:
+        return f"{url} did not answer JSON: is --url the watchdog's listen address?"
+    if not isinstance(doc, dict) or "cycle" not in doc or "pods" not in doc:
+        return f"{url} answered JSON that is not the watchdog's status document"
+    return doc
+
+
+def status(args: argparse.Namespace) -> int:
+    url = args.url if "://" in args.url else f"http://{args.url}"
+    url = url if url.rstrip("/").endswith("/status") else url.rstrip("/") + "/status"
+    doc = fetch(url, args.timeout)
+    if isinstance(doc, str):
+        return _fail(doc)
+    if args.format == "json":
+        print(json.dumps(doc, indent=1))
+    else:
+        try:
+            print("\n".join(render(doc)))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return _fail(f"{url} answered a status document this version cannot read ({type(exc).__name__}: "
+                         f"{str(exc)[:100]}); try --format json")
+    return 0 if doc.get("pods") is not None else 1
+
+
+def _age(seconds: object) -> str:
+    """``135`` -> ``2m15s``; None -> ``-``."""
+    if not isinstance(seconds, int | float):
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _num(value: object) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+def _cell(value: object) -> str:
+    return escape_controls(str(value))[:80]
+
+
+def _rows(pods: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    rows = []
+    for pod in pods:
+        scrape = pod["scrape"]
+        last = f"{scrape['outcome'] or '-'} {_age(scrape['age_s'])} ago"
+        if scrape.get("failing_for_s") is not None:
+            last = f"{scrape['outcome']}, failing {_age(scrape['failing_for_s'])}"
+        for engine in pod["engines"] or [None]:
+            if engine is None:
+                rows.append([pod["namespace"], pod["pod"], pod["state"], "-", last, "-", "-", "-"])
+                continue
+            acted = {"delete": "deleted", "dry_run": "dry-run"}.get(engine["acted"] or "", "")
+            acted = acted or ",".join(engine["deferred_by"]) or "-"
+            rows.append([pod["namespace"], pod["pod"], engine["state"], _age(engine["for_s"]), last,
+                         f"{_num(engine['running'])}/{_num(engine['waiting'])}", acted, engine["engine"] or "-"])
+    return [[_cell(c) for c in row] for row in rows]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+
+
+def render(doc: Mapping[str, Any]) -> list[str]:
+    """The document as text lines: the engine table, then the policy's view and the loop's health."""
+    cycle, out = doc["cycle"], []
+    if doc["pods"] is None:
+        out.append("no cycle has completed yet" + (f"; last error {_age(cycle['last_error_s_ago'])} ago: "
+                                                   f"{_cell(cycle['last_error'])}" if cycle["last_error"] else ""))
+        return out
+    header = ["NAMESPACE", "POD", "STATE", "FOR", "LAST-SCRAPE", "RUN/WAIT", "ACTED", "ENGINE"]
+    out.extend(_table(header, _rows(doc["pods"])) if doc["pods"] else ["(no pods watched)"])
+    if doc["truncated"]["pods"]:
+        out.append(f"... and {doc['truncated']['pods']} more pods, not listed (the worst are listed first)")
+    p = doc["policy"]
+    engines = " ".join(f"{k}={v}" for k, v in doc["engines"].items() if v) or "none"
+    out += ["", f"pods watched: {doc['pods_watched']}   engines: {engines}"]
+    brake = f"ON ({_cell(p['paused_why'])})" if p["paused"] else "off"
+    warm = "done" if p["warm_up"]["done"] else f"{_age(p['warm_up']['left_s'])} left"
+    out.append(f"leader: {'yes' if doc['leader'] else 'no (standby: acts on nothing)'}   pause: {brake}   "
+               f"warm-up: {warm}")
+    b = p["budget"]
+    spent = ", ".join(f"{_cell(ns)} {v['left']} left" for ns, v in b["namespaces"].items())
+    out.append(f"budget ({_age(b['window_s'])} window{'' if b['known'] else ', NOT KNOWN yet: deferring'}): "
+               f"cluster {b['cluster']['left']} of {b['cluster']['max']} left; per namespace "
+               f"{b['namespace_max']}" + (f" ({spent})" if spent else ""))
+    k = p["breaker"]
+    out.append("breaker: " + (f"OPEN, closes in {_age(k['closes_in_s'])}: {_cell(k['why'])}" if k["open"]
+                              else "closed"))
+    for ns, v in k["namespaces"].items():
+        out.append(f"namespace breaker {_cell(ns)}: OPEN, closes in {_age(v['closes_in_s'])}: {_cell(v['why'])}")
+    if p["deferrals"]:
+        out.append("deferred stalls by rule: " + " ".join(f"{r}={n}" for r, n in p["deferrals"].items()))
+    if p["owners_waiting"]:
+        out.append("owners waiting for a Ready replacement: " + ", ".join(_cell(o) for o in p["owners_waiting"][:20]))
+    error = f"; last error {_age(cycle['last_error_s_ago'])} ago: {_cell(cycle['last_error'])}" if cycle[
+        "last_error"] else ""
+    out.append(f"cycle: last started {_age(cycle['started_s_ago'])} ago, last completed "
+               f"{_age(cycle['completed_s_ago'])} ago (this view: {_age(doc['snapshot_age_s'])} old){error}")
+    return out

@@ -1,0 +1,146 @@
+"""What the watchdog thinks, for ``GET /status`` and ``python -m watchdog status``.
+
+The cycle thread builds a :class:`Snapshot` at the end of each completed cycle (:func:`snapshot`) and swaps it in
+whole; the HTTP thread only reads the reference it finds (never a structure the cycle is changing) and adds the
+live facts at answer time (:func:`document`: cycle started/completed/failed how long ago).
+
+Bounded: at most :data:`MAX_PODS` pods and :data:`MAX_SERIES` engine series are listed, the worst first (stalled,
+suspect, unknown, paused, progressing, idle, then namespace and name); what did not fit is counted in
+``truncated``. The document, per pod: namespace, name, UID, mode, its worst state, the last scrape (outcome,
+detail, age, and for how long it has been failing); per engine series: the series key and labels, state, how long
+suspect or stalled, when last seen, the signal values by name (running, waiting, paused, each progress signal),
+how this stall episode was acted on and which rules deferred it. Then the policy's view (budget left per scope,
+breakers and why, open deferrals per rule, owners waiting, warm-up, the pause and why) and leadership. Every
+time is in seconds, relative: ``*_s`` ages are as of the snapshot, ``snapshot_age_s`` says how old it is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from watchdog import __version__
+from watchdog.controller.state import EngineState, PodRecord
+from watchdog.core.model import ScrapeTarget
+from watchdog.core.policy import DeletionPolicy
+from watchdog.core.profiles import Profile
+from watchdog.core.vocab import ENGINE_STATES
+
+MAX_PODS = 2000
+MAX_SERIES = 4000
+#: Worst first: the order pods and engine series are listed in.
+SEVERITY = ("stalled", "suspect", "unknown", "paused", "progressing", "idle")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One cycle's view, never changed after it is built. ``taken_at``: monotonic seconds."""
+
+    taken_at: float
+    doc: Mapping[str, Any]
+
+    @cached_property
+    def body(self) -> bytes:
+        """``doc`` as JSON, serialised once, by the first answer that needs it."""
+        return json.dumps(self.doc).encode()
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """The loop's own times (monotonic seconds) and last error, read at answer time."""
+
+    now: float
+    started: float | None
+    completed: float | None
+    failed: tuple[float, str] | None
+
+
+def _number(value: object) -> object:
+    """JSON has no NaN or infinity: such a value is written as null (unknown)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _rank(state: str) -> int:
+    return SEVERITY.index(state) if state in SEVERITY else len(SEVERITY)
+
+
+def _engine(uid: str, key: str, engine: EngineState, names: tuple[str, ...], policy: DeletionPolicy,
+            now: float) -> dict[str, Any]:
+    verdict, snap = engine.verdict, engine.last
+    state = verdict.state if verdict is not None else "unknown"
+    acted, deferred_by = policy.episode(uid, key)
+    return {
+        "engine": key, "labels": dict(snap.labels) if snap else {}, "state": state,
+        "for_s": round(verdict.stalled_for_s, 1) if verdict is not None and state in ("suspect", "stalled")
+        else None,
+        "seen_s_ago": round(now - engine.last_seen, 1),
+        "running": _number(snap.running) if snap else None, "waiting": _number(snap.waiting) if snap else None,
+        "paused": _number(snap.paused) if snap else None,
+        "progress": {name: _number(v) for name, v in zip(names, snap.progress, strict=False)} if snap else {},
+        "acted": acted, "deferred_by": deferred_by,
+    }
+
+
+def _pod(target: ScrapeTarget, record: PodRecord, names: tuple[str, ...], policy: DeletionPolicy,
+         now: float) -> dict[str, Any]:
+    engines = sorted((_engine(target.uid, key, e, names, policy, now) for key, e in record.engines.items()),
+                     key=lambda row: (_rank(row["state"]), row["engine"]))
+    failing = record.outcome not in ("ok", "")
+    return {
+        "namespace": target.namespace, "pod": target.name, "uid": target.uid, "mode": target.mode,
+        "state": engines[0]["state"] if engines else "unknown",
+        "scrape": {"outcome": record.outcome or None, "detail": record.scrape_detail or None,
+                   "age_s": round(now - record.scraped_at, 1) if record.scraped_at is not None else None,
+                   "failing_for_s": round(now - record.outcome_since, 1) if failing else None},
+        "engines": engines,
+    }
+
+
+def _states(record: PodRecord) -> list[str]:
+    """The states of a pod's engine series; ``["unknown"]`` for a pod with none (as vllm_watchdog_engines)."""
+    return [e.verdict.state if e.verdict is not None else "unknown" for e in record.engines.values()] or ["unknown"]
+
+
+def snapshot(targets: Iterable[ScrapeTarget], pods: Mapping[str, PodRecord], profiles: Mapping[str, Profile],
+             policy: DeletionPolicy, *, now: float, leader: bool) -> Snapshot:
+    """The view after a cycle: ``targets`` discovered, their ``pods`` records (a pod deleted this cycle has none
+    and is left out), ``now`` monotonic. Only the pods listed are written out in full."""
+    watched = [(t, pods[t.uid], _states(pods[t.uid])) for t in targets if t.uid in pods]
+    engines = Counter(state for _, _, states in watched for state in states)
+    watched.sort(key=lambda w: (min(_rank(s) for s in w[2]), w[0].namespace, w[0].name))
+    names = {name: profile.progress_names() for name, profile in profiles.items()}
+    listed, series = [], 0
+    for t, record, _ in watched[:MAX_PODS]:
+        if series + len(record.engines) > MAX_SERIES:
+            break
+        listed.append(_pod(t, record, names[t.target], policy, now))
+        series += len(record.engines)
+    doc = {
+        "version": __version__, "leader": leader,
+        "engines": {state: engines.get(state, 0) for state in ENGINE_STATES},
+        "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(listed)},
+        "policy": policy.view(now), "pods": listed,
+    }
+    return Snapshot(now, doc)
+
+
+def document(snap: Snapshot | None, live: Liveness) -> bytes:
+    """The JSON answer of ``/status``: the live cycle facts, then the latest snapshot (``null`` fields before the
+    first completed cycle)."""
+    def ago(t: float | None) -> float | None:
+        return None if t is None else round(live.now - t, 1)
+
+    head = {
+        "snapshot_age_s": ago(snap.taken_at if snap else None),
+        "cycle": {"started_s_ago": ago(live.started), "completed_s_ago": ago(live.completed),
+                  "last_error": live.failed[1] if live.failed else None,
+                  "last_error_s_ago": ago(live.failed[0] if live.failed else None)},
+    }
+    if snap is None:
+        return json.dumps({**head, "pods": None, "policy": None}).encode()
+    return json.dumps(head).encode()[:-1] + b", " + snap.body[1:]  # one object: the live head, then the doc
