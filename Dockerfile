@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# vllm-stall-watchdog image: `python -m watchdog run` as UID/GID 65532 (the chart's runAsUser/runAsGroup).
+# vllm-stall-watchdog image: `python -m watchdog run` as UID/GID 65532 (numeric: the chart's runAsNonRoot checks it).
 #   docker build -t REGISTRY/vllm-stall-watchdog:0.2.0 .
 # Two stages: the builder installs the package and its dependencies into a venv; the final image gets that venv
 # only (no pip cache, no build tools, no source tree). Both stages use the same pinned base, so the venv's

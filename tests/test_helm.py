@@ -32,10 +32,10 @@ VALUES_DIR = REPO / "tests" / "helm_values"
 PRODUCTION = VALUES_DIR / "production.yaml"
 RELEASE, NAMESPACE = "vsw", "vllm-stall-watchdog"
 CONFIG_DIR = "/etc/vllm-stall-watchdog"
-UID = 65532
 # Settings the chart deliberately does not expose under `config:` (listenAddress is fixed by the chart to the
-# port its probes, Service and NetworkPolicy use; in-cluster the watchdog uses its ServiceAccount).
-NOT_IN_CHART = {"kubeconfig", "context", "listenAddress"}
+# port its probes, Service and NetworkPolicy use; in-cluster the watchdog uses its ServiceAccount; pauseConfigMap
+# is the chart's own config ConfigMap, set by the Deployment's env: tests/test_helm_brake.py).
+NOT_IN_CHART = {"kubeconfig", "context", "listenAddress", "pauseConfigMap"}
 # In the chart (values and schema, default false) but never turned on by the production example: demo/tests only.
 DEMO_ONLY = {"allowLoopbackPodIps"}
 
@@ -59,12 +59,13 @@ def ledger_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, 
     return {("", "configmaps", "create", ""), ("", "configmaps", "get", name), ("", "configmaps", "update", name)}
 
 
-def roles_by_purpose(rendered: str) -> dict[str, dict[str, Any]]:
-    """Namespaced Roles keyed by what they are for: "ledger" or "leader-election"."""
+def roles_by_purpose(rendered: str, kind: str = "Role") -> dict[str, dict[str, Any]]:
+    """Namespaced Roles (or RoleBindings) keyed by what they are for: "ledger", "brake" or "leader-election"."""
     out = {}
     for o in objects(rendered):
-        if o["kind"] == "Role":
-            out["ledger" if o["metadata"]["name"].endswith("-ledger") else "leader-election"] = o
+        if o["kind"] == kind:
+            name = o["metadata"]["name"]
+            out[next((p for p in ("ledger", "brake") if name.endswith(f"-{p}")), "leader-election")] = o
     return out
 
 
@@ -227,6 +228,7 @@ def test_rbac_is_exactly_the_least_privilege_set_per_feature(
     roles = roles_by_purpose(rendered)
     if str(PRODUCTION) not in values:  # production.yaml turns the ledger off (to exercise the Events read-back)
         assert_grants(rbac_grants(roles.pop("ledger"), names_allowed=True), ledger_rbac())
+    roles.pop("brake")  # the run-time brake's Role, always there: tests/test_helm_brake.py
     if not lease:
         assert roles == {}, "no leader-election Role without leader election"
         return
@@ -235,7 +237,8 @@ def test_rbac_is_exactly_the_least_privilege_set_per_feature(
 
 def test_no_ledger_role_when_the_ledger_is_off() -> None:
     rendered = template("--set", "config.budgetLedger=false")
-    assert [o for o in objects(rendered) if o["kind"] in ("Role", "RoleBinding")] == []
+    assert [o["metadata"]["name"] for o in objects(rendered) if o["kind"] in ("Role", "RoleBinding")] == [
+        f"{RELEASE}-vllm-stall-watchdog-brake"] * 2  # the brake's only
 
 
 def test_no_pod_delete_in_evict_mode_and_no_eviction_in_delete_mode() -> None:
@@ -257,7 +260,8 @@ def test_every_values_file_gets_the_rbac_its_flags_ask_for(values: tuple[str, ..
 
 def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
     rendered = template(*LEADER, "--set", "config.budgetLedger=false")
-    role, binding = one(rendered, "Role"), one(rendered, "RoleBinding")
+    role, binding = roles_by_purpose(rendered)["leader-election"], roles_by_purpose(rendered, "RoleBinding")[
+        "leader-election"]
     account = one(rendered, "ServiceAccount")["metadata"]["name"]
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -269,7 +273,8 @@ def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
 
     elsewhere = template(*LEADER, "--set", "config.leaderElectionNamespace=ops-leases",
                          "--set", "config.leaseName=watchdog-a", "--set", "config.budgetLedger=false")
-    role, binding = one(elsewhere, "Role"), one(elsewhere, "RoleBinding")
+    role, binding = roles_by_purpose(elsewhere)["leader-election"], roles_by_purpose(elsewhere, "RoleBinding")[
+        "leader-election"]
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "ops-leases"
     assert binding["subjects"][0]["namespace"] == NAMESPACE  # the ServiceAccount stays in the release namespace
     assert_grants(rbac_grants(role, names_allowed=True), lease_rbac("watchdog-a"))
@@ -278,12 +283,13 @@ def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
 def test_every_rbac_rule_has_its_own_comment() -> None:
     """Every rule in the templates, conditional ones included, has a comment line right above it."""
     counts = {}
-    for name in ("clusterrole.yaml", "leader-election-role.yaml", "ledger-role.yaml"):
+    for name in ("clusterrole.yaml", "leader-election-role.yaml", "ledger-role.yaml", "brake-role.yaml"):
         lines = (CHART / "templates" / name).read_text().splitlines()
         rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
         assert all(lines[i - 1].strip().startswith("#") for i in rules), name
         counts[name] = len(rules)
-    assert counts == {"clusterrole.yaml": 6, "leader-election-role.yaml": 2, "ledger-role.yaml": 2}
+    assert counts == {"clusterrole.yaml": 6, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
+                      "brake-role.yaml": 1}
 
 
 def test_cluster_role_binding_binds_the_service_account(production: str) -> None:
@@ -337,18 +343,20 @@ def test_several_replicas_with_leader_election_stay_recreate(values: tuple[str, 
 def test_pod_namespace_comes_from_the_downward_api(values: tuple[str, ...]) -> None:
     """$POD_NAMESPACE is where the watchdog keeps its Lease when config.leaderElectionNamespace is unset."""
     (container,) = one(template(*values), "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert container["env"] == [{"name": "POD_NAMESPACE",
-                                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    assert container["env"][0] == {"name": "POD_NAMESPACE",
+                                   "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    assert [e["name"] for e in container["env"]] == ["POD_NAMESPACE", "WATCHDOG_PAUSE_CONFIG_MAP"]  # the brake
 
 
 @pytest.mark.parametrize("values", VARIANTS)
 def test_pod_security_is_restricted(values: tuple[str, ...]) -> None:
+    """Pod Security "restricted" with no fixed UID (the image's numeric USER applies; UID-range platforms such as
+    OpenShift assign their own). tests/test_chart_values.py overrides these values."""
     pod = one(template(*values), "Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
-                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = pod["containers"]
     assert container["securityContext"] == {
-        "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True, "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
@@ -448,7 +456,7 @@ def test_checksum_follows_the_config() -> None:
         (("--set", "config.targets[0].selector=app=x"), "selector"),
         (("--set", "config.action=kill"), "action"),
         (("--set-json", "config.breakerFraction=1.5"), "breakerFraction"),
-        (("--set", "config.breakerFraction=0.5"), "breakerFraction"),  # --set passes 0.5 as a string
+        (("--set", "config.breakerFraction=half"), "breakerFraction"),  # a string, but no decimal
         (("--set", "config.maxDeletions=0"), "maxDeletions"),
         (("--set", "config.nodeEscalationThreshold=1"), "nodeEscalationThreshold"),
         (("--set", "config.leaderElectionNamespace=Not_A_Namespace"), "leaderElectionNamespace"),
@@ -457,7 +465,7 @@ def test_checksum_follows_the_config() -> None:
     ],
     ids=["wrong-type-number", "wrong-type-bool", "wrong-type-int", "bad-enum", "bad-profile", "unknown-config-key",
          "unknown-image-key", "unknown-top-key", "kubeconfig-not-allowed", "unknown-target-key", "bad-action",
-         "fraction-above-1", "fraction-as-string", "zero-budget", "threshold-below-2", "bad-lease-namespace",
+         "fraction-above-1", "fraction-not-a-decimal", "zero-budget", "threshold-below-2", "bad-lease-namespace",
          "taint-without-effect", "wrong-type-paused"],
 )
 def test_schema_rejects_wrong_types_and_unknown_keys(args: tuple[str, str], needle: str) -> None:
@@ -488,6 +496,7 @@ def test_chart_config_exposes_every_watchdog_setting(schema: dict[str, Any]) -> 
 
 
 SCHEMA_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
+DECIMAL = r"^[0-9]+(\.[0-9]+)?$"
 
 
 def test_schema_types_ranges_and_enums_are_the_settings_table(schema: dict[str, Any]) -> None:
@@ -501,7 +510,11 @@ def test_schema_types_ranges_and_enums_are_the_settings_table(schema: dict[str, 
             assert prop.get("enum") == list(s.choices), s.key
             continue
         types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
-        assert types == [SCHEMA_TYPES[s.type], *(["null"] if s.optional else [])], s.key
+        # A float also as a decimal string: `helm --set k=2.5` passes "2.5" (the chart converts it and holds it
+        # to the same bounds: tests/test_chart_values.py).
+        string = ["string"] if s.type == "float" else []
+        assert types == [SCHEMA_TYPES[s.type], *string, *(["null"] if s.optional else [])], s.key
+        assert prop.get("pattern") == (DECIMAL if string else prop.get("pattern")), s.key
         assert prop.get("minimum") == s.minimum, s.key
         assert prop.get("maximum") == s.maximum, s.key  # the chart refuses what the watchdog would refuse
     assert props["breakerFraction"]["maximum"] == 1  # watchdog/config/loader.py _cross_checks: a fraction, 0..1
@@ -651,8 +664,8 @@ def test_chart_and_watchdog_agree_on_the_node_taint(taint: str, tmp_path: Path) 
 
 
 def test_optional_objects_are_off_by_default(default: str) -> None:
-    assert kinds(default) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding",
-                              "Service", "ServiceAccount"]  # the Role: the deletion ledger's one ConfigMap
+    assert kinds(default) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "Role",
+                              "RoleBinding", "RoleBinding", "Service", "ServiceAccount"]  # Roles: ledger, brake
 
 
 def test_service_monitor_scrapes_the_metrics_port(production: str) -> None:
@@ -725,7 +738,7 @@ def test_runbook_helm_settings_are_real_values() -> None:
     assert typo in settings and "windowSecond" in template_fails(*typo)
     settings.discard(typo)
     assert len(settings) >= 15, settings
-    assert any(flag == "--set-json" for flag, _ in settings)  # fractions: --set would pass a string
+    assert ("--set", "config.breakerFraction=0.5") in settings  # a fraction through plain --set
     for flag, setting in sorted(settings):
         template(flag, setting)  # fails on an unknown key (closed schema) or a refused value
 
@@ -735,7 +748,8 @@ def test_runbook_uses_this_charts_names() -> None:
     rendered = template()  # release name differs; the runbook's release name equals the chart name
     names = {o["metadata"]["name"] for o in objects(
         helm("template", "vllm-stall-watchdog", str(CHART)).stdout)}
-    assert names == {"vllm-stall-watchdog", "vllm-stall-watchdog-ledger"}  # the ledger's Role and RoleBinding
+    # the ledger's and the brake's Role and RoleBinding
+    assert names == {"vllm-stall-watchdog", "vllm-stall-watchdog-ledger", "vllm-stall-watchdog-brake"}
     assert "deploy/vllm-stall-watchdog" in RUNBOOK and "svc/vllm-stall-watchdog" in RUNBOOK
     assert "serviceaccount:vllm-stall-watchdog:vllm-stall-watchdog" in RUNBOOK
     assert one(rendered, "Service")["spec"]["ports"][0]["name"] in RUNBOOK
@@ -746,7 +760,8 @@ def test_runbook_metrics_are_the_watchdogs_metrics() -> None:
     from watchdog.adapters.metrics import new_metrics
 
     families = new_metrics().registry.collect()
-    exposed = {f.name + "_total" if f.type == "counter" else f.name for f in families}
+    exposed = {f.name + "_total" if f.type == "counter" else f.name for f in families
+               if f.name.startswith("vllm_watchdog_")}  # not prometheus_client's process_* collector
     mentioned = set(re.findall(r"\bvllm_watchdog_[a-z_]+[a-z]", RUNBOOK))
     assert mentioned == exposed, f"only in RUNBOOK: {mentioned - exposed}, undocumented: {exposed - mentioned}"
 

@@ -30,7 +30,7 @@ def test_dry_run_records_events_and_deletes_nothing(scenario, watchdogs, release
     assert not audit(control_plane, rel.user, verb="delete", resource="pods", namespace=ns)
     on_pod = s.events_on(ns, "Pod", name)
     assert [e["reason"] for e in on_pod] == ["StalledPodDryRun"], on_pod  # one announcement per stall
-    assert "DRY-RUN, would delete" in on_pod[0]["message"]
+    assert on_pod[0]["message"].startswith(f"Would delete pod {ns}/{name} "), on_pod[0]["message"]
     assert [e["reason"] for e in s.events_on(ns, "Deployment", "engine")] == ["StalledPodDryRun"]
     assert "StalledPodDryRun" in kubectl_out(kubectl, control_plane, "describe", "pod", name, "-n", ns)
 

@@ -76,7 +76,7 @@ def test_evict_blocked_by_pdb_then_allowed(scenario, watchdogs, release, kubelet
     s.ready_pods(ns, "engine", 2)  # the replacement
     assert not audit(control_plane, rel.user, verb="delete", resource="pods")
     (deleted,) = s.events_on(ns, "Pod", name, "StalledPodDeleted")
-    assert deleted["message"].startswith("evicted: "), deleted["message"]
+    assert deleted["message"].startswith(f"Evicted pod {ns}/{name} "), deleted["message"]
 
 
 def test_evict_with_two_pdbs_is_deferred_with_a_clear_reason(scenario, watchdogs, release, kubelet, control_plane):

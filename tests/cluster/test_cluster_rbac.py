@@ -61,12 +61,14 @@ def test_default_release(release, kubectl, control_plane):
     _check(kubectl, control_plane, rel, [
         *DEFAULT_ALLOWED, ("get", ledger, "-n", rel.namespace), ("update", ledger, "-n", rel.namespace),
         ("create", "configmaps", "-n", rel.namespace),  # the first deletion creates the ledger
+        ("get", f"configmap/{rel.fullname}", "-n", rel.namespace),  # the run-time brake: read its own config
     ], [
         *NEVER, ("create", "pods", "--subresource=eviction", "-n", "default"), ("patch", "nodes"),
         ("get", "nodes"), ("get", "leases", "-n", rel.namespace), ("update", "leases", "-n", rel.namespace),
         ("watch", "pods", "-A"), ("watch", "namespaces"), ("patch", "events", "-n", "default"),
-        # no other ConfigMap: not the chart's own config, not another namespace's, no list/delete
-        ("get", f"configmap/{rel.fullname}", "-n", rel.namespace), ("update", "configmap/other", "-n", rel.namespace),
+        # no other ConfigMap: its own config read only, not another namespace's, no list/delete
+        ("update", f"configmap/{rel.fullname}", "-n", rel.namespace),
+        ("update", "configmap/other", "-n", rel.namespace),
         ("get", ledger, "-n", "default"), ("list", "configmaps", "-n", rel.namespace),
         ("delete", ledger, "-n", rel.namespace), ("create", "configmaps", "-n", "default")])
 

@@ -59,11 +59,11 @@ def test_real_demo_deletes_exactly_the_wedged_pod_and_describe_shows_the_events(
     assert f"ok   exactly one DELETE, of {pod} with its UID as precondition" in out
 
     on_pod = _events_section(out, f"kubectl describe pod {pod} -n inference")
-    assert re.search(r"Warning\s+StalledPodDeleted\s+\S+\s+vllm-stall-watchdog\s+deleted: engine series .* of pod "
-                     rf"inference/{pod}: stalled: 21 requests running", on_pod), on_pod
+    assert re.search(rf"Warning\s+StalledPodDeleted\s+\S+\s+vllm-stall-watchdog\s+Deleted pod inference/{pod} engine "
+                     r"\{.*\}: no progress for \d+ s, 21 requests running", on_pod), on_pod
     on_deployment = _events_section(out, "kubectl describe deployment llama-wedge -n inference")
     assert re.search(r"Normal\s+ScalingReplicaSet\s+.*deployment-controller", on_deployment), on_deployment
-    assert re.search(rf"Warning\s+StalledPodDeleted\s+\S+\s+vllm-stall-watchdog\s+deleted: .* of pod inference/{pod}",
+    assert re.search(rf"Warning\s+StalledPodDeleted\s+\S+\s+vllm-stall-watchdog\s+Deleted pod inference/{pod} ",
                      on_deployment), on_deployment
     assert "Status:                    Terminating" in out  # described before the graceful deletion finished
 

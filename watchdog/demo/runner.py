@@ -48,9 +48,9 @@ def follow(lines: Iterable[str], start: float, verbose: bool) -> None:
             if summary == last_cycle and not verbose:
                 continue
             last_cycle = summary
-        elif not (verbose or re.search(r" -> (?!None)|remediation \w+:|DRY-RUN|ERROR|Traceback", raw)):
+        elif not (verbose or re.search(r" -> |remediation \w+:|DRY-RUN|ERROR|Traceback", raw)):
             continue
-        if " None -> " in raw and not verbose:
+        if " new -> " in raw and not verbose:  # a series' first verdict: not a change worth a timeline line
             continue
         say(start, "watchdog | " + line[:200])
 
@@ -136,7 +136,7 @@ def _summary(api: Any, seeded: dict[str, dict[str, Any]], start: float, proc: su
     events = api.list_events(NAMESPACE)
     for e in events:
         inv = e["involvedObject"]
-        print(f"  event {e['type']} {e['reason']} on {inv['kind']}/{inv['name']}: {e['message'][:160]}...")
+        print(f"  event {e['type']} {e['reason']} on {inv['kind']}/{inv['name']}: {e['message']}")
     targets = {(e["reason"], e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events}
     wedge = seeded["wedge"]
     want = {("StalledPodDeleted", "Pod", wedge["pod"]["metadata"]["name"]),
