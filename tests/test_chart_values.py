@@ -283,3 +283,36 @@ def test_values_reused_from_an_older_chart_fail_with_a_message_instead_of_droppi
     assert done.returncode != 0
     assert "these values lack podDisruptionBudget" in done.stderr and "--reset-then-reuse-values" in done.stderr
     assert done.stderr.count("Error:") == 1 and "nil pointer" not in done.stderr  # this message, not another's
+
+
+CUSTOM_TARGETS = {"config": {"targets": [
+    {"name": "tgi", "podSelector": "app.kubernetes.io/name=tgi", "profile": "llamacpp", "port": "http",
+     "metrics": {"running": "tgi_batch_current_size", "waiting": "tgi_queue_size",
+                 "progress": ['tgi_batch_inference_count{method="decode"}', "tgi_request_count@completion"],
+                 "engine_labels": [], "metrics_path": "/metrics"}},
+    {"name": "trt", "podSelector": "app=trt", "profile": "trtllm"},
+]}}
+
+
+def test_the_documented_custom_profile_and_trtllm_reach_the_watchdog(tmp_path: Path) -> None:
+    """docs/engines.md's TGI example and the trtllm profile, given as chart values, are what the watchdog
+    reads (the schema once knew only the five legacy metric keys and three profiles)."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(CUSTOM_TARGETS))
+    config, _ = config_from(template("-f", str(values)), tmp_path)
+    tgi, trt = config.targets
+    assert (tgi.profile, tgi.path, tgi.metrics["progress"]) == (
+        "llamacpp", "/metrics", ['tgi_batch_inference_count{method="decode"}', "tgi_request_count@completion"])
+    assert (trt.profile, trt.path) == ("trtllm", "/prometheus/metrics")
+
+
+@pytest.mark.parametrize(("target", "needle"), [
+    ({"profile": "tgi"}, "profile"),
+    ({"metrics": {"progress": []}}, "progress"),
+    ({"metrics": {"progess": ["x_total"]}}, "progess"),
+    ({"metrics": {"engine_labels": ["bad-label"]}}, "engine_labels"),
+])  # fmt: skip
+def test_the_schema_refuses_bad_custom_profiles(tmp_path: Path, target: dict[str, Any], needle: str) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"targets": [{"name": "a", "podSelector": "a=b", **target}]}}))
+    assert needle in template_fails("-f", str(values))

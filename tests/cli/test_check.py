@@ -186,3 +186,14 @@ def test_a_series_without_a_live_progress_signal_is_called_out(capsys: pytest.Ca
     assert "completionOnlyWindowSeconds" in err
     code, _, err = run(capsys, str(FIXTURES / "vllm-v1-created-lookalikes.prom"))
     assert code == 0 and "warning" not in err
+
+
+def test_a_series_without_a_valid_running_gauge_is_called_out(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    body = tmp_path / "m.prom"
+    body.write_text('vllm:num_requests_running{engine="0"} NaN\nvllm:generation_tokens_total{engine="0"} 5\n'
+                    'vllm:num_requests_running{engine="1"} 2\nvllm:generation_tokens_total{engine="1"} 5\n')
+    code, _, err = run(capsys, str(body))
+    assert code == 0
+    assert 'warning: no valid running gauge (vllm:num_requests_running) in series engine="0": missing' in err
+    assert 'engine="1"' not in err

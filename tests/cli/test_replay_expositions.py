@@ -85,23 +85,25 @@ def test_trtllm_long_request_is_unknown_unless_the_completion_window_is_set(
     _, rows, _ = replay(capsys, "--expositions", trace, "--profile", "trtllm")
     assert set(states(rows).values()) == {"unknown"}
     assert "only completion-only progress signals" in rows[-1]["reason"]
-    _, rows, _ = replay(capsys, "--expositions", trace, "--profile", "trtllm", "--completion-only-window", "240")
-    by_t = states(rows)
-    assert by_t[225.0] == "suspect" and by_t[240.0] == "stalled"
-    assert "window 240 s" in rows[-1]["reason"]
+    _, rows, _ = replay(capsys, "--expositions", trace, "--profile", "trtllm", "--completion-only-window", "600")
+    assert set(states(rows).values()) == {"suspect"}  # judged now, on the 600 s window the recording never spans
+    assert rows[-1]["stalled_for_s"] == 300.0 and "window 600 s" in rows[-1]["reason"]
 
 
 @pytest.mark.parametrize(("files", "message"), [
     ({"0.prom": "x 1\n", "notes.txt": "hi"}, "notes.txt: expected a file named <seconds>.prom"),
     ({"1.prom": "x 1\n", "1.0.prom": "x 1\n"}, "1.prom: same time as"),
     ({"-5.prom": "x 1\n"}, "-5.prom: expected a file named"),
-    ({"0.prom": "vllm:num_requests_running 1\n\0"}, "0.prom: byte 28 is NUL"),
+    ({"0.prom": "x 1\n", "20.prom/": ""}, "20.prom: not a regular file"),
     ({}, "no <seconds>.prom files"),
 ])  # fmt: skip
 def test_bad_directories_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                  files: dict[str, str], message: str) -> None:
     for name, body in files.items():
-        (tmp_path / name).write_text(body)
+        if name.endswith("/"):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text(body)
     code, rows, err = replay(capsys, "--expositions", str(tmp_path))
     assert (code, rows) == (2, []) and message in err and len(err.strip().splitlines()) == 1
 
@@ -122,4 +124,46 @@ def test_trace_and_expositions_exclude_each_other(tmp_path: Path, capsys: pytest
     assert replay(capsys, "example:seed-incident", "--expositions", str(tmp_path))[0] == 2
     assert replay(capsys)[0] == 2
     code, _, err = replay(capsys, "example:seed-incident", "--profile", "sglang")
-    assert code == 2 and "--profile applies to --expositions only" in err
+    assert code == 2 and "--profile, --config and --target apply to --expositions only" in err
+
+
+def test_a_wrong_profile_exits_1_instead_of_looking_never_stalled(capsys: pytest.CaptureFixture[str]) -> None:
+    code, rows, err = replay(capsys, "--expositions", str(INCIDENTS / "vllm-seed-incident"), "--profile", "sglang")
+    assert (code, rows) == (1, [])
+    assert err.splitlines()[-1].startswith("vllm-watchdog replay: no engine series of the sglang profile")
+
+
+def test_a_nul_byte_is_read_as_run_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "0.prom").write_bytes(b'vllm:num_requests_running{engine="0"} 1\n\0\x00garbage\n'
+                                      b'vllm:generation_tokens_total{engine="0"} 5\n')
+    code, rows, _ = replay(capsys, "--expositions", str(tmp_path))
+    assert code == 0 and [r["state"] for r in rows] == ["suspect"]
+
+
+@pytest.mark.parametrize("window", ["60", "599", "640"])
+def test_the_completion_only_window_follows_the_settings_rule(capsys: pytest.CaptureFixture[str],
+                                                              window: str) -> None:
+    code, _, err = replay(capsys, "--expositions", str(INCIDENTS / "trtllm-long-request"), "--profile", "trtllm",
+                          "--completion-only-window", window, "--window", "650")
+    assert code == 2 and "must be at least 600 s and at least --window (650 s)" in err
+
+
+def test_a_custom_profile_from_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "targets:\n"
+        "  - {name: sg, podSelector: a=b, profile: sglang}\n"
+        "  - {name: kv-only, podSelector: a=c, profile: vllm, metrics: {progress: [vllm:kv_cache_usage_perc]}}\n")
+    trace = str(INCIDENTS / "vllm-v1-long-prefill")
+    code, _, err = replay(capsys, "--expositions", trace, "--config", str(config))
+    assert code == 2 and "has 2 targets: pick one with --target (sg, kv-only)" in err
+    code, rows, _ = replay(capsys, "--expositions", trace, "--config", str(config), "--target", "kv-only",
+                           "--window", "45")
+    assert code == 0 and rows[-1]["reason"] == "progressing: 1 running, vllm:kv_cache_usage_perc moving"
+    for argv, needle in ((["--target", "nope"], "no target 'nope' (targets: sg, kv-only)"),
+                         (["--target", "sg", "--profile", "vllm"], "either --profile or --config")):
+        code, _, err = replay(capsys, "--expositions", trace, "--config", str(config), *argv)
+        assert code == 2 and needle in err and len(err.splitlines()) == 1
+    config.write_text("windowSeconds: -1\n")
+    code, _, err = replay(capsys, "--expositions", trace, "--config", str(config))
+    assert code == 2 and "windowSeconds" in err and len(err.splitlines()) == 1

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.core.profiles import PROFILES, Profile, Selector, custom_profile, get_profile, parse_selector
+from watchdog.core.profiles import (
+    PROFILES,
+    Profile,
+    Selector,
+    custom_profile,
+    get_profile,
+    parse_selector,
+    target_profile,
+)
 
 
 def test_builtin_profiles_and_ports() -> None:
@@ -105,10 +113,19 @@ def test_custom_profile_overrides_base() -> None:
     assert custom_profile("same", {}) == Profile(**{**get_profile("vllm").__dict__, "name": "same"})
 
 
-def test_legacy_counter_keys_make_up_progress() -> None:
+def test_legacy_counter_keys_add_to_the_base_progress_signals() -> None:
+    """A config written when these keys named the only counters keeps the base's newer signals (the KV-cache
+    gauge that keeps a vLLM V1 long prefill alive): the keys add, never replace."""
+    base = get_profile("vllm").progress
     prof = custom_profile("old", {"generation_tokens": "a_total", "prompt_tokens": "b_total", "heartbeat": None})
-    assert prof.progress_names() == ("a_total", "b_total")
-    assert all(s.kind == "counter" for s in prof.progress)
+    assert prof.progress == (*base, Selector("a_total", (), "counter"), Selector("b_total", (), "counter"))
+    same = custom_profile("old", {"heartbeat": "vllm:iteration_tokens_total_count"})
+    assert same.progress == base and "vllm:kv_cache_usage_perc" in same.progress_names()
+
+
+def test_target_profile_is_the_builtin_without_fields() -> None:
+    assert target_profile("t", "sglang", {}) is get_profile("sglang")
+    assert target_profile("t", "sglang", {"default_port": 1}).default_port == 1
 
 
 @pytest.mark.parametrize(
@@ -123,6 +140,9 @@ def test_legacy_counter_keys_make_up_progress() -> None:
         ({"progress": 3}, "progress must be a list"),
         ({"progress": ["ok_total"], "heartbeat": "x_total"}, "either progress or the legacy"),
         ({"paused": ["x{"]}, "paused: 'x{'"),
+        ({"running": "x@completion"}, "running: @completion marks progress signals only"),
+        ({"progress": ['x{a=~"b"}']}, "=~ and !~ are not supported"),
+        ({"engine_labels": ["tp"], "collapse_labels": ["tp"]}, "tp cannot be both an engine label and a collapsed"),
         ({"engine_labels": "engine"}, "engine_labels must be a list"),
         ({"engine_labels": ["ok", "bad-label"]}, "engine_labels: 'bad-label'"),
         ({"collapse_labels": ["__reserved"]}, "collapse_labels: '__reserved'"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper, redact
 from watchdog.cli.argtypes import positive_int, positive_seconds
-from watchdog.core.confirm import live_evidence
+from watchdog.core.confirm import known, live_evidence
 from watchdog.core.parsing import ParseResult, parse_exposition
 from watchdog.core.profiles import PROFILES, Profile, get_profile
 
@@ -103,7 +103,12 @@ def run_check(args: argparse.Namespace) -> int:
     if result.overrun:
         print(f"{PROG}: parse stopped, the body is unknown to the watchdog: {result.overrun}", file=sys.stderr)
         return 1
-    blind = [s.key or "(no labels)" for s in result.series if not live_evidence(s, profile.progress)]
+    no_running = [s.key or "(no labels)" for s in result.series if known(s.running) is None]
+    if no_running:
+        print(f"{PROG}: warning: no valid running gauge ({profile.running}) in series {', '.join(no_running)}: "
+              f"missing, NaN, infinite or negative; the watchdog reads them as unknown", file=sys.stderr)
+    blind = [s.key or "(no labels)" for s in result.series
+             if known(s.running) is not None and not live_evidence(s, profile.progress)]
     if blind:
         print(f"{PROG}: warning: no live progress signal of the {profile.name} profile in series "
               f"{', '.join(blind)} (none, or only ones that move when a request finishes): the watchdog reads "

@@ -23,7 +23,7 @@ from watchdog.core.parsing import ParseResult, parse_exposition
 from watchdog.core.profiles import Profile
 from watchdog.core.trace import TraceError
 
-_NAME = re.compile(r"(\d+(?:\.\d+)?)\.prom")
+_NAME = re.compile(r"([0-9]+(?:\.[0-9]+)?)\.prom")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class Scrape:
 
 def list_expositions(directory: str) -> list[Scrape]:
     """The ``<seconds>.prom`` files of ``directory`` in numeric order; raises :class:`TraceError` for a file
-    with another name, two files with the same time, or an unreadable/empty directory."""
+    with another name, two files with the same time, an entry that is not a regular file, or an
+    unreadable/empty directory."""
     try:
         names = sorted(os.listdir(directory))
     except OSError as exc:
@@ -52,6 +53,8 @@ def list_expositions(directory: str) -> list[Scrape]:
             raise TraceError(f"{os.path.join(directory, name)}: the time in the name is not a finite number")
         if t in scrapes:
             raise TraceError(f"{os.path.join(directory, name)}: same time as {scrapes[t].path}")
+        if not os.path.isfile(os.path.join(directory, name)):  # checked before any verdict is printed
+            raise TraceError(f"{os.path.join(directory, name)}: not a regular file (a directory or a dangling link)")
         scrapes[t] = Scrape(t, os.path.join(directory, name))
     if not scrapes:
         raise TraceError(f"{directory}: no <seconds>.prom files")
@@ -63,7 +66,7 @@ SCRAPE_LIMITS = ScrapeLimits()  # what run accepts by default
 
 def read_body(scrape: Scrape, limits: ScrapeLimits = SCRAPE_LIMITS) -> bytes | None:
     """The body of one recorded scrape, or None when it is larger than a scrape may be (unknown, as in ``run``).
-    Raises :class:`TraceError` when the file cannot be read or is not text (a NUL byte: not an exposition)."""
+    Raises :class:`TraceError` when the file cannot be read."""
     try:
         with open(scrape.path, "rb") as stream:
             data = stream.read(limits.max_bytes + 1)
@@ -71,9 +74,6 @@ def read_body(scrape: Scrape, limits: ScrapeLimits = SCRAPE_LIMITS) -> bytes | N
         raise TraceError(f"{scrape.path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limits.max_bytes:
         return None
-    if b"\0" in data:
-        at = data.index(b"\0")
-        raise TraceError(f"{scrape.path}: byte {at} is NUL: not a Prometheus text exposition")
     return data
 
 
@@ -100,8 +100,10 @@ def replay_expositions(scrapes: list[Scrape], profile: Profile, window_s: float,
                 note(f"{scrape.path}: {parsed.overrun}: unknown, as in run")
                 parsed = None
             elif parsed.skipped_lines:
-                note(f"{scrape.path}: {parsed.skipped_lines} malformed line(s) of the profile's metrics "
-                             "skipped")
+                note(f"{scrape.path}: {parsed.skipped_lines} malformed line(s) of the profile's metrics skipped")
+            if parsed is not None and parsed.dropped_series:
+                note(f"{scrape.path}: {parsed.dropped_series} engine series beyond the cap of {len(parsed.series)} "
+                     "dropped, as in run")
         _, observations = pod.observe(scrape.t, parsed, window_s, new_detector)
         if not observations:
             note(f"{scrape.path}: no engine series of the {profile.name} profile")

@@ -18,12 +18,14 @@ from importlib import resources
 from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds
+from watchdog.config.loader import MIN_COMPLETION_ONLY_WINDOW_S
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
-from watchdog.core.profiles import PROFILES, get_profile
+from watchdog.core.profiles import PROFILES, Profile, get_profile, target_profile
 from watchdog.core.trace import Trace, TraceError, decode_trace, read_trace, replay
 
 __all__ = ["EXAMPLE", "Trace", "TraceError", "add_parser", "open_trace", "read_trace", "replay", "run_replay"]
 EXAMPLE = "example:seed-incident"
+PROG = "vllm-watchdog replay"
 
 HELP = """\
 Replay a recorded trace through the stall detector and print the verdict after every row.
@@ -34,7 +36,8 @@ Two inputs:
                         <seconds>.prom (integer or decimal seconds on one clock, read in numeric order),
                         e.g.: while sleep 15; do curl -s http://POD_IP:8000/metrics > "$(date +%s).prom"; done
                         Every body goes through what `run` does with a scrape (size bound, parser,
-                        detector) with --profile; one JSON object per file and engine series.
+                        detector) with --profile, or with a custom profile: --config FILE [--target NAME]
+                        (the watchdog's config file); one JSON object per file and engine series.
 
 CSV format: a header row, then one row per scrape of ONE engine series, in time order.
   required columns  t, running, and at least one progress column
@@ -52,7 +55,8 @@ state is one of idle, paused, progressing, suspect, stalled, unknown.
 TRACE may be a file path, '-' for stdin, or 'example:seed-incident' for the bundled trace of the seed
 incident (21 requests running, token counters frozen).
 
-Exit status: 0 replayed, 2 bad usage or bad input (one line naming file, line and column).
+Exit status: 0 replayed; 1 (--expositions) no engine series of the profile in any file (wrong --profile?);
+2 bad usage or bad input (one line naming file, line and column).
 """
 
 
@@ -82,20 +86,25 @@ def _from_bytes(data: bytes, name: str) -> Trace:
 def run_replay(args: argparse.Namespace) -> int:
     """The ``replay`` verb: exit 0 after printing every verdict, 2 on bad input."""
     if (args.trace is None) == (args.expositions is None):
-        print("vllm-watchdog replay: give either TRACE or --expositions DIR (see --help)", file=sys.stderr)
+        print(f"{PROG}: give either TRACE or --expositions DIR (see --help)", file=sys.stderr)
+        return 2
+    window = args.completion_only_window
+    if window is not None and window < max(MIN_COMPLETION_ONLY_WINDOW_S, args.window):
+        print(f"{PROG}: --completion-only-window must be at least {MIN_COMPLETION_ONLY_WINDOW_S:g} s and at least "
+              f"--window ({args.window:g} s), as the setting completionOnlyWindowSeconds", file=sys.stderr)
         return 2
     if args.expositions is not None:
         return _replay_expositions(args)
-    if args.profile is not None:
-        print("vllm-watchdog replay: --profile applies to --expositions only (a CSV names its columns)",
+    if args.profile is not None or args.config is not None or args.target is not None:
+        print(f"{PROG}: --profile, --config and --target apply to --expositions only (a CSV names its columns)",
               file=sys.stderr)
         return 2
     try:
         trace = open_trace(args.trace)
     except TraceError as exc:
-        print(f"vllm-watchdog replay: {exc}", file=sys.stderr)
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    note = "vllm-watchdog replay: note:"
+    note = f"{PROG}: note:"
     if trace.ignored_columns:
         print(f"{note} ignoring column(s) {', '.join(trace.ignored_columns)}", file=sys.stderr)
     if not trace.samples:
@@ -112,17 +121,48 @@ def _replay_expositions(args: argparse.Namespace) -> int:
     from watchdog.cli.expositions import list_expositions, replay_expositions
 
     def note(text: str) -> None:
-        print(f"vllm-watchdog replay: note: {text}", file=sys.stderr)
+        print(f"{PROG}: note: {text}", file=sys.stderr)
 
     try:
+        profile = _profile(args)
         scrapes = list_expositions(args.expositions)
-        for row in replay_expositions(scrapes, get_profile(args.profile or "vllm"), args.window, args.min_samples,
-                                      args.count_waiting, args.completion_only_window, note):
+        rows = 0
+        for row in replay_expositions(scrapes, profile, args.window, args.min_samples, args.count_waiting,
+                                      args.completion_only_window, note):
             print(json.dumps(row))
-    except TraceError as exc:
-        print(f"vllm-watchdog replay: {exc}", file=sys.stderr)
+            rows += 1
+    except (TraceError, ValueError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    if not rows:
+        print(f"{PROG}: no engine series of the {profile.name} profile ({', '.join(profile.metric_names()[:3])}, "
+              f"...) in any of the {len(scrapes)} files: wrong --profile, or metrics off in the engine?",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def _profile(args: argparse.Namespace) -> Profile:
+    """--profile P, or the profile of target --target in the config file --config (custom profiles too)."""
+    if args.config is None:
+        if args.target is not None:
+            raise ValueError("--target needs --config FILE")
+        return get_profile(args.profile or "vllm")
+    if args.profile is not None:
+        raise ValueError("give either --profile or --config, not both")
+    from watchdog.config.loader import ConfigError, load_config
+
+    try:
+        targets = load_config(args.config, env={}).targets
+    except ConfigError as exc:
+        raise ValueError(f"{args.config}: {exc.problems[0]}") from None
+    names = [t.name for t in targets]
+    if args.target is None and len(targets) > 1:
+        raise ValueError(f"{args.config} has {len(targets)} targets: pick one with --target ({', '.join(names)})")
+    chosen = targets[0] if args.target is None else next((t for t in targets if t.name == args.target), None)
+    if chosen is None:
+        raise ValueError(f"{args.config}: no target {args.target!r} (targets: {', '.join(names)})")
+    return target_profile(chosen.name, chosen.profile, chosen.metrics)
 
 
 def add_parser(verbs: Any) -> None:
@@ -137,6 +177,11 @@ def add_parser(verbs: Any) -> None:
                    help="replay recorded /metrics bodies, one <seconds>.prom file per scrape, instead of a CSV")
     p.add_argument("--profile", choices=sorted(PROFILES), default=None,
                    help="with --expositions: which engine's series to read (default: vllm)")
+    p.add_argument("--config", metavar="FILE", default=None,
+                   help="with --expositions: read the series of a target of this watchdog config file (custom "
+                        "profiles too) instead of --profile")
+    p.add_argument("--target", metavar="NAME", default=None,
+                   help="with --config: which target (needed when the file has several)")
     p.add_argument("--window", type=positive_seconds, default=DEFAULT_WINDOW_S, metavar="SECONDS",
                    help="how long a busy engine may show no progress before it is stalled (default: %(default)s)")
     p.add_argument("--min-samples", type=positive_int, default=DEFAULT_MIN_SAMPLES, metavar="N",

@@ -172,9 +172,7 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
 def _build_profile(name: str, profile: Any, metrics: Mapping[str, object]) -> tuple[Profile | None, str]:
     """The target's profile (built-in, or custom over it) and "" -- or None and the problem."""
     try:
-        if metrics:
-            return profiles.custom_profile(name, metrics, base=str(profile)), ""
-        return profiles.get_profile(str(profile)), ""
+        return profiles.target_profile(name, str(profile), metrics), ""
     except ValueError as exc:
         return None, str(exc)
 

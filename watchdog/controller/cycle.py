@@ -41,7 +41,7 @@ from watchdog.core.discovery import discover, invalid_opt_ins
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot, ParseResult, parse_exposition
 from watchdog.core.policy import DeletionPolicy, Rails
-from watchdog.core.profiles import Profile, custom_profile, get_profile
+from watchdog.core.profiles import Profile, target_profile
 from watchdog.core.vocab import ENGINE_STATES
 
 log = logging.getLogger("watchdog.controller.cycle")
@@ -137,8 +137,7 @@ class Watchdog:
             self.policy.set_brake(brake.why)
         self.metrics.paused.set(int(self.policy.paused_by is not None))
         self._profiles: dict[str, Profile] = {
-            t.name: custom_profile(t.name, t.metrics, base=t.profile) if t.metrics else get_profile(t.profile)
-            for t in config.targets
+            t.name: target_profile(t.name, t.profile, t.metrics) for t in config.targets
         }
 
     def close(self) -> None:

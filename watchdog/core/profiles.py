@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["PROFILES", "Profile", "Selector", "custom_profile", "get_profile", "parse_selector"]
+__all__ = ["PROFILES", "Profile", "Selector", "custom_profile", "get_profile", "parse_selector", "target_profile"]
 
 SignalKind = Literal["counter", "gauge"]
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -87,7 +87,9 @@ def parse_selector(text: str, kind: SignalKind | None = None, note: str = "",
         while pos < len(body):
             found = _MATCHER.match(body, pos)
             if found is None:
-                raise ValueError(f"{text!r}: expected label=\"value\" or label!=\"value\" at {body[pos:]!r}")
+                regex = " (regular-expression matchers =~ and !~ are not supported)" if "~" in body[pos:] else ""
+                raise ValueError(f"{text!r}: expected label=\"value\" or label!=\"value\" at {body[pos:]!r}"
+                                 f"{regex}")
             label, op, value = found.groups()
             if label.startswith("__"):
                 raise ValueError(f"{text!r}: {label!r} is a reserved label name")
@@ -235,9 +237,9 @@ def custom_profile(name: str, fields: Mapping[str, object], base: str = "vllm") 
     ``""`` (none); ``progress``, ``waiting_ignored``, ``paused``, ``awake`` lists of selector strings
     (``progress`` must not be empty); ``engine_labels``/``collapse_labels`` lists of label names;
     ``metrics_path`` an absolute path; ``default_port`` an int in 1..65535. The legacy keys
-    ``generation_tokens``, ``prompt_tokens`` and ``heartbeat`` (one counter each) make up ``progress`` when
-    it is not given. Raises ``ValueError`` naming
-    the bad key (unknown key, wrong type, invalid selector or label name) or the unknown ``base``.
+    ``generation_tokens``, ``prompt_tokens`` and ``heartbeat`` (one counter each) add their counter to the
+    base's progress signals (``progress`` replaces the list). Raises ``ValueError`` naming the bad key
+    (unknown key, wrong type, invalid selector or label name) or the unknown ``base``.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"custom profile name must be a non-empty string, got {name!r}")
@@ -258,8 +260,23 @@ def custom_profile(name: str, fields: Mapping[str, object], base: str = "vllm") 
         if "progress" in changes:
             raise ValueError(f"custom profile {name!r}: give either progress or the legacy "
                              f"{'/'.join(LEGACY_PROGRESS_KEYS)} keys, not both")
-        changes["progress"] = tuple(legacy)
-    return replace(start, name=name, **changes)  # type: ignore[arg-type]
+        # Added to the base's signals, never replacing them: a config written when these keys named the only
+        # counters must not lose the base's newer signals (vLLM's KV-cache gauge keeps a long prefill alive).
+        present = {(s.metric, s.match) for s in start.progress}
+        changes["progress"] = (*start.progress, *(s for s in legacy if (s.metric, s.match) not in present))
+    profile = replace(start, name=name, **changes)  # type: ignore[arg-type]
+    both = sorted(set(profile.engine_labels) & set(profile.collapse_labels))
+    if both:
+        raise ValueError(f"custom profile {name!r}: {', '.join(both)} cannot be both an engine label and a "
+                         "collapsed label")
+    return profile
+
+
+def target_profile(name: str, base: str, fields: Mapping[str, object]) -> Profile:
+    """The profile of target ``name``: the built-in ``base``, changed by ``fields`` when there are any (the one
+    rule ``run``, ``check``, ``replay`` and the config loader share). Raises ``ValueError`` as
+    :func:`custom_profile`."""
+    return custom_profile(name, fields, base=base) if fields else get_profile(base)
 
 
 def _selector(where: str, value: object, kind: SignalKind | None = None) -> Selector:
@@ -269,16 +286,23 @@ def _selector(where: str, value: object, kind: SignalKind | None = None) -> Sele
         raise ValueError(f"{where}: {exc}") from None
 
 
+def _gauge(where: str, value: object) -> Selector:
+    selector = _selector(where, value, "gauge")
+    if selector.completion_only:
+        raise ValueError(f"{where}: @completion marks progress signals only")
+    return selector
+
+
 def _check_field(where: str, key: str, value: object) -> object:
     if key == "running":
-        return _selector(where, value, "gauge")
+        return _gauge(where, value)
     if key == "waiting":
-        return None if value in (None, "") else _selector(where, value, "gauge")
+        return None if value in (None, "") else _gauge(where, value)
     if key in ("progress", "waiting_ignored", "paused", "awake"):
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, Sequence) or isinstance(items, bytes):
             raise ValueError(f"{where} must be a list of series selectors, got {value!r}")
-        selectors = tuple(_selector(where, item, "gauge" if key != "progress" else None) for item in items)
+        selectors = tuple(_selector(where, item) if key == "progress" else _gauge(where, item) for item in items)
         if key == "progress" and not selectors:
             raise ValueError(f"{where} must name at least one progress signal")
         return selectors
