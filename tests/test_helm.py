@@ -599,6 +599,8 @@ def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path
         ({"maxDeletionsPerNamespace": 3}, "must not exceed config.maxDeletions (2)"),  # against the default
         ({"breakerFraction": 1.01}, "/config/breakerFraction': maximum"),
         ({"jitterSeconds": 15, "scrapeIntervalSeconds": 15}, "config.jitterSeconds (15) must be shorter than"),
+        ({"completionOnlyWindowSeconds": 100}, "config.completionOnlyWindowSeconds (100) must be 0 (off) or"),
+        ({"completionOnlyWindowSeconds": 700, "windowSeconds": 800}, "at least config.windowSeconds (800)"),
         ({"deletionWindowSeconds": 100000}, "/config/deletionWindowSeconds': maximum"),
         ({"workers": 100000}, "/config/workers': maximum"),
         ({"apiTimeoutSeconds": 1000}, "/config/apiTimeoutSeconds': maximum"),
@@ -624,6 +626,8 @@ def test_chart_refuses_what_the_watchdog_would_refuse(settings: dict[str, Any], 
         {"breakerFraction": 1},
         {"breakerFraction": 0},
         {"minPodAgeSeconds": 0, "breakerCooldownSeconds": 0},
+        {"completionOnlyWindowSeconds": 600},
+        {"completionOnlyWindowSeconds": 800, "windowSeconds": 800},
     ],
 )
 def test_chart_accepts_the_edge_values_the_watchdog_accepts(settings: dict[str, Any], tmp_path: Path) -> None:

@@ -163,3 +163,26 @@ def test_help_teaches_how_to_reach_the_watchdog(capsys: pytest.CaptureFixture[st
                    "--format", "STATE", "LAST-SCRAPE", "2,000 pods"):
         assert needle in text, needle
     assert status_verb.DEFAULT_URL == "http://127.0.0.1:8080"
+
+
+@pytest.mark.parametrize(("given", "url"), [
+    ("127.0.0.1:8080", "http://127.0.0.1:8080/status"),
+    ("http://127.0.0.1:18082/status/", "http://127.0.0.1:18082/status"),
+    ("http://h:1/prefix/", "http://h:1/prefix/status"),
+    ("h:8080?x=1", "http://h:8080/status?x=1"),
+    ("https://h", "https://h/status"),
+    ("", None), ("http://127.0.0.1:99999", None), ("ftp://h", None), ("http://", None),
+])  # fmt: skip
+def test_the_status_url_from_what_was_typed(given: str, url: str | None) -> None:
+    from watchdog.cli.status import status_url
+
+    assert status_url(given) == url
+
+
+def test_a_proxy_in_the_environment_is_not_used(served: tuple[Any, str], monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "")
+    _, base = served
+    assert main(["status", "--url", base, "--format", "json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["cycle"] is not None

@@ -148,3 +148,10 @@ def test_completion_only_window_is_off_or_long(value: str, ok: bool) -> None:
             load_config(env=env)
     with pytest.raises(ConfigError, match="at least windowSeconds"):
         load_config(env={**env, "WATCHDOG_COMPLETION_ONLY_WINDOW_SECONDS": "700", "WATCHDOG_WINDOW_SECONDS": "800"})
+
+
+def test_the_brake_configmap_cannot_be_the_ledger() -> None:
+    env = {"WATCHDOG_LEASE_NAME": "foo", "WATCHDOG_PAUSE_CONFIG_MAP": "foo-ledger"}
+    with pytest.raises(ConfigError, match="pauseConfigMap 'foo-ledger' is the deletion ledger's ConfigMap"):
+        load_config(env=env)
+    assert load_config(env={**env, "WATCHDOG_BUDGET_LEDGER": "false"}).pause_config_map == "foo-ledger"

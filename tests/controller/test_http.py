@@ -325,3 +325,32 @@ def test_status_serves_the_last_snapshot_as_json_get_only(watchdog: Watchdog, se
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=5)
     assert refused.value.code == 405
+
+
+def test_a_long_cycle_is_alive_and_a_stuck_one_is_not(tmp_path: Path) -> None:
+    """A cycle of many timing-out pods can outlast 3 intervals: /healthz stays 200 while it runs (a restart
+    would throw away warm-up and stall clocks, and the next cycle would be as long), and fails once it has run
+    past STUCK_S; a finished cycle is judged on its start again. Also: vllm_watchdog_leader is 1 from the start
+    without leader election, not only after the first good cycle."""
+    config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
+    now = [1000.0]
+    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:9", request_timeout_s=1)),
+                  clock=lambda: now[0])
+    assert wd.metrics.leader._value.get() == 1.0
+    served = http.start_http("127.0.0.1:0", wd, 1.0)
+    base = f"http://127.0.0.1:{port_of(served)}"
+    try:
+        wd.last_started = now[0]  # a cycle starts ... and runs on
+        now[0] += 60
+        status, _, body = get(base + "/healthz")
+        assert status == 200 and json.loads(body)["cycle_running"] is True
+        now[0] += http.STUCK_S
+        assert get(base + "/healthz")[0] == 503  # running for over 10 minutes: stuck
+        wd.last_ended = now[0]  # it ends; no new one starts for 3 intervals
+        now[0] += 3.5
+        status, _, body = get(base + "/healthz")
+        assert status == 503 and json.loads(body)["cycle_running"] is False
+    finally:
+        served.shutdown()
+        served.server_close()
+        wd.close()

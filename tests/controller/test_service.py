@@ -371,3 +371,29 @@ def test_empty_cluster_and_meaningless_opt_in_values_are_explained(emulator: Emu
     assert done.returncode == 0
     assert 'namespace llm has vllm-watchdog.io/enabled="yes", which is neither' in done.stderr
     assert "no opted-in namespace (label one vllm-watchdog.io/enabled=dry-run or =true)" in done.stderr
+
+
+def test_a_cycle_longer_than_the_interval_is_a_warning_with_what_helps(caplog: pytest.LogCaptureFixture) -> None:
+    """apscheduler only says 'skipped: maximum number of running instances reached'; the runner says why."""
+    from types import SimpleNamespace
+
+    from watchdog.controller.service import CycleRunner
+
+    now = [0.0]
+
+    def slow_cycle() -> None:
+        now[0] += 7.5
+
+    fake = SimpleNamespace(clock=lambda: now[0], run_cycle=slow_cycle,
+                           config=SimpleNamespace(scrape_interval_seconds=5.0, workers=32))
+    runner = CycleRunner(fake)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="watchdog.controller.service"):
+        runner()
+    (record,) = [r for r in caplog.records if "longer than the" in r.getMessage()]
+    assert record.getMessage().startswith("cycle took 7.5 s, longer than the 5 s interval")
+    assert "raise workers (now 32) or scrapeIntervalSeconds" in record.getMessage()
+    assert record.reason == "cycle_overrun"  # type: ignore[attr-defined]
+    caplog.clear()
+    fake.run_cycle = lambda: None
+    runner()
+    assert not caplog.records

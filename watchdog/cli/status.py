@@ -71,12 +71,17 @@ def fetch(url: str, timeout_s: float) -> dict[str, Any] | str:
     import requests  # here: only this verb needs it
 
     try:
-        answer = requests.get(url, timeout=timeout_s, allow_redirects=False, headers={"Accept": "application/json"})
+        with requests.Session() as session:
+            session.trust_env = False  # no proxy, no .netrc: the watchdog is reached directly (a port-forward)
+            answer = session.get(url, timeout=timeout_s, allow_redirects=False,
+                                 headers={"Accept": "application/json"})
     except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
             ValueError):
         return f"--url {url[:200]!r} is not an http(s) URL"
     except requests.exceptions.Timeout:
         return f"no answer from {url} within {timeout_s:g} s (--timeout)"
+    except requests.exceptions.SSLError:
+        return f"TLS failed with {url}: the watchdog serves plain HTTP; use an http:// URL"
     except requests.exceptions.ConnectionError as exc:
         refused = "refused" in str(exc).lower()
         return (f"cannot connect to {url}{' (connection refused)' if refused else ''}; is a port-forward to the "
@@ -94,9 +99,27 @@ def fetch(url: str, timeout_s: float) -> dict[str, Any] | str:
     return doc
 
 
+def status_url(given: str) -> str | None:
+    """``given`` (``HOST:PORT``, a base URL, or the /status URL itself) as the /status URL; None when it is not
+    an http(s) URL with a host and a valid port."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(given if "://" in given else f"http://{given}")
+    try:
+        port_ok = parts.port is None or 1 <= parts.port <= 65535
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        return None
+    path = parts.path.rstrip("/")
+    path = path if path.endswith("/status") else path + "/status"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
 def status(args: argparse.Namespace) -> int:
-    url = args.url if "://" in args.url else f"http://{args.url}"
-    url = url if url.rstrip("/").endswith("/status") else url.rstrip("/") + "/status"
+    url = status_url(args.url)
+    if url is None:
+        return _fail(f"--url {args.url[:200]!r} is not an http(s) URL of the watchdog (e.g. {DEFAULT_URL})")
     doc = fetch(url, args.timeout)
     if isinstance(doc, str):
         return _fail(doc)
@@ -129,8 +152,9 @@ def _num(value: object) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
 
 
-def _cell(value: object) -> str:
-    return escape_controls(str(value))[:80]
+def _cell(value: object, width: int = 80) -> str:
+    """A table cell: control characters escaped, cut at ``width`` (a sentence line passes a larger width)."""
+    return escape_controls(str(value))[:width]
 
 
 def _rows(pods: Sequence[Mapping[str, Any]]) -> list[list[str]]:
@@ -161,7 +185,7 @@ def render(doc: Mapping[str, Any]) -> list[str]:
     cycle, out = doc["cycle"], []
     if doc["pods"] is None:
         out.append("no cycle has completed yet" + (f"; last error {_age(cycle['last_error_s_ago'])} ago: "
-                                                   f"{_cell(cycle['last_error'])}" if cycle["last_error"] else ""))
+                                                   f"{_cell(cycle['last_error'], 400)}" if cycle["last_error"] else ""))
         return out
     header = ["NAMESPACE", "POD", "STATE", "FOR", "LAST-SCRAPE", "RUN/WAIT", "ACTED", "ENGINE"]
     out.extend(_table(header, _rows(doc["pods"])) if doc["pods"] else ["(no pods watched)"])
@@ -170,7 +194,7 @@ def render(doc: Mapping[str, Any]) -> list[str]:
     p = doc["policy"]
     engines = " ".join(f"{k}={v}" for k, v in doc["engines"].items() if v) or "none"
     out += ["", f"pods watched: {doc['pods_watched']}   engines: {engines}"]
-    brake = f"ON ({_cell(p['paused_why'])})" if p["paused"] else "off"
+    brake = f"ON ({_cell(p['paused_why'], 400)})" if p["paused"] else "off"
     warm = "done" if p["warm_up"]["done"] else f"{_age(p['warm_up']['left_s'])} left"
     out.append(f"leader: {'yes' if doc['leader'] else 'no (standby: acts on nothing)'}   pause: {brake}   "
                f"warm-up: {warm}")
@@ -180,7 +204,7 @@ def render(doc: Mapping[str, Any]) -> list[str]:
                f"cluster {b['cluster']['left']} of {b['cluster']['max']} left; per namespace "
                f"{b['namespace_max']}" + (f" ({spent})" if spent else ""))
     k = p["breaker"]
-    out.append("breaker: " + (f"OPEN, closes in {_age(k['closes_in_s'])}: {_cell(k['why'])}" if k["open"]
+    out.append("breaker: " + (f"OPEN, closes in {_age(k['closes_in_s'])}: {_cell(k['why'], 400)}" if k["open"]
                               else "closed"))
     for ns, v in k["namespaces"].items():
         out.append(f"namespace breaker {_cell(ns)}: OPEN, closes in {_age(v['closes_in_s'])}: {_cell(v['why'])}")
@@ -188,7 +212,7 @@ def render(doc: Mapping[str, Any]) -> list[str]:
         out.append("deferred stalls by rule: " + " ".join(f"{r}={n}" for r, n in p["deferrals"].items()))
     if p["owners_waiting"]:
         out.append("owners waiting for a Ready replacement: " + ", ".join(_cell(o) for o in p["owners_waiting"][:20]))
-    error = f"; last error {_age(cycle['last_error_s_ago'])} ago: {_cell(cycle['last_error'])}" if cycle[
+    error = f"; last error {_age(cycle['last_error_s_ago'])} ago: {_cell(cycle['last_error'], 400)}" if cycle[
         "last_error"] else ""
     out.append(f"cycle: last started {_age(cycle['started_s_ago'])} ago, last completed "
                f"{_age(cycle['completed_s_ago'])} ago (this view: {_age(doc['snapshot_age_s'])} old){error}")

@@ -380,6 +380,9 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
                                 if v["budget_ledger"] and len(lease) <= 253 else None,
                                 subdomain_problem(str(v["pause_config_map"]), "pauseConfigMap")
                                 if v["pause_config_map"] is not None else None) if p)
+    if v["budget_ledger"] and v["pause_config_map"] == f"{lease}-ledger":
+        problems.append(f"pauseConfigMap {show(v['pause_config_map'])} is the deletion ledger's ConfigMap "
+                        "(leaseName-ledger), which the watchdog rewrites whole: name another ConfigMap")
     if v["leader_election_namespace"] is not None:
         problem = label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")
         problems.extend([problem] if problem else [])

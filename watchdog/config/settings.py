@@ -92,7 +92,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("deletion_window_seconds", "float", 600.0, "rolling window of the deletion budgets, seconds",
             minimum=1.0, maximum=86400.0),
     Setting("breaker_fraction", "float", 0.3, "delete nothing while more than this fraction of watched pods "
-            "look stalled or unknown at once", minimum=0.0, maximum=1.0),
+            "look stalled at once (a namespace's own breaker also counts pods that cannot be judged)",
+            minimum=0.0, maximum=1.0),
     Setting("breaker_min_pods", "int", 3, "the breaker trips only when at least this many pods look bad",
             minimum=1, maximum=100000),
     Setting("breaker_cooldown_seconds", "float", 300.0, "seconds the breaker stays open after the fraction "

@@ -129,10 +129,12 @@ class Watchdog:
         self._was_leader = False
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self.last_started: float | None = None  # monotonic time the last cycle started (liveness)
+        self.last_ended: float | None = None  # monotonic time the last cycle ended, completed or failed
         self.last_success: float | None = None  # monotonic time the last cycle completed (readiness)
         self.last_failure: tuple[float, str] | None = None  # (monotonic time, one line) of the last failed cycle
         self.status: Snapshot | None = None  # what the last completed cycle saw (GET /status)
         self.brake = brake  # the run-time brake (pauseConfigMap), read every cycle
+        self.metrics.leader.set(int(leader()))  # from the start: without election always 1, even before a cycle
         if brake is not None:
             self.policy.set_brake(brake.why)
         self.metrics.paused.set(int(self.policy.paused_by is not None))
@@ -147,8 +149,18 @@ class Watchdog:
     # -- the cycle ----------------------------------------------------------------------------------------
     def run_cycle(self) -> CycleReport:
         """Discover, scrape, detect and act once. Raises only when discovery itself fails (KubeError)."""
-        started, requests_before = time.perf_counter(), self.kube.api_requests
         self.last_started = self.clock()
+        try:
+            return self._cycle()
+        finally:
+            self.last_ended = self.clock()
+
+    def in_progress(self) -> bool:
+        """A cycle started and has not ended yet."""
+        return self.last_started is not None and (self.last_ended is None or self.last_ended < self.last_started)
+
+    def _cycle(self) -> CycleReport:
+        started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
         with _gc_paused():  # the pod LISTs are dropped before the garbage collector would see them
             namespaces = self.kube.list_namespaces(self.namespace_selector)

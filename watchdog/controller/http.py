@@ -3,8 +3,9 @@ are the library's), ``/healthz``, ``/readyz`` and ``/status`` (:mod:`watchdog.co
 
 Liveness never depends on the API server: ``/healthz`` is 200 while a cycle STARTED within 3 scrape intervals
 (the loop is alive and attempting, whether or not its cycles succeed: an API outage must not restart the pod
-and lose its warm-up; a cycle stuck for 3 intervals does fail it). ``/readyz`` is 200 while a cycle COMPLETED
-within 3 intervals, and its body says why not (never completed, last completed N s ago, the last error).
+and lose its warm-up), or while the cycle in progress has run less than 10 minutes (a long cycle of many
+timing-out pods is slow, not dead; a cycle running longer is stuck and fails it). ``/readyz`` is 200 while a
+cycle COMPLETED within 3 intervals, and its body says why not (never completed, last completed N s ago, the last error).
 
 Anyone who reaches the port is served by a bounded server (:class:`HttpServer`): one asyncio event loop in one
 thread, whatever the number of clients, so an idle or slow connection costs a few KiB, never a thread. Per
@@ -58,6 +59,7 @@ class HttpLimits:
 
 PATHS = ("/healthz", "/readyz", "/status")
 STALE_INTERVALS = 3  # /healthz and /readyz fail after this many scrape intervals without a cycle start / end
+STUCK_S = 600.0  # /healthz also fails when one cycle has been running this long (or 3 intervals, if longer)
 
 
 class Endpoints:
@@ -82,9 +84,13 @@ class Endpoints:
         if path == "/healthz":
             started = wd.last_started
             age = now - (started if started is not None else self.started)
-            ok = age <= limit
+            # A long cycle (many pods timing out) is alive, not stuck: its scrapes and API calls are bounded, so
+            # only one running past STUCK_S is a loop that will not come back.
+            running = wd.in_progress()
+            ok = age <= (max(limit, STUCK_S) if running else limit)
             return _json(start_response, HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE,
-                         {"ok": ok, "seconds_since_cycle_start": round(age, 1), "limit_s": limit})
+                         {"ok": ok, "seconds_since_cycle_start": round(age, 1), "cycle_running": running,
+                          "limit_s": max(limit, STUCK_S) if running else limit})
         completed, failed = wd.last_success, wd.last_failure
         ready = completed is not None and now - completed <= limit
         body: dict[str, object] = {"ready": ready}

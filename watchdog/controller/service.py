@@ -52,10 +52,17 @@ class CycleRunner:
         if self.stopping.is_set():
             return
         self._idle.clear()
+        start = self.watchdog.clock()
         try:
             safe_cycle(self.watchdog, self.stopping)
         finally:
             self._idle.set()
+        took, interval = self.watchdog.clock() - start, self.watchdog.config.scrape_interval_seconds
+        if took > interval and not self.stopping.is_set():  # the next start is skipped: say why, and what helps
+            log.warning("cycle took %.1f s, longer than the %g s interval: the next one starts late; pods that time "
+                        "out lengthen cycles (see vllm_watchdog_scrapes_total), raise workers (now %d) or "
+                        "scrapeIntervalSeconds", took, interval, self.watchdog.config.workers,
+                        extra={"reason": "cycle_overrun"})
 
     def stop(self, timeout_s: float) -> bool:
         """No new cycle from now on; wait up to ``timeout_s`` for the one in progress. True if none is left."""
@@ -75,7 +82,8 @@ def safe_cycle(watchdog: Watchdog, stopping: threading.Event | None = None) -> N
             return
         watchdog.metrics.cycle_failures.inc()
         watchdog.last_failure = (watchdog.clock(), " ".join(str(exc).split())[:300] or type(exc).__name__)
-        log.error("cycle failed, will retry next interval: %s", exc, exc_info=not isinstance(exc, KubeError))
+        log.error("cycle failed, will retry next interval: %s", exc, exc_info=not isinstance(exc, KubeError),
+                  extra={"reason": "api" if isinstance(exc, KubeError) else "cycle"})
 
 
 def run_service(config: Settings, *, once: bool = False) -> int:

@@ -187,15 +187,15 @@ class DeletionPolicy:
             age = "unknown" if pod_age_s is None else f"{pod_age_s:.0f} s"
             return Decision("defer", "min_age", f"pod age {age} is below the minimum {min_age:g} s")
         if self.breaker_open(now):
-            return Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled or unknown "
-                                                "at once, more likely a network or monitoring fault")
+            return Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled at once, "
+                                                "more likely a network or monitoring fault")
         until = self._namespace_breakers.get(namespace)
         if until is not None and now < until:
             return Decision("defer", "namespace_breaker", f"the breaker of namespace {namespace} is open: too many "
                                                           "of its pods look stalled or cannot be judged")
         if not self.budget_known:
-            return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet (own Events); "
-                                                       "the budget is unknown")
+            return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet (deletion "
+                                                       "ledger or own Events); the budget is unknown")
         self._expire(now)
         if len(self._deletions) >= r.max_deletions:
             return Decision("defer", "budget", f"cluster budget used: {len(self._deletions)} deletions in the "

@@ -142,6 +142,10 @@ nodeTaint format live in values.schema.json). tests/test_helm.py checks that the
 {{- if lt $c.windowSeconds (mulf 3 $c.scrapeIntervalSeconds) }}
 {{- fail (printf "config.windowSeconds (%v) must be at least 3 x config.scrapeIntervalSeconds (%v): a stall needs several scrapes of evidence" $c.windowSeconds $c.scrapeIntervalSeconds) }}
 {{- end }}
+{{- $completion := float64 (default 0 $c.completionOnlyWindowSeconds) }}
+{{- if and (gt $completion 0.0) (or (lt $completion 600.0) (lt $completion (float64 $c.windowSeconds))) }}
+{{- fail (printf "config.completionOnlyWindowSeconds (%v) must be 0 (off) or at least 600 s and at least config.windowSeconds (%v): a counter that moves only when a request finishes stays flat for as long as the longest request" $completion $c.windowSeconds) }}
+{{- end }}
 {{- if ge $c.scrapeDeadlineSeconds $c.scrapeIntervalSeconds }}
 {{- fail (printf "config.scrapeDeadlineSeconds (%v) must be shorter than config.scrapeIntervalSeconds (%v)" $c.scrapeDeadlineSeconds $c.scrapeIntervalSeconds) }}
 {{- end }}
