@@ -55,3 +55,10 @@ control-plane:   ## build etcd, kube-apiserver, kube-controller-manager from the
 
 test-cluster:    ## the cluster tier: the watchdog against a real control plane on loopback (needs `make control-plane`)
 	$(PY) -m pytest -m cluster tests/cluster tests/demo
+
+.PHONY: test-prometheus bench-prometheus
+test-prometheus: ## the prometheus tier: source: prometheus against a real Prometheus on loopback (/usr/bin/prometheus)
+	$(PY) -m pytest -m prometheus tests/prometheus
+
+bench-prometheus: ## CPU per cycle and RSS, source: prometheus vs direct scraping, as engine series grow (~3 min)
+	$(PY) tests/bench/bench_prometheus.py

@@ -47,7 +47,8 @@ ANY = None
 EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     "vllm_watchdog_pods_watched": {},
     "vllm_watchdog_scrapes_total": {"outcome": frozenset({"ok", "timeout", "refused", "http_status", "too_large",
-                                                          "bad_encoding", "parse", "connection"})},
+                                                          "bad_encoding", "parse", "connection",
+                                                          "prometheus_unknown", "prometheus_error"})},
     "vllm_watchdog_engines": {"state": frozenset({"idle", "paused", "progressing", "suspect", "stalled",
                                                   "unknown"})},
     "vllm_watchdog_stalls_total": {},

@@ -190,6 +190,7 @@ FLOATS = sorted(s.key for s in SETTINGS if s.type == "float" and s.key in BY_KEY
 FRACTIONS = {
     "windowSeconds": "120.5", "completionOnlyWindowSeconds": "600.5", "scrapeIntervalSeconds": "15.5",
     "scrapeDeadlineSeconds": "2.5", "connectTimeoutSeconds": "0.75", "jitterSeconds": "0.5",
+    "prometheusTimeoutSeconds": "2.5", "prometheusStalenessSeconds": "45.5",
     "deletionWindowSeconds": "600.5", "breakerFraction": "0.5", "breakerCooldownSeconds": "300.5",
     "minPodAgeSeconds": "450.5", "nodeEscalationWindowSeconds": "3600.5", "apiTimeoutSeconds": "7.5",
 }

@@ -595,6 +595,9 @@ def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path
         ({"windowSeconds": 30, "scrapeIntervalSeconds": 15}, "at least 3 x config.scrapeIntervalSeconds"),
         ({"scrapeDeadlineSeconds": 15, "scrapeIntervalSeconds": 15}, "must be shorter than"),
         ({"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3}, "must not exceed"),
+        ({"source": "prometheus"}, "config.source=prometheus needs config.prometheusUrl"),
+        ({"prometheusUrl": "http://user:pw@prom:9090"}, "/config/prometheusUrl"),
+        ({"source": "pods"}, "/config/source"),
         ({"maxDeletionsPerNamespace": 3, "maxDeletions": 2}, "must not exceed config.maxDeletions"),
         ({"maxDeletionsPerNamespace": 3}, "must not exceed config.maxDeletions (2)"),  # against the default
         ({"breakerFraction": 1.01}, "/config/breakerFraction': maximum"),

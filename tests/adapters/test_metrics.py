@@ -69,7 +69,7 @@ def test_label_values_are_pre_created_at_zero() -> None:
     assert "skip" not in REMEDIATION_RESULTS  # internal, never counted
     assert [get("vllm_watchdog_deferrals_total", {"rule": r}) for r in DEFERRAL_RULES] == [0.0] * len(DEFERRAL_RULES)
     assert [get("vllm_watchdog_engines", {"state": s}) for s in ENGINE_STATES] == [0.0] * 6
-    assert [get("vllm_watchdog_scrapes_total", {"outcome": o}) for o in SCRAPE_OUTCOMES] == [0.0] * 8
+    assert [get("vllm_watchdog_scrapes_total", {"outcome": o}) for o in SCRAPE_OUTCOMES] == [0.0] * 10
     assert get("vllm_watchdog_paused") == 0.0
     assert set(ENGINE_STATES) == {"idle", "paused", "progressing", "suspect", "stalled", "unknown"}
 

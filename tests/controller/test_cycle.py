@@ -233,10 +233,10 @@ def test_one_pods_failure_does_not_stop_the_cycle(rig: Rig, monkeypatch: pytest.
     wedged = rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))["pod"]
     original = Watchdog._judge
 
-    def judge(self: Watchdog, target: Any, pod: Any, parsed: Any, report: CycleReport) -> Any:
+    def judge(self: Watchdog, target: Any, pod: Any, parsed: Any, report: CycleReport, *rest: Any) -> Any:
         if target.name == broken["metadata"]["name"]:
             raise RuntimeError("boom")
-        return original(self, target, pod, parsed, report)
+        return original(self, target, pod, parsed, report, *rest)
 
     monkeypatch.setattr(Watchdog, "_judge", judge)
     with caplog.at_level(logging.ERROR, logger="watchdog.controller.cycle"):

@@ -149,6 +149,21 @@ def test_hang_accepts_but_never_answers_until_switched(pod: SimPod) -> None:
     assert fetch(pod.url + "/health", timeout=1)[0] == 200
 
 
+def test_a_stopped_pod_answers_no_connection_kept_alive_from_before() -> None:
+    # Prometheus keeps its scrape connection alive: a stopped pod must not go on answering on it.
+    pod = SimPod("127.0.0.2", 0, "progressing")
+    pod.start()
+    conn = http.client.HTTPConnection(pod.address, pod.port, timeout=5)
+    conn.request("GET", "/metrics")
+    first = conn.getresponse()
+    assert first.status == 200 and first.read()
+    pod.stop()
+    conn.request("GET", "/metrics")
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        conn.getresponse()
+    conn.close()
+
+
 def test_gzip_when_asked(pod: SimPod) -> None:
     _, headers, body = fetch(pod.url + "/metrics", gzip_ok=True)
     assert headers["Content-Encoding"] == "gzip"

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper, redact
+from watchdog.cli import check_prometheus
 from watchdog.cli.argtypes import positive_int, positive_seconds
 from watchdog.core.confirm import known, live_evidence
 from watchdog.core.parsing import ParseResult, parse_exposition
@@ -29,6 +30,9 @@ TARGET forms:
                              --deadline for the whole scrape, --max-bytes after decompression)
   PATH                       a saved exposition (e.g. from curl -s http://.../metrics > m.prom)
   -                          read the exposition from stdin
+  --prometheus URL --pod NS/NAME
+                             the pod's series as the watchdog reads them with source: prometheus (the
+                             same queries, restricted to the pod; --deadline, --max-bytes bound them)
 
 Output: one block (text) or object (json) per engine series. A series is one engine inside the server,
 identified by the profile's engine labels (vLLM: engine, model_name), with every signal the watchdog reads:
@@ -58,7 +62,7 @@ def add_parser(verbs: Any) -> None:
         description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", metavar="TARGET", help="http(s):// URL, file path, or '-' for stdin")
+    p.add_argument("target", metavar="TARGET", nargs="?", help="http(s):// URL, file path, or '-' for stdin")
     p.add_argument(
         "--profile",
         choices=sorted(PROFILES),
@@ -80,12 +84,18 @@ def add_parser(verbs: Any) -> None:
         metavar="N",
         help="largest body accepted, in bytes after decompression (default: %(default)s)",
     )
+    check_prometheus.add_arguments(p)
     p.set_defaults(handler=run_check)
 
 
 def run_check(args: argparse.Namespace) -> int:
     """Run ``check`` for parsed ``args``; return the exit status (0, 1 or 2, see the module docstring)."""
     profile = get_profile(args.profile)
+    if getattr(args, "prometheus", None):
+        return check_prometheus.run(args, profile, _as_json, _as_table)
+    if args.target is None:
+        print(f"{PROG}: TARGET (or --prometheus URL --pod NAMESPACE/NAME) is required", file=sys.stderr)
+        raise SystemExit(2)  # a usage error, as argparse exits on one
     target: str = args.target
     try:
         body = _read_target(target, args.deadline, args.max_bytes)

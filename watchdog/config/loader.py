@@ -21,6 +21,8 @@ from watchdog.config.flags import add_flags, flags_from_args
 from watchdog.config.names import label_problem, subdomain_problem
 from watchdog.config.selectors import selector_problem, show
 from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, TARGET_KEYS, Setting, Settings
+from watchdog.config.sources import SOURCES
+from watchdog.config.sources import source_checks as _source_checks
 from watchdog.core import profiles
 from watchdog.core.model import DEFAULT_TARGETS, Target
 from watchdog.core.profiles import Profile
@@ -162,7 +164,12 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
         path = item.get("path", built.metrics_path if built else "/metrics")
         if not isinstance(path, str) or not path.startswith("/") or "//" in path or "@" in path or ".." in path:
             problems.append(f"{at}.path: {show(path)} must be an absolute URL path like /metrics")
-        out.append(Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics)))
+        source = item.get("source")
+        if source is not None and source not in SOURCES:
+            problems.append(f"{at}.source: {show(source)} is not one of {', '.join(SOURCES)}")
+            source = None
+        out.append(Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics),
+                          None if source is None else str(source)))
     names = [t.name for t in out]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{where}: target name {show(dup)} is used twice")
@@ -287,6 +294,10 @@ def load_config(
 
     if not problems:
         problems.extend(_cross_checks(values))
+    if problems:
+        raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
+    if not problems:
+        problems.extend(_source_checks(values, targets))
     if problems:
         raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
     return Settings.from_values(values, targets, tuple(warnings))

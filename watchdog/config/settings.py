@@ -65,6 +65,24 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_body_bytes", "int", 8 * 1024 * 1024, "largest /metrics body accepted, after gzip",
             minimum=1024, maximum=1024 ** 3),
     Setting("workers", "int", 32, "concurrent scrapes", minimum=1, maximum=1024),
+    # -- where the signals come from (docs/scaling.md "source: prometheus") --
+    Setting("source", "choice", "scrape", "where the engine signals come from: scrape (GET each pod's /metrics) or "
+            "prometheus (a constant number of instant queries per cycle to prometheusUrl); a target's own "
+            "'source' overrides it", choices=("scrape", "prometheus")),
+    Setting("prometheus_url", "str", None, "base URL of the Prometheus (or Thanos/Mimir) HTTP API, e.g. "
+            "http://prometheus.monitoring:9090; required when a source is prometheus", optional=True),
+    Setting("prometheus_bearer_token_file", "str", None, "file holding a bearer token sent to Prometheus "
+            "(re-read at every query)", optional=True),
+    Setting("prometheus_ca_file", "str", None, "CA bundle that verifies Prometheus' TLS certificate; unset: "
+            "the system's", optional=True),
+    Setting("prometheus_timeout_seconds", "float", 5.0, "total seconds one Prometheus query may take, body "
+            "included", minimum=0.1, maximum=300.0),
+    Setting("prometheus_max_bytes", "int", 32 * 1024 * 1024, "largest Prometheus answer accepted, bytes",
+            minimum=1024, maximum=1024 ** 3),
+    Setting("prometheus_namespace_label", "str", "namespace", "the Prometheus label holding the pod's namespace"),
+    Setting("prometheus_pod_label", "str", "pod", "the Prometheus label holding the pod's name"),
+    Setting("prometheus_staleness_seconds", "float", 60.0, "a Prometheus series whose newest sample is older "
+            "than this is unknown (about 2 Prometheus scrape intervals)", minimum=1.0, maximum=86400.0),
     Setting("jitter_seconds", "float", 1.0, "random delay added to each cycle start, seconds",
             minimum=0.0, maximum=86400.0),
     Setting("namespace_selector", "str", "", "extra label selector namespaces must match besides the opt-in label "
@@ -124,7 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
-TARGET_KEYS = ("name", "podSelector", "profile", "port", "path", "metrics")
+TARGET_KEYS = ("name", "podSelector", "profile", "port", "path", "metrics", "source")
 
 
 @dataclass(frozen=True)
@@ -144,6 +162,15 @@ class Settings:
     connect_timeout_seconds: float
     max_body_bytes: int
     workers: int
+    source: str
+    prometheus_url: str | None
+    prometheus_bearer_token_file: str | None
+    prometheus_ca_file: str | None
+    prometheus_timeout_seconds: float
+    prometheus_max_bytes: int
+    prometheus_namespace_label: str
+    prometheus_pod_label: str
+    prometheus_staleness_seconds: float
     jitter_seconds: float
     namespace_selector: str
     require_controller: bool
@@ -180,6 +207,10 @@ class Settings:
         """From setting name -> value (every row of the table; unknown names raise TypeError)."""
         return cls(**values, targets=targets, warnings=warnings)
 
+    def source_of(self, target: Target) -> str:
+        """Where ``target``'s signals come from: its own ``source``, else the global one."""
+        return target.source or self.source
+
     def values(self) -> dict[str, Any]:
         """Setting name -> value, in table order (targets and warnings left out)."""
         return {s.name: getattr(self, s.name) for s in SETTINGS}
@@ -201,6 +232,8 @@ def target_to_dict(t: Target) -> dict[str, Any]:
                            "path": t.path}
     if t.metrics:
         out["metrics"] = dict(t.metrics)
+    if t.source is not None:
+        out["source"] = t.source
     return out
 
 

@@ -5,12 +5,13 @@ never raises for a single pod's trouble (logged, counted as unknown); an API fai
 the whole cycle (logged by the caller), because acting on half a picture is unsafe.
 
 State is kept per engine series, keyed by pod UID plus the engine's labels, dropped when the pod is gone and
-reset when the pod's container restart count changes. Sample times come from the monotonic clock.
+reset when the pod's container restart count changes. Sample times come from the monotonic clock (source
+prometheus: Prometheus' own sample times moved onto it, ``promsource``; a sample already fed is not fed again).
 
 API requests per cycle: 1 namespace LIST + 1 pod LIST per target (all namespaces, label selector,
 ``resourceVersion=0`` so the API server answers from its watch cache) — independent of the number of pods —
 plus one GET of the run-time brake's ConfigMap (``pauseConfigMap``, when set) and a few GETs/DELETE/Events per
-remediation. At the end of each completed cycle the view ``GET /status`` serves is rebuilt (``status``).
+remediation; source prometheus adds a constant number of queries. ``GET /status`` is rebuilt after each cycle.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
-from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi
+from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Querier
+from watchdog.controller.promsource import PrometheusSource, Read, client_from, confirm_read, fleet_reads
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.controller.status import Snapshot, snapshot
@@ -107,7 +109,7 @@ class Watchdog:
                  scraper: Fetcher | None = None, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, leader: Callable[[], bool] = lambda: True,
                  escalation: Escalation | None = None, ledger: DeletionLedger | None = None,
-                 brake: Brake | None = None) -> None:
+                 brake: Brake | None = None, prometheus: Querier | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.metrics = metrics or new_metrics()
         self.scraper = scraper or Scraper(ScrapeLimits(
@@ -141,10 +143,16 @@ class Watchdog:
         self._profiles: dict[str, Profile] = {
             t.name: target_profile(t.name, t.profile, t.metrics) for t in config.targets
         }
+        self._sources = {t.name: config.source_of(t) for t in config.targets}
+        self.prometheus = None if "prometheus" not in self._sources.values() else PrometheusSource(
+            config, prometheus or client_from(config))
+        self._offset = wall_clock() - clock()  # Prometheus sample times (Unix s) -> the monotonic clock
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.scraper.close()
+        if self.prometheus is not None:
+            self.prometheus.client.close()
 
     # -- the cycle ----------------------------------------------------------------------------------------
     def run_cycle(self) -> CycleReport:
@@ -155,8 +163,7 @@ class Watchdog:
         finally:
             self.last_ended = self.clock()
 
-    def in_progress(self) -> bool:
-        """A cycle started and has not ended yet."""
+    def in_progress(self) -> bool:  # a cycle started and has not ended yet
         return self.last_started is not None and (self.last_ended is None or self.last_ended < self.last_started)
 
     def _cycle(self) -> CycleReport:
@@ -183,18 +190,22 @@ class Watchdog:
         # Slowest first, by each pod's scrape time last cycle: a pod that hangs until the deadline then overlaps
         # with the fast ones instead of adding its deadline to the end of the cycle.
         records = {t.uid: self._record(t) for t in found.targets}
+        from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
         futures = {t.uid: self.pool.submit(self._timed_scrape, t, records[t.uid])
-                   for t in sorted(found.targets, key=lambda t: -records[t.uid].scrape_seconds)}
-        results = [futures[t.uid].result() for t in found.targets]
+                   for t in sorted(found.targets, key=lambda t: -records[t.uid].scrape_seconds)
+                   if self._sources[t.target] != "prometheus"}
+        reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
+            self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
+        results = [reads[t.uid] if t.uid in reads else (*futures[t.uid].result(), None, True) for t in found.targets]
         judged: list[tuple[ScrapeTarget, PodRecord]] = []
         health = PodHealth()
-        for target, (outcome, parsed) in zip(found.targets, results, strict=True):
+        for target, (outcome, parsed, t, fresh) in zip(found.targets, results, strict=True):
             report.scrapes[outcome] += 1
             self.metrics.scrapes.labels(outcome).inc()
             pod = records[target.uid]
             pod.note_scrape(target, outcome, self.clock())
             try:
-                present = self._judge(target, pod, parsed, report)
+                present = self._judge(target, pod, parsed, report, t, fresh)
             except Exception:  # one pod's trouble never stops the cycle
                 log.exception("judging pod %s failed", target.ref, extra=facts(target))
                 continue
@@ -285,7 +296,10 @@ class Watchdog:
         return pod
 
     def _rescrape(self, target: ScrapeTarget, key: str) -> EngineSnapshot | None:
-        outcome, parsed = self._scrape(target)
+        if self.prometheus is not None and self._sources[target.target] == "prometheus":
+            outcome, parsed = confirm_read(self.prometheus, self._profiles[target.target], target, self.wall_clock())
+        else:
+            outcome, parsed = self._scrape(target)
         self.metrics.scrapes.labels(outcome).inc()
         if parsed is None:
             return None
@@ -296,11 +310,17 @@ class Watchdog:
             del self.pods[uid]
         self.policy.forget_pods(live)
 
-    def _judge(self, target: ScrapeTarget, pod: PodRecord, parsed: ParseResult | None,
-               report: CycleReport) -> set[str]:
-        """Feed this cycle's sample of every engine series to its detector; return the states of the series
-        present in the body (empty when the scrape failed or the body had none)."""
-        t = self.clock()
+    def _judge(self, target: ScrapeTarget, pod: PodRecord, parsed: ParseResult | None, report: CycleReport,
+               t: float | None = None, fresh: bool = True) -> set[str]:
+        """Feed this cycle's sample (at ``t``; None: now) of every engine series to its detector; return the states
+        of the series present in the body (empty when the scrape failed or the body had none). Not ``fresh``:
+        already fed (Prometheus has nothing newer): the verdicts stand."""
+        if not fresh:
+            verdicts = [(key, e.verdict) for key, e in sorted(pod.engines.items()) if e.verdict is not None]
+            report.engines.update(v.state for _, v in verdicts)
+            report.verdicts.extend((target.ref, key, v) for key, v in verdicts)
+            return {v.state for _, v in verdicts}
+        t = self.clock() if t is None else t
         profile = self._profiles[target.target]
         vanished, observations = pod.observe(t, parsed, self.config.window_seconds, lambda: DetectorState(
             self.config.window_seconds, min_samples=self.config.min_samples,

@@ -1,13 +1,14 @@
 """The ports the controller is wired through (``typing.Protocol``): what it needs from the Kubernetes API,
-from the scraper, from node escalation and from a clock. The adapters satisfy them; tests pass typed fakes
-(tests/fakes.py) that mypy checks against the same Protocols."""
+from the scraper, from Prometheus, from node escalation and from a clock. The adapters satisfy them; tests
+pass typed fakes (tests/fakes.py) that mypy checks against the same Protocols."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from watchdog.adapters.kube import DeleteResult, EvictResult
+from watchdog.core.promql import Series
 
 #: Seconds on a monotonic clock (or Unix seconds for the wall clock).
 Clock = Callable[[], float]
@@ -36,6 +37,14 @@ class Fetcher(Protocol):
     """One bounded scrape (adapters.scrape.Scraper): the body, or ScrapeError."""
 
     def fetch(self, url: str) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class Querier(Protocol):
+    """Instant queries to Prometheus (adapters.prometheus.PrometheusClient): decoded series per query, or
+    PrometheusError."""
+
+    def query_many(self, queries: Sequence[str], at: float) -> list[list[Series]]: ...
     def close(self) -> None: ...
 
 

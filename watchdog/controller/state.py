@@ -60,6 +60,7 @@ class PodRecord:
     outcome_since: float = 0.0  # monotonic time the scrape outcome last changed between ok and failing
     scraped_at: float | None = None  # monotonic time of the last scrape
     scrape_detail: str = ""  # why the last scrape failed, one line ("" when it worked)
+    sample_t: float | None = None  # source prometheus: the newest sample time fed (Prometheus' clock, Unix s)
 
     def note_scrape(self, target: ScrapeTarget, outcome: str, now: float) -> None:
         """Remember this cycle's scrape ``outcome`` of ``target`` (this record's pod) at ``now``; log its first

@@ -35,6 +35,9 @@ def wire(config: Settings, kube: KubeClient, pod_namespace: str | None) -> tuple
     if config.pause_config_map is not None:
         brake = Brake(kube, pod_namespace or "default", config.pause_config_map)
         log.info("run-time brake: annotation %s on %s, read every cycle", PAUSE_ANNOTATION, brake.ref)
+    prometheus = [t.name for t in config.targets if config.source_of(t) == "prometheus"]
+    if prometheus:
+        log.info("source prometheus for targets %s: %s", ", ".join(prometheus), config.prometheus_url)
     watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation,
                         ledger=_ledger(config, kube, pod_namespace), brake=brake)
     return watchdog, elector

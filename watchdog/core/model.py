@@ -24,7 +24,8 @@ COMPONENT = "vllm-stall-watchdog"  # Event reportingComponent/source, User-Agent
 class Target:
     """Which pods to watch and how to scrape them. ``pod_selector``: a Kubernetes label selector string;
     ``port``: a container port name or number; ``path``: the metrics path (the loader fills in the profile's);
-    ``metrics``: custom profile keys over ``profile`` (see :func:`watchdog.core.profiles.custom_profile`)."""
+    ``metrics``: custom profile keys over ``profile`` (see :func:`watchdog.core.profiles.custom_profile`);
+    ``source``: where its signals come from (None: the global ``source`` setting)."""
 
     name: str
     pod_selector: str
@@ -32,6 +33,7 @@ class Target:
     port: str = "http"
     path: str = "/metrics"
     metrics: Mapping[str, object] = field(default_factory=dict)
+    source: str | None = None  # "scrape" or "prometheus"; None: the global setting ``source``
 
 
 DEFAULT_TARGETS: tuple[Target, ...] = (

@@ -52,7 +52,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -60,7 +60,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.profiles import Profile, Selector
 
-__all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "parse_exposition"]
+__all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "aggregate_samples", "parse_exposition",
+           "signal_slots"]
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -159,7 +160,7 @@ class _Matcher:
     slots: int
 
 
-def _slots(profile: Profile) -> list[Selector | None]:
+def signal_slots(profile: Profile) -> list[Selector | None]:
     """Every selector of ``profile`` in slot order: running, waiting, waiting_ignored..., progress..., paused...,
     awake..."""
     return [profile.running, profile.waiting, *profile.waiting_ignored, *profile.progress, *profile.paused,
@@ -169,7 +170,7 @@ def _slots(profile: Profile) -> list[Selector | None]:
 @lru_cache(maxsize=64)
 def _matcher(profile: Profile) -> _Matcher:
     slots_by_name: dict[bytes, tuple[tuple[int, Selector], ...]] = {}
-    slots = _slots(profile)
+    slots = signal_slots(profile)
     for index, selector in enumerate(slots):
         if selector is not None:
             raw = selector.metric.encode()
@@ -213,16 +214,47 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
                 skipped += 1
                 continue
             labels, value = parsed
-            key = tuple((n, labels[n]) for n in engine_labels if n in labels)
-            rank = tuple((n, labels[n]) for n in collapse_labels if n in labels)
-            identity = frozenset(labels.items())
             for index, selector in matcher.slots_by_name[raw_name]:
                 if selector.matches(labels):
-                    latest[(index, identity)] = (key, rank, value)
+                    _keep(latest, index, labels, value, engine_labels, collapse_labels)
                     found.add(selector.metric)
     except _Overrun as exc:
         return _overrun(str(exc), skipped)
     return _aggregate(latest, matcher.slots, profile, limits, skipped, found)
+
+
+def aggregate_samples(slot_samples: Sequence[Iterable[tuple[Mapping[str, str], float]]], profile: Profile,
+                      limits: ParseLimits = LIMITS) -> ParseResult:
+    """The engine series of samples that were already split by signal: ``slot_samples[i]`` holds the
+    ``(labels, value)`` samples of :func:`signal_slots` ``(profile)[i]`` (e.g. one Prometheus query per slot).
+
+    The same aggregation as :func:`parse_exposition` (one rule): keyed by the profile's engine labels, summed
+    over other labels, the largest over its collapse labels, ``waiting`` minus ``waiting_ignored``, paused and
+    awake folded. A sample whose labels do not satisfy its slot's selector is ignored; so is a slot beyond the
+    profile's or one with no selector. A repeated label set in one slot: the last one wins.
+    """
+    slots = signal_slots(profile)
+    engine_labels = sorted(profile.engine_labels)
+    collapse_labels = sorted(profile.collapse_labels)
+    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]] = {}
+    found: set[str] = set()
+    for index, samples in enumerate(slot_samples[: len(slots)]):
+        selector = slots[index]
+        if selector is None:
+            continue
+        for labels, value in samples:
+            if selector.matches(labels):
+                _keep(latest, index, labels, float(value), engine_labels, collapse_labels)
+                found.add(selector.metric)
+    return _aggregate(latest, len(slots), profile, limits, 0, found)
+
+
+def _keep(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], index: int,
+          labels: Mapping[str, str], value: float, engine_labels: list[str], collapse_labels: list[str]) -> None:
+    """Remember one sample of slot ``index``: its engine series key, its rank (collapse labels) and value."""
+    key = tuple((n, labels[n]) for n in engine_labels if n in labels)
+    rank = tuple((n, labels[n]) for n in collapse_labels if n in labels)
+    latest[(index, frozenset(labels.items()))] = (key, rank, value)
 
 
 def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], slots: int,

@@ -11,9 +11,11 @@ from typing import Literal, get_args
 
 #: The detector's verdict on one engine series (watchdog.core.detector).
 EngineState = Literal["idle", "paused", "progressing", "suspect", "stalled", "unknown"]
-#: How one scrape ended (watchdog.adapters.scrape); "ok" or a ScrapeError reason.
+#: How one scrape ended (watchdog.adapters.scrape); "ok" or a ScrapeError reason. Source prometheus
+#: (watchdog.controller.promsource): "ok", "prometheus_unknown" (no fresh series for the pod, or its target's
+#: up == 0) or "prometheus_error" (a query failed: every Prometheus pod is unknown that cycle).
 ScrapeOutcome = Literal["ok", "timeout", "refused", "http_status", "too_large", "bad_encoding", "parse",
-                        "connection"]
+                        "connection", "prometheus_unknown", "prometheus_error"]
 #: What one remediation did (watchdog.controller.remediator). "skip" is internal and never counted.
 RemediationResult = Literal["deleted", "evicted", "dry_run", "deferred", "not_found", "conflict", "aborted",
                             "error", "skip"]
@@ -29,6 +31,7 @@ RemovalAction = Literal["delete", "evict"]
 
 ENGINE_STATES: tuple[EngineState, ...] = get_args(EngineState)
 SCRAPE_OUTCOMES: tuple[ScrapeOutcome, ...] = get_args(ScrapeOutcome)
-SCRAPE_ERRORS: frozenset[ScrapeOutcome] = frozenset(SCRAPE_OUTCOMES) - {"ok"}
+SCRAPE_ERRORS: frozenset[ScrapeOutcome] = frozenset(SCRAPE_OUTCOMES) - {"ok", "prometheus_unknown",
+                                                                         "prometheus_error"}
 REMEDIATION_RESULTS: tuple[RemediationResult, ...] = tuple(r for r in get_args(RemediationResult) if r != "skip")
 DEFERRAL_RULES: tuple[DeferralRule, ...] = get_args(DeferralRule)

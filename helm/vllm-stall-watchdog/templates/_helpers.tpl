@@ -89,6 +89,8 @@ completionOnlyWindowSeconds: [0, 86400]
 scrapeIntervalSeconds: [1, 86400]
 scrapeDeadlineSeconds: [0.1, 86400]
 connectTimeoutSeconds: [0.05, 86400]
+prometheusTimeoutSeconds: [0.1, 300]
+prometheusStalenessSeconds: [1, 86400]
 jitterSeconds: [0, 86400]
 deletionWindowSeconds: [1, 86400]
 breakerFraction: [0, 1]
@@ -145,6 +147,9 @@ nodeTaint format live in values.schema.json). tests/test_helm.py checks that the
 {{- $completion := float64 (default 0 $c.completionOnlyWindowSeconds) }}
 {{- if and (gt $completion 0.0) (or (lt $completion 600.0) (lt $completion (float64 $c.windowSeconds))) }}
 {{- fail (printf "config.completionOnlyWindowSeconds (%v) must be 0 (off) or at least 600 s and at least config.windowSeconds (%v): a counter that moves only when a request finishes stays flat for as long as the longest request" $completion $c.windowSeconds) }}
+{{- end }}
+{{- if and (eq (toString $c.source) "prometheus") (not $c.prometheusUrl) }}
+{{- fail "config.source=prometheus needs config.prometheusUrl (e.g. http://prometheus-operated.monitoring:9090)" }}
 {{- end }}
 {{- if ge $c.scrapeDeadlineSeconds $c.scrapeIntervalSeconds }}
 {{- fail (printf "config.scrapeDeadlineSeconds (%v) must be shorter than config.scrapeIntervalSeconds (%v)" $c.scrapeDeadlineSeconds $c.scrapeIntervalSeconds) }}

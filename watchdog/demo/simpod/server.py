@@ -67,8 +67,17 @@ class SimHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         return True
 
+    def _stopped(self) -> bool:
+        """The pod was stopped: a request on a connection kept alive from before gets no answer (the connection
+        is closed), as from a process that exited; True if so."""
+        pod: _Pod = self.server.pod  # type: ignore[attr-defined]
+        if pod._stopping.is_set():
+            self.close_connection = True
+            return True
+        return False
+
     def do_other(self) -> None:
-        if not self._hung():
+        if not self._stopped() and not self._hung():
             self._send(405, b'{"detail":"Method Not Allowed"}', "application/json")
 
     do_DELETE = do_PUT = do_PATCH = do_other
@@ -76,7 +85,7 @@ class SimHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         pod: _Pod = self.server.pod  # type: ignore[attr-defined]
         path = urlsplit(self.path).path
-        if self._hung():
+        if self._stopped() or self._hung():
             return
         if path == "/metrics":
             body = pod.exposition()
@@ -93,7 +102,7 @@ class SimHandler(BaseHTTPRequestHandler):
         pod: _Pod = self.server.pod  # type: ignore[attr-defined]
         url = urlsplit(self.path)
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self._hung():
+        if self._stopped() or self._hung():
             return
         if url.path != "/sim/mode":
             self._send(404, b'{"detail":"Not Found"}', "application/json")

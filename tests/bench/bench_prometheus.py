@@ -1,0 +1,254 @@
+"""`source: prometheus` vs direct scraping (a script, not a test): the watchdog's CPU per cycle and peak RSS as
+the number of engine series grows.
+
+    python tests/bench/bench_prometheus.py [--series 1000,3000,10000] [--engines-per-pod 50] [--cycles 5]
+
+The world, all on loopback and in separate processes so that only the watchdog's own work is counted:
+
+- one pod-server process (``fleet_server.py``'s asyncio server) serving ``series / engines-per-pod`` pods on
+  127.11.x.y, each with ``--engines-per-pod`` data-parallel engines (many engine series per target). The bodies
+  are LEAN: per engine only the series the `vllm` profile reads (running, waiting, waiting by reason, KV-cache
+  usage, sleep state, prompt/generation tokens, finished requests, the iteration histogram's count and sum),
+  about 17 lines, so that the Prometheus below can ingest 10,000 engines on a shared 2-core machine. A real vLLM
+  engine prints about 690 lines (``expositions.py``; ``bench_fleet.py`` measures the direct scraper on those):
+  the direct-scrape figures here are therefore a LOWER bound of its real cost, the Prometheus figures are not
+  (the watchdog receives only the series its queries select, whatever else the pods print). Counters rise
+  once a second;
+- a real Prometheus (``/usr/bin/prometheus``) scraping every pod every ``--prom-interval`` s through file_sd,
+  with the ``namespace`` and ``pod`` labels Kubernetes SD would add;
+- the Kubernetes API emulator (``fleet_emulator.py``, not a cluster) seeded with the pods (~1 KiB objects);
+- the watchdog: a fresh process per (source, size) that builds ``Watchdog(config, KubeClient...)`` with
+  production settings but ``--interval`` and the rails lifted, runs one warm-up cycle and ``--cycles`` measured
+  cycles on a fixed grid; CPU per cycle = ``time.process_time`` of the measured cycles / cycles; RSS = peak
+  ``ru_maxrss`` of that process.
+
+Goal at 10,000 engine series with `source: prometheus`: < 0.5 s CPU per cycle, < 120 MiB RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> "bench" package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root -> "watchdog"
+
+from bench.bench_fleet import NAMESPACES, PodPlan, Processes, Seeder, start_emulator
+
+HERE = Path(__file__).resolve()
+GOAL_CPU_S = 0.5
+GOAL_RSS_MIB = 120.0
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+# -- lean bodies, served by fleet_server.py's asyncio server ----------------------------------------------------
+def lean_exposition(engines: int, running: float, values: dict[str, list[float]]) -> bytes:
+    """The `vllm` profile's series only, for ``engines`` engines (values per engine as fleet_server gives them)."""
+    keys = [f'engine="{e}",model_name="{MODEL}"' for e in range(engines)]
+    out: list[str] = []
+
+    def family(name: str, typ: str, lines: list[str]) -> None:
+        out.append(f"# HELP {name} {name}.\n# TYPE {name} {typ}\n")
+        out.extend(lines)
+
+    waiting = 5.0 if running == 20 else 0.0
+    family("vllm:num_requests_running", "gauge", [f"vllm:num_requests_running{{{k}}} {running}\n" for k in keys])
+    family("vllm:num_requests_waiting", "gauge", [f"vllm:num_requests_waiting{{{k}}} {waiting}\n" for k in keys])
+    family("vllm:num_requests_waiting_by_reason", "gauge",
+           [f'vllm:num_requests_waiting_by_reason{{{k},reason="{r}"}} {waiting if r == "capacity" else 0.0}\n'
+            for k in keys for r in ("capacity", "deferred")])
+    family("vllm:kv_cache_usage_perc", "gauge", [f"vllm:kv_cache_usage_perc{{{k}}} 0.35\n" for k in keys])
+    family("vllm:engine_sleep_state", "gauge",
+           [f'vllm:engine_sleep_state{{{k},sleep_state="{s}"}} {1.0 if s == "awake" else 0.0}\n'
+            for k in keys for s in ("awake", "weights_offloaded", "discard_all")])
+    for name, source in (("vllm:prompt_tokens", "prompt_tokens"), ("vllm:generation_tokens", "generation_tokens")):
+        family(name, "counter", [f"{name}_total{{{k}}} {values[source][e]}\n" for e, k in enumerate(keys)])
+    family("vllm:request_success", "counter",
+           [f'vllm:request_success_total{{engine="{e}",finished_reason="{r}",model_name="{MODEL}"}} '
+            f"{values['iterations'][e] // 100 if r == 'stop' else 0.0}\n"
+            for e in range(engines) for r in ("stop", "length", "abort")])
+    family("vllm:iteration_tokens_total", "histogram",
+           [line for e, k in enumerate(keys) for line in (
+               f'vllm:iteration_tokens_total_bucket{{{k},le="+Inf"}} {values["iterations"][e]}\n',
+               f"vllm:iteration_tokens_total_count{{{k}}} {values['iterations'][e]}\n",
+               f"vllm:iteration_tokens_total_sum{{{k}}} {values['iterations'][e] * 40}\n")])
+    return "".join(out).encode()
+
+
+def serve_pods(spec_path: str) -> int:
+    """The pod-server child: fleet_server.py with lean bodies."""
+    import asyncio
+    import gzip
+
+    from bench import fleet_server
+
+    def build(cls: type, engines: int, running: float, values: dict[str, list[float]]) -> Any:
+        body = lean_exposition(engines, running, values)
+        return cls(fleet_server.response(b"200 OK", body, fleet_server.CONTENT_TYPE, False),
+                   fleet_server.response(b"200 OK", gzip.compress(body), fleet_server.CONTENT_TYPE, True))
+
+    fleet_server.Exposition.build = classmethod(build)  # type: ignore[method-assign,assignment]
+    asyncio.run(fleet_server.serve(json.loads(Path(spec_path).read_text())))
+    return 0
+
+
+# -- the watchdog side (a separate process per measurement) ------------------------------------------------------
+def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
+    from watchdog.adapters.kube import KubeClient, KubeSettings
+    from watchdog.adapters.logs import setup_logging
+    from watchdog.config.loader import load_config
+    from watchdog.controller.cycle import Watchdog
+
+    config = load_config(None, env={}, flags=spec["settings"])
+    setup_logging(config.log_format, config.log_level)
+    watchdog = Watchdog(config, KubeClient.from_settings(KubeSettings(host=spec["emulator"],
+                                                                      request_timeout_s=config.api_timeout_seconds)))
+    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    interval, records = spec["interval"], []
+    t0 = time.monotonic()
+    for slot in range(spec["cycles"] + 1):  # the first is the warm-up
+        wait = t0 + slot * interval - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        cpu, wall = time.process_time(), time.perf_counter()
+        report = watchdog.run_cycle()
+        records.append({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall, "pods": report.pods,
+                        "scrapes": dict(report.scrapes), "engines": dict(report.engines),
+                        "remediations": len(report.remediations)})
+    watchdog.close()
+    return {"records": records, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_start_mib": rss_start}
+
+
+def measure(args: argparse.Namespace, emulator: str, source: str, prom_url: str, tmp: Path) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "scrape_interval_seconds": args.interval, "window_seconds": 120.0, "jitter_seconds": 0.0,
+        "listen_address": "127.0.0.1:0", "log_format": "json", "log_level": "warning",
+        "allow_loopback_pod_ips": True, "dry_run": True, "source": source,
+    }
+    if source == "prometheus":
+        settings.update(prometheus_url=prom_url, prometheus_timeout_seconds=min(5.0, args.interval * 0.6))
+    spec = {"emulator": emulator, "settings": settings, "interval": args.interval, "cycles": args.cycles,
+            "profile": args.profile}
+    spec_path, out_path = tmp / f"side-{source}.json", tmp / f"side-{source}.out.json"
+    spec_path.write_text(json.dumps(spec))
+    with open(tmp / f"side-{source}.log", "ab") as log:
+        subprocess.run([sys.executable, str(HERE), "--side", str(spec_path), str(out_path)], stdout=log,
+                       stderr=log, check=True, timeout=900, cwd=HERE.parents[2])
+    out: dict[str, Any] = json.loads(out_path.read_text())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--series", default="1000,3000,10000", help="engine series, comma-separated (%(default)s)")
+    parser.add_argument("--engines-per-pod", type=int, default=50,
+                        help="data-parallel engines per pod (<= 64, the parser's series bound; default 50)")
+    parser.add_argument("--cycles", type=int, default=5, help="measured cycles per measurement (default 5)")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between cycle starts (default 5)")
+    parser.add_argument("--prom-interval", type=float, default=5.0, help="Prometheus scrape interval, s (5)")
+    parser.add_argument("--sources", default="prometheus,scrape", help="which sources to measure (%(default)s)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the watchdog side (top 30 in its log)")
+    parser.add_argument("--side", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--pods", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.side:
+        spec = json.loads(Path(args.side[0]).read_text())
+        if spec.get("profile"):
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile()
+            result = profiler.runcall(watchdog_side, spec)
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+        else:
+            result = watchdog_side(spec)
+        Path(args.side[1]).write_text(json.dumps(result))
+        return 0
+    if args.pods:
+        return serve_pods(args.pods)
+
+    sys.path.insert(0, str(HERE.parents[1] / "prometheus"))
+    from prom_kit import FileTarget, PrometheusServer
+
+    sizes = sorted(int(s) for s in args.series.split(","))
+    per_pod = args.engines_per_pod
+    sources = args.sources.split(",")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; {per_pod} engines per "
+          f"pod; watchdog interval {args.interval:g} s, Prometheus scrape interval {args.prom_interval:g} s; "
+          f"{args.cycles} measured cycles", flush=True)
+    procs = Processes()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-prometheus-"))
+    prom = None
+    rows: list[tuple[int, int, str, dict[str, Any]]] = []
+    try:
+        pods_needed = -(-max(sizes) // per_pod)
+        plans = [PodPlan(i, f"127.11.{1 + i // 250}.{1 + i % 250}", "ok", per_pod,
+                         namespace=f"fleet-{i % NAMESPACES:02d}") for i in range(pods_needed)]
+        spec = tmp / "pods.json"
+        spec.write_text(json.dumps({"keepalive_s": 30.0, "slow_s": 2.0, "render_s": 0.0,
+                                    "pods": [[p.address, 8000, p.kind, p.engines] for p in plans]}))
+        child = procs.start([sys.executable, str(HERE), "--pods", str(spec)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+        assert child.stdout is not None
+        for plan, (_, port) in zip(plans, json.loads(child.stdout.readline())["bound"], strict=True):
+            plan.port = port
+        emulator = start_emulator(procs, tmp)
+        seeder = Seeder(emulator, lean=True)
+        (tmp / "prom").mkdir()
+        prom = PrometheusServer(tmp / "prom", scrape_interval_s=args.prom_interval)
+        prom.start()
+        for size in sizes:
+            pods = -(-size // per_pod)
+            seeder.ensure(plans, pods)
+            prom.set_targets([FileTarget(f"{p.address}:{p.port}", p.namespace, p.name) for p in plans[:pods]])
+            t = time.monotonic()
+            prom.wait_up({p.name: 1.0 for p in plans[:pods]}, timeout_s=120)
+            time.sleep(2 * args.prom_interval)  # every target scraped more than once
+            series = len(prom.query("vllm:num_requests_running"))
+            one = f"{prom.url}/api/v1/query?" + urllib.parse.urlencode({"query": "vllm:num_requests_running[60s]"})
+            start = time.perf_counter()
+            with urllib.request.urlopen(one, timeout=60) as answer:
+                nbytes = len(answer.read())
+            print(f"{pods} pods, {series} engine series in Prometheus (up after {time.monotonic() - t:.0f} s); "
+                  f"one signal's answer (vllm:num_requests_running[60s]): {nbytes / 2**20:.1f} MiB in "
+                  f"{time.perf_counter() - start:.2f} s", flush=True)
+            for source in sources:
+                out = measure(args, emulator, source, prom.url, tmp)
+                rows.append((size, pods, source, out))
+                measured = out["records"][1:]
+                cpu = statistics.median(r["cpu"] for r in measured)
+                print(f"  {source:<10} CPU/cycle median {cpu:.3f} s (max {max(r['cpu'] for r in measured):.3f}), "
+                      f"wall median {statistics.median(r['wall'] for r in measured):.3f} s, cold "
+                      f"{out['records'][0]['cpu']:.3f} s CPU; RSS {out['rss_mib']:.1f} MiB (start "
+                      f"{out['rss_start_mib']:.1f}); scrapes/cycle {measured[-1]['scrapes']}; engines "
+                      f"{measured[-1]['engines']}", flush=True)
+        print(f"\n{'engine series':>13} {'pods':>5} {'source':<10} {'CPU s/cycle':>11} {'RSS MiB':>8}   goal "
+              f"(prometheus at 10,000): < {GOAL_CPU_S} s, < {GOAL_RSS_MIB:g} MiB")
+        for size, pods, source, out in rows:
+            cpu = statistics.median(r["cpu"] for r in out["records"][1:])
+            mark = ""
+            if source == "prometheus" and size >= 10_000:
+                mark = "  ok" if cpu < GOAL_CPU_S and out["rss_mib"] < GOAL_RSS_MIB else "  OVER GOAL"
+            print(f"{size:>13} {pods:>5} {source:<10} {cpu:>11.3f} {out['rss_mib']:>8.1f}{mark}")
+        print(f"\nload average {os.getloadavg()[0]:.2f} at the end; logs in {tmp}")
+    finally:
+        if prom is not None:
+            prom.stop()
+        procs.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""``source: prometheus`` through the real cycle: the Kubernetes API emulator (kmock, real HTTP; not a cluster)
+for discovery and deletion, and a loopback fake of Prometheus' query API (tests/promfake.py) holding the
+samples, stamped with Prometheus' time. The wall clock is Prometheus' clock here; the fake monotonic clock
+moves with it (15 s a cycle)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controller.test_cycle import NS, Rig, make_config, remediated, sample, states
+from tests.promfake import FakePrometheus
+from watchdog.config.loader import ConfigError, load_config
+from watchdog.controller.cycle import CycleReport
+from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import FAST_SETTINGS, write_config
+
+BASE = 1_700_000_000.0
+PROM = {"source": "prometheus", "prometheusTimeoutSeconds": 0.8}
+
+
+class PromRig(Rig):
+    def __init__(self, api: EmulatorServer, tmp_path: Path, prom: FakePrometheus, **config: Any) -> None:
+        super().__init__(api, make_config(tmp_path, prometheusUrl=prom.url, **{**PROM, **config}),
+                         wall_clock=lambda: BASE + self.now)
+        self.prom = prom
+        self.pods: dict[str, dict[str, Any]] = {}
+
+    def deploy(self, name: str, ip: str) -> str:
+        self.pods[name] = self.deployment(name, _Addr(ip))["pod"]
+        return str(self.pods[name]["metadata"]["name"])
+
+    def engine(self, pod: str, *, running: float, tokens: float, engine: str = "0", at: float | None = None,
+               **extra: str) -> None:
+        """One Prometheus scrape of one vLLM engine of ``pod``, 5 s before the next cycle's query."""
+        t = BASE + self.now + 15.0 - 5.0 if at is None else at
+        labels = {"namespace": NS, "pod": self.pods[pod]["metadata"]["name"], "engine": engine,
+                  "model_name": "m", "instance": "10.0.0.1:8000", "job": "vllm", **extra}
+        self.prom.add("vllm:num_requests_running", labels, t, running)
+        self.prom.add("vllm:generation_tokens_total", labels, t, tokens)
+
+    def up(self, pod: str, value: float) -> None:
+        self.prom.add("up", {"namespace": NS, "pod": self.pods[pod]["metadata"]["name"], "job": "vllm"},
+                      BASE + self.now + 10.0, value)
+
+
+class _Addr:
+    def __init__(self, ip: str) -> None:
+        self.address, self.port = ip, 8000
+
+
+@pytest.fixture
+def prom() -> Iterator[FakePrometheus]:
+    with FakePrometheus() as fake:
+        yield fake
+
+
+@pytest.fixture
+def prig(emulator: EmulatorServer, tmp_path: Path, prom: FakePrometheus) -> Iterator[PromRig]:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    r = PromRig(emulator, tmp_path, prom)
+    yield r
+    r.close()
+
+
+def by_pod(report: CycleReport) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for ref, key, verdict in report.verdicts:
+        out.setdefault(ref.split("/", 1)[1].split("-", 1)[0], []).append(f"{key}:{verdict.state}")
+    return out
+
+
+def test_a_wedge_is_detected_from_prometheus_and_the_pod_deleted_with_constant_queries(prig: PromRig) -> None:
+    prig.deploy("wedged", "127.0.0.2")
+    prig.deploy("busy", "127.0.0.3")
+    reports = []
+    for i in range(3):
+        prig.engine("wedged", running=4, tokens=500)
+        prig.engine("busy", running=2, tokens=100 * (i + 1))
+        prig.up("wedged", 1)
+        prig.up("busy", 1)
+        before = len(prig.prom.queries)
+        reports.append(prig.cycle())
+        # one query per vllm signal slot (13) + up, whatever the number of pods; time = the wall clock
+        fleet = [(q, at) for q, at in prig.prom.queries[before:] if 'pod="' not in q]
+        assert len(fleet) == 14 and {at for _, at in fleet} == {BASE + prig.now}
+    assert [states(r) for r in reports] == [
+        {"wedged": "suspect", "busy": "suspect"}, {"wedged": "suspect", "busy": "progressing"},
+        {"wedged": "stalled", "busy": "progressing"}]
+    # the detector ran on Prometheus' timestamps (moved onto the monotonic clock: 15 s apart, 5 s before now)
+    assert [v.t for ref, _, v in reports[2].verdicts if "wedged" in ref] == [prig.now - 5.0]
+    assert remediated(reports[2]) == [(f"{NS}/{prig.pods['wedged']['metadata']['name']}", "deleted")]
+    assert not prig.exists(prig.pods["wedged"]) and prig.exists(prig.pods["busy"])
+    # the confirmation ran the same queries restricted to the pod
+    restricted = [q for q, _ in prig.prom.queries if f'pod="{prig.pods["wedged"]["metadata"]["name"]}"' in q]
+    name = prig.pods["wedged"]["metadata"]["name"]
+    assert len(restricted) == 14
+    assert f'vllm:num_requests_running{{namespace="inference",pod="{name}"}}[60s]' in restricted
+    assert reports[2].scrapes == {"ok": 2}
+
+
+def test_a_sample_already_fed_is_not_fed_again(prig: PromRig) -> None:
+    prig.deploy("wedged", "127.0.0.2")
+    prig.engine("wedged", running=4, tokens=500)  # one Prometheus scrape, then Prometheus scrapes nothing new
+    first = prig.cycle()
+    reports = [prig.cycle() for _ in range(2)]
+    # the same sample three times would be 3 busy samples over 30 s: stalled. Fed once, it stays suspect.
+    assert [states(r) for r in [first, *reports]] == [{"wedged": "suspect"}] * 3
+    assert reports[-1].remediations == [] and prig.exists(prig.pods["wedged"])
+
+
+def test_a_stale_series_is_unknown_and_unknown_is_never_evidence(prig: PromRig) -> None:
+    prig.deploy("wedged", "127.0.0.2")
+    for _ in range(2):
+        prig.engine("wedged", running=4, tokens=500)
+        prig.cycle()
+    # Prometheus stops getting samples: 5 cycles later (75 s > 60 s staleness) nothing is left in the range
+    reports = [prig.cycle() for _ in range(5)]
+    assert reports[0].scrapes == {"ok": 1}  # the newest sample is still in range but was already fed
+    assert reports[-1].scrapes == {"prometheus_unknown": 1}
+    assert states(reports[-1]) == {"wedged": "unknown"}
+    assert all(r.remediations == [] for r in reports) and prig.exists(prig.pods["wedged"])
+    assert sample(prig, "vllm_watchdog_scrapes_total", {"outcome": "prometheus_unknown"}) == 2.0
+
+
+def test_prometheus_down_makes_every_pod_unknown_and_deletes_nothing(prig: PromRig) -> None:
+    prig.deploy("wedged", "127.0.0.2")
+    prig.deploy("other", "127.0.0.3")
+    prig.engine("wedged", running=4, tokens=500)
+    prig.engine("other", running=4, tokens=500)
+    prig.cycle()
+    prig.prom.fail = (503, b"Service Unavailable")
+    reports = []
+    for _ in range(4):
+        prig.engine("wedged", running=4, tokens=500)
+        reports.append(prig.cycle())
+    assert all(r.scrapes == {"prometheus_error": 2} for r in reports)
+    assert all(set(states(r).values()) == {"unknown"} for r in reports)
+    assert all(r.remediations == [] for r in reports) and prig.exists(prig.pods["wedged"])
+    assert "HTTP 503" in prig.wd.pods[prig.pods["wedged"]["metadata"]["uid"]].scrape_detail
+
+
+def test_up_zero_is_unknown_even_with_fresh_looking_series(prig: PromRig) -> None:
+    prig.deploy("wedged", "127.0.0.2")
+    reports = []
+    for _ in range(4):
+        prig.engine("wedged", running=4, tokens=500)
+        prig.up("wedged", 0)
+        reports.append(prig.cycle())
+    assert all(r.scrapes == {"prometheus_unknown": 1} for r in reports)
+    assert all(r.remediations == [] for r in reports) and prig.exists(prig.pods["wedged"])
+
+
+def test_a_counter_reset_is_progress_and_data_parallel_engines_stay_apart(prig: PromRig) -> None:
+    prig.deploy("dp", "127.0.0.2")
+    seen = []
+    for tokens in (900, 900, 10, 10):  # 900 -> 10: the engine restarted (reset), then flat again
+        prig.engine("dp", running=3, tokens=tokens, engine="0")
+        prig.engine("dp", running=0, tokens=7, engine="1")
+        seen.append(by_pod(prig.cycle())["dp"])
+    assert seen == [
+        ['engine="0",model_name="m":suspect', 'engine="1",model_name="m":idle'],
+        ['engine="0",model_name="m":suspect', 'engine="1",model_name="m":idle'],
+        ['engine="0",model_name="m":progressing', 'engine="1",model_name="m":idle'],
+        ['engine="0",model_name="m":suspect', 'engine="1",model_name="m":idle']]
+    assert prig.exists(prig.pods["dp"])
+
+
+def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path, prom: FakePrometheus) -> None:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    targets = [{"name": "vllm", "podSelector": "app.kubernetes.io/name=vllm", "source": "prometheus"}]
+    rig = PromRig(emulator, tmp_path, prom, source="scrape", targets=targets)
+    try:
+        rig.deploy("a", "127.0.0.2")
+        rig.engine("a", running=1, tokens=5)
+        assert rig.cycle().scrapes == {"ok": 1} and len(prom.queries) == 14
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize(("settings", "problem"), [
+    ({"source": "prometheus"}, "source prometheus (targets llmkube-vllm, vllm) needs prometheusUrl"),
+    ({"source": "prometheus", "prometheusUrl": "ftp://x"}, "must be http(s)://"),
+    ({"prometheusUrl": "http://u:p@prom:9090"}, "must not carry credentials"),
+    ({"prometheusPodLabel": "pod-name"}, "is not a Prometheus label name"),
+    ({"source": "prom"}, "is not one of scrape, prometheus"),
+    ({"targets": [{"name": "t", "podSelector": "a=b", "source": "pods"}]}, "[0].source: 'pods' is not one of"),
+    ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 2},
+     "prometheusTimeoutSeconds (2) must be shorter than scrapeIntervalSeconds (1)"),
+])
+def test_config_refuses_bad_prometheus_settings(tmp_path: Path, settings: dict[str, Any], problem: str) -> None:
+    path = write_config(tmp_path / "c.yaml", **{**FAST_SETTINGS, "prometheusTimeoutSeconds": 0.8, **settings})
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path), env={})
+    assert [p for p in info.value.problems if problem in p] == info.value.problems

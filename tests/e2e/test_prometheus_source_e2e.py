@@ -1,0 +1,53 @@
+"""``python -m watchdog run --config FILE --kubeconfig K`` with ``source: prometheus``, as a separate process:
+the API emulator (kmock, real HTTP; not a cluster) for pods and deletion, and the loopback fake of Prometheus'
+query API (tests/promfake.py) fed one sample a second, as Prometheus scraping the pods would. The real
+Prometheus tier is tests/prometheus/."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_budget_restart_e2e import run_watchdog
+from tests.promfake import FakePrometheus
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
+
+pytestmark = pytest.mark.e2e
+
+
+def test_run_reads_prometheus_and_deletes_only_the_wedged_pod(emulator: EmulatorServer, tmp_path: Path) -> None:
+    api = emulator
+    api.create_namespace("llm", {"vllm-watchdog.io/enabled": "true"})
+    wedged = seed_deployment(api, "llm", "wedged", "127.0.0.2", 8000)["pod"]["metadata"]
+    busy = seed_deployment(api, "llm", "busy", "127.0.0.3", 8000)["pod"]["metadata"]
+    stop = threading.Event()
+    with FakePrometheus() as prom:
+        def feed() -> None:  # Prometheus scraping both pods every second
+            tokens = 0.0
+            while not stop.wait(1.0):
+                now, tokens = time.time(), tokens + 100
+                for pod, value in ((wedged, 500.0), (busy, tokens)):
+                    labels = {"namespace": "llm", "pod": pod["name"], "engine": "0", "model_name": "m"}
+                    prom.add("vllm:num_requests_running", labels, now, 3)
+                    prom.add("vllm:generation_tokens_total", labels, now, value)
+                    prom.add("up", {"namespace": "llm", "pod": pod["name"]}, now, 1)
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        config = write_config(tmp_path / "config.yaml", **{**FAST_SETTINGS, "minPodAgeSeconds": 0,
+                                                           "source": "prometheus", "prometheusUrl": prom.url,
+                                                           "prometheusTimeoutSeconds": 0.8})
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.base_url)
+        try:
+            log = run_watchdog(config, kubeconfig, tmp_path / "run.log", 30,
+                               lambda: api.get_pod("llm", wedged["name"]) is None)
+        finally:
+            stop.set()
+    assert api.get_pod("llm", wedged["name"]) is None, log[-3000:]
+    assert api.get_pod("llm", busy["name"]) is not None
+    assert "source prometheus for targets" in log and "Traceback" not in log
+    assert all("[60s]" in q for q, _ in prom.queries)

@@ -1,0 +1,239 @@
+"""Helpers of the `prometheus` tier (fixtures in conftest.py): a real Prometheus (Debian's /usr/bin/prometheus)
+on loopback whose targets come from a file_sd file, labelled `namespace`/`pod` as Kubernetes SD would, and the
+real watchdog process (`source: prometheus`) run against it and the API emulator, its /status recorded.
+
+Without the binary the tier is skipped, except with CI=true, where a missing Prometheus fails it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+PROMETHEUS = os.environ.get("PROMETHEUS_BINARY", "/usr/bin/prometheus")
+SCRAPE_INTERVAL_S = 1.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    """One file_sd target: ``address`` ("127.0.0.20:41234") labelled as Kubernetes SD labels a pod."""
+    address: str
+    namespace: str
+    pod: str
+
+
+class PrometheusServer:
+    """A Prometheus on 127.0.0.1:<free port> with a 1 s scrape interval (timeout 0.8 of it) and one job (`vllm`)
+    whose targets come from a file_sd JSON file (:meth:`set_targets`). :meth:`stop` and :meth:`start` keep the
+    port and the TSDB."""
+
+    def __init__(self, workdir: Path, *, binary: str = PROMETHEUS,
+                 scrape_interval_s: float = SCRAPE_INTERVAL_S) -> None:
+        self.workdir, self.binary = workdir, binary
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.sd_file = workdir / "targets.json"
+        self.config_file = workdir / "prometheus.yml"
+        self.log_file = workdir / "prometheus.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.targets: list[FileTarget] = []
+        self.sd_file.write_text("[]")
+        self.config_file.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": f"{scrape_interval_s:g}s",
+                       "scrape_timeout": f"{round(800 * scrape_interval_s)}ms",
+                       "evaluation_interval": "15s"},
+            "scrape_configs": [{"job_name": "vllm", "file_sd_configs": [
+                {"files": [str(self.sd_file)], "refresh_interval": "1s"}]}],
+        }, sort_keys=False))
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        with open(self.log_file, "ab") as log:
+            self.proc = subprocess.Popen(
+                [self.binary, f"--config.file={self.config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"prometheus not ready after {timeout_s} s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return self.log_file.read_text(errors="replace")[-chars:] if self.log_file.exists() else ""
+
+    # -- targets ---------------------------------------------------------------------------------------------
+    def set_targets(self, targets: Sequence[FileTarget]) -> None:
+        """Replace the file_sd targets (written atomically: Prometheus re-reads the file on change)."""
+        self.targets = list(targets)
+        doc = [{"targets": [t.address], "labels": {"namespace": t.namespace, "pod": t.pod}} for t in self.targets]
+        tmp = self.sd_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(self.sd_file)
+
+    def add_target(self, target: FileTarget) -> None:
+        self.set_targets([*(t for t in self.targets if t.address != target.address), target])
+
+    def remove_target(self, address: str) -> None:
+        self.set_targets([t for t in self.targets if t.address != address])
+
+    # -- queries ---------------------------------------------------------------------------------------------
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query's ``result`` list (raises on an error answer)."""
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            doc = json.load(answer)
+        if doc.get("status") != "success":
+            raise RuntimeError(f"query {expr!r}: {doc}")
+        return list(doc["data"]["result"])
+
+    def up(self) -> dict[str, float]:
+        """``up`` per pod label, as Prometheus has it now."""
+        return {r["metric"].get("pod", ""): float(r["value"][1]) for r in self.query('up{job="vllm"}')}
+
+    def wait_up(self, expected: dict[str, float], timeout_s: float = 30.0) -> None:
+        """Wait until ``up`` of each named pod has the expected value (1 or 0)."""
+        deadline = time.monotonic() + timeout_s
+        seen: dict[str, float] = {}
+        while time.monotonic() < deadline:
+            seen = self.up()
+            if all(seen.get(pod) == value for pod, value in expected.items()):
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"targets not as expected after {timeout_s} s: want {expected}, have {seen}")
+
+
+def _available() -> bool:
+    return shutil.which(PROMETHEUS) is not None or Path(PROMETHEUS).is_file()
+
+
+def new_prometheus(workdir: Path) -> PrometheusServer:
+    """A started Prometheus in ``workdir`` (skips the test when the binary is missing, fails with CI=true)."""
+    if not _available():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{PROMETHEUS} not found (CI installs Debian's prometheus package)")
+        pytest.skip(f"{PROMETHEUS} not found: apt-get install prometheus")
+    server = PrometheusServer(workdir)
+    server.start()
+    return server
+
+
+PROMETHEUS_SETTINGS: dict[str, Any] = {
+    "source": "prometheus",
+    "prometheusStalenessSeconds": 4.0,  # 4 Prometheus scrapes: a series whose newest sample is older is unknown
+    "prometheusTimeoutSeconds": 0.5,
+}
+OPEN_RAILS = {"maxDeletions": 10, "maxDeletionsPerNamespace": 10, "breakerFraction": 1.0, "minPodAgeSeconds": 0}
+
+
+class WatchdogRun:
+    """The real watchdog process (``python -m watchdog run --config --kubeconfig``) with its log in ``log_file``
+    and, every 0.25 s, its ``/status`` JSON appended to ``history`` as ``(time.monotonic(), document)``."""
+
+    def __init__(self, config: Path, kubeconfig: Path, log_file: Path, status_port: int) -> None:
+        self.config, self.kubeconfig, self.log_file = config, kubeconfig, log_file
+        self.status_url = f"http://127.0.0.1:{status_port}/status"
+        self.metrics_url = f"http://127.0.0.1:{status_port}/metrics"
+        self.history: list[tuple[float, dict[str, Any]]] = []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="status-poller", daemon=True)
+
+    def start(self) -> WatchdogRun:
+        with open(self.log_file, "w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "watchdog", "run", "--config", str(self.config), "--kubeconfig",
+                 str(self.kubeconfig)], stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self._poller.start()
+        return self
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.25):
+            try:
+                with urllib.request.urlopen(self.status_url, timeout=1) as answer:
+                    self.history.append((time.monotonic(), json.load(answer)))
+            except (OSError, ValueError):
+                pass
+
+    def stop(self) -> str:
+        """Stop (SIGTERM) and return the log."""
+        self._stop.set()
+        if self._poller.is_alive():
+            self._poller.join(5)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.log()
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of the watchdog's own /metrics (0 when absent)."""
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        with urllib.request.urlopen(self.metrics_url, timeout=2) as answer:
+            for line in answer.read().decode().splitlines():
+                head, _, value = line.rpartition(" ")
+                if head in (f"{name}{{{want}}}", name if not want else ""):
+                    return float(value)
+        return 0.0
+
+
+def pod_views(history: Sequence[tuple[float, dict[str, Any]]], pod: str,
+              since: float = 0.0) -> list[dict[str, Any]]:
+    """Every /status view of ``pod`` (its entry under "pods") recorded at or after ``since``."""
+    return [p for at, doc in history if at >= since for p in doc.get("pods") or [] if p.get("pod") == pod]
+
+
+def engine_states(views: Sequence[dict[str, Any]]) -> set[str]:
+    return {str(e.get("state")) for view in views for e in view.get("engines") or []}
+
+
+def outcomes(views: Sequence[dict[str, Any]]) -> set[str]:
+    return {str((view.get("scrape") or {}).get("outcome")) for view in views}
