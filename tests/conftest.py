@@ -1,7 +1,9 @@
-"""Shared fixtures: a started Kubernetes API emulator (kmock-based, real HTTP; not a cluster)."""
+"""Shared fixtures: a started Kubernetes API emulator (kmock-based, real HTTP; not a cluster), and the process's
+logging set-up put back after a test that configures it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -21,3 +23,14 @@ def emulator() -> Iterator[EmulatorServer]:
 def kube_client(emulator: EmulatorServer) -> KubeClient:
     """A :class:`KubeClient` talking to :func:`emulator` over HTTP (no auth)."""
     return KubeClient.from_settings(KubeSettings(host=emulator.base_url, request_timeout_s=5))
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Put the root handlers and the levels of the loggers the watchdog configures back after the test."""
+    loggers = [logging.getLogger(name) for name in ("", "watchdog", "urllib3", "apscheduler", "kubernetes")]
+    handlers, levels = logging.getLogger().handlers[:], [lg.level for lg in loggers]
+    yield
+    logging.getLogger().handlers[:] = handlers
+    for lg, level in zip(loggers, levels, strict=True):
+        lg.setLevel(level)

@@ -29,15 +29,14 @@ from typing import Any, get_args
 import pytest
 import tools
 import yaml
+from test_helm import CHART, NAMESPACE, RELEASE, helm
 
 REPO = tools.REPO
-CHART = REPO / "helm" / "vllm-stall-watchdog"
 RULES = CHART / "files" / "alerts.yaml"
 DASHBOARD = CHART / "files" / "dashboard.json"
 UNIT_TESTS = sorted((REPO / "tests" / "alerts").glob("*.yaml"))
 RUNBOOK = (REPO / "RUNBOOK.md").read_text()
 RUNBOOK_URL = "https://github.com/vllm-stall-watchdog/vllm-stall-watchdog/blob/main/RUNBOOK.md"
-RELEASE, NAMESPACE = "vsw", "vllm-stall-watchdog"
 SEVERITIES = {"critical", "warning", "info"}
 
 # The watchdog's metrics as agreed for this round of issue 14, written out (the "ops" part implemented the new ones
@@ -404,18 +403,6 @@ def test_dashboard_is_well_formed() -> None:
 
 
 # --- the chart --------------------------------------------------------------------------------------------
-
-
-@cache
-def helm_bin() -> str:
-    try:
-        return tools.helm()
-    except tools.ToolMissing as exc:
-        pytest.fail(str(exc))
-
-
-def helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm_bin(), *args], capture_output=True, text=True, timeout=120)
 
 
 @cache

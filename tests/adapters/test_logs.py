@@ -6,22 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from watchdog.adapters.logs import FIELDS, JsonFormatter, TextFormatter, counts, facts, setup_logging
 from watchdog.core.model import ScrapeTarget
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in ("", "watchdog", "urllib3", "apscheduler", "kubernetes")]
-    handlers, levels = logging.getLogger().handlers[:], [lg.level for lg in loggers]
-    yield
-    logging.getLogger().handlers[:] = handlers
-    for lg, level in zip(loggers, levels, strict=True):
-        lg.setLevel(level)
 
 
 def record(msg: str, *args: object, **extra: object) -> logging.LogRecord:

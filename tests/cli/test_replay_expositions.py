@@ -145,7 +145,7 @@ def test_the_completion_only_window_follows_the_settings_rule(capsys: pytest.Cap
                                                               window: str) -> None:
     code, _, err = replay(capsys, "--expositions", str(INCIDENTS / "trtllm-long-request"), "--profile", "trtllm",
                           "--completion-only-window", window, "--window", "650")
-    assert code == 2 and "must be at least 600 s and at least --window (650 s)" in err
+    assert code == 2 and "must be 0 (off) or at least 600 s and at least --window (650)" in err
 
 
 def test_a_custom_profile_from_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

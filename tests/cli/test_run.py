@@ -6,11 +6,9 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +22,11 @@ TEXT_LINE = re.compile(r"^\d\d:\d\d:\d\d (?P<level>[A-Z]+) +(?P<logger>[\w.]+): 
 
 
 @pytest.fixture(autouse=True)
-def restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``run`` sets up logging for the process: put the root handlers and levels back afterwards, and keep
-    WATCHDOG_* variables of the outside world out of the configuration."""
+def isolated(monkeypatch: pytest.MonkeyPatch, restore_logging: None) -> None:
+    """``run`` sets up logging for the process (put back by conftest's ``restore_logging``); keep WATCHDOG_*
+    variables of the outside world out of the configuration."""
     for name in [k for k in os.environ if k.startswith("WATCHDOG_")]:
         monkeypatch.delenv(name)
-    loggers = [logging.getLogger(name) for name in ("", "watchdog", "urllib3", "apscheduler", "kubernetes")]
-    handlers, levels = logging.getLogger().handlers[:], [lg.level for lg in loggers]
-    yield
-    logging.getLogger().handlers[:] = handlers
-    for lg, level in zip(loggers, levels, strict=True):
-        lg.setLevel(level)
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:

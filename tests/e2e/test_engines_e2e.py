@@ -8,8 +8,6 @@ The emulator is not a real cluster (see tests/cluster for that); this proves the
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from watchdog.demo.controlplane.api import free_port, stop_process
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
 from watchdog.demo.simpod import SimPod
@@ -53,12 +52,6 @@ class World:
         return str(self.pods[key]["pod"]["metadata"]["name"])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("engines")
@@ -74,7 +67,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             rank_wedged.set_mode("wedged", engines=[1])  # one data-parallel rank wedges, the other serves
             world.deploy("vllm-sleeping", "127.0.0.23", "sleeping")
             config = write_config(tmp / "config.yaml", **{**FAST_SETTINGS, **OPEN_RAILS, "targets": TARGETS,
-                                                          "listenAddress": f"127.0.0.1:{_free_port()}"})
+                                                          "listenAddress": f"127.0.0.1:{free_port()}"})
             kubeconfig = write_kubeconfig(tmp / "kubeconfig", api.base_url)
             with open(tmp / "watchdog.log", "w") as log:
                 proc = subprocess.Popen(
@@ -89,9 +82,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             world.alive = {p["metadata"]["name"] for p in api.list_objects("/api/v1/pods")}
             world.events = api.list_events(NS)
         finally:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(10)
+            stop_process(proc, 10)
             for sim in world.sims:
                 sim.stop()
         world.log = (tmp / "watchdog.log").read_text()

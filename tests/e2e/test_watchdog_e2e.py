@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from watchdog.demo.controlplane.api import free_port, stop_process
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import (
     FAST_SETTINGS,
@@ -81,12 +80,6 @@ class World:
     def pod_exists(self, key: str) -> bool:
         meta = self.pods[key]["pod"]["metadata"]
         return (meta["namespace"], meta["name"]) in self.final_pods
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _build(world: World) -> None:
@@ -151,7 +144,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         proc = None
         try:
             _build(world)
-            port = _free_port()
+            port = free_port()
             # The safety rails are proven in tests/test_rails_e2e.py; here they are opened wide so that each
             # scenario of this world is judged on its own (5 of 9 watched pods look bad on purpose).
             config = write_config(tmp / "config.yaml", **{**FAST_SETTINGS, **OPEN_RAILS,
@@ -173,9 +166,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                                 for p in api.list_objects("/api/v1/pods")}
             world.events = api.list_events()
         finally:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(10)
+            stop_process(proc, 10)
             for sim in world.sims:
                 sim.stop()
         world.log = (tmp / "watchdog.log").read_text()

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,14 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
+from watchdog.demo.controlplane.api import free_port, stop_process
+
 PROMETHEUS = os.environ.get("PROMETHEUS_BINARY", "/usr/bin/prometheus")
 SCRAPE_INTERVAL_S = 1.0
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -88,13 +82,7 @@ class PrometheusServer:
         raise RuntimeError(f"prometheus not ready after {timeout_s} s: {self.log_tail()}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, 20)
         self.proc = None
 
     def log_tail(self, chars: int = 2000) -> str:
@@ -199,13 +187,7 @@ class WatchdogRun:
         self._stop.set()
         if self._poller.is_alive():
             self._poller.join(5)
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, 10)
         return self.log()
 
     def log(self) -> str:

@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds
-from watchdog.config.loader import MIN_COMPLETION_ONLY_WINDOW_S
+from watchdog.config.settings import completion_window_problem
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
 from watchdog.core.profiles import PROFILES, Profile, get_profile, target_profile
 from watchdog.core.trace import Trace, TraceError, decode_trace, read_trace, replay
@@ -89,9 +89,8 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"{PROG}: give either TRACE or --expositions DIR (see --help)", file=sys.stderr)
         return 2
     window = args.completion_only_window
-    if window is not None and window < max(MIN_COMPLETION_ONLY_WINDOW_S, args.window):
-        print(f"{PROG}: --completion-only-window must be at least {MIN_COMPLETION_ONLY_WINDOW_S:g} s and at least "
-              f"--window ({args.window:g} s), as the setting completionOnlyWindowSeconds", file=sys.stderr)
+    if problem := completion_window_problem(window, args.window, "--completion-only-window", "--window"):
+        print(f"{PROG}: {problem} (the rule of the setting completionOnlyWindowSeconds)", file=sys.stderr)
         return 2
     if args.expositions is not None:
         return _replay_expositions(args)

@@ -20,7 +20,15 @@ import yaml
 from watchdog.config.flags import add_flags, flags_from_args
 from watchdog.config.names import label_problem, subdomain_problem
 from watchdog.config.selectors import selector_problem, show
-from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, TARGET_KEYS, Setting, Settings
+from watchdog.config.settings import (
+    BY_KEY,
+    BY_NAME,
+    SETTINGS,
+    TARGET_KEYS,
+    Setting,
+    Settings,
+    completion_window_problem,
+)
 from watchdog.config.sources import SOURCES
 from watchdog.config.sources import source_checks as _source_checks
 from watchdog.core import profiles
@@ -331,10 +339,6 @@ def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
         return None
 
 
-#: The shortest completionOnlyWindowSeconds accepted (docs/engines.md): longer than a long generation.
-MIN_COMPLETION_ONLY_WINDOW_S = 600.0
-
-
 def _cross_checks(v: Mapping[str, Any]) -> list[str]:
     problems = []
     if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
@@ -342,13 +346,8 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
             f"windowSeconds ({v['window_seconds']:g}) must be at least 3 scrape intervals "
             f"(3 x {v['scrape_interval_seconds']:g} s): a stall needs several scrapes of evidence"
         )
-    completion = v["completion_only_window_seconds"]
-    if completion and completion < max(MIN_COMPLETION_ONLY_WINDOW_S, v["window_seconds"]):
-        problems.append(
-            f"completionOnlyWindowSeconds ({completion:g}) must be 0 (off) or at least "
-            f"{MIN_COMPLETION_ONLY_WINDOW_S:g} s and at least windowSeconds ({v['window_seconds']:g}): a counter that "
-            "moves only when a request finishes stays flat for as long as the longest request"
-        )
+    if problem := completion_window_problem(v["completion_only_window_seconds"], v["window_seconds"]):
+        problems.append(problem)
     if v["scrape_deadline_seconds"] >= v["scrape_interval_seconds"]:
         problems.append(
             f"scrapeDeadlineSeconds ({v['scrape_deadline_seconds']:g}) must be shorter than "

@@ -222,6 +222,21 @@ class Settings:
         return out
 
 
+#: The shortest completionOnlyWindowSeconds accepted (docs/engines.md): longer than a long generation.
+MIN_COMPLETION_ONLY_WINDOW_S = 600.0
+
+
+def completion_window_problem(completion_s: float | None, window_s: float, name: str = "completionOnlyWindowSeconds",
+                              window_name: str = "windowSeconds") -> str | None:
+    """The rule of completionOnlyWindowSeconds (also of ``replay --completion-only-window``): 0/None (off), or at
+    least :data:`MIN_COMPLETION_ONLY_WINDOW_S` and at least the stall window; the problem, else None."""
+    if not completion_s or completion_s >= max(MIN_COMPLETION_ONLY_WINDOW_S, window_s):
+        return None
+    return (f"{name} ({completion_s:g}) must be 0 (off) or at least {MIN_COMPLETION_ONLY_WINDOW_S:g} s and at "
+            f"least {window_name} ({window_s:g}): a counter that moves only when a request finishes stays flat "
+            "for as long as the longest request")
+
+
 def defaults() -> Settings:
     """Every setting at its default."""
     return Settings.from_values({s.name: s.default for s in SETTINGS})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -85,11 +86,25 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0, interva
         time.sleep(interval)
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after)."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A free TCP port on ``host`` (a loopback address; free when asked, the caller binds it soon after)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[Any] | None, wait_s: float = 15.0) -> int | None:
+    """SIGTERM ``proc`` if it still runs, wait up to ``wait_s``, then kill it; its exit code (None: no process)."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode
 
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from watchdog.demo.controlplane.api import free_port, tool_env, wait_for
+from watchdog.demo.controlplane.api import free_port, stop_process, tool_env, wait_for
 from watchdog.demo.controlplane.locate import chart_dir, checkout
 from watchdog.demo.controlplane.plane import ControlPlane, die_with_parent
 
@@ -141,16 +141,7 @@ class WatchdogProcess:
             return False
 
     def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
+        return stop_process(self.proc)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
