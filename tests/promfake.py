@@ -1,8 +1,11 @@
 """A loopback stand-in for Prometheus' instant-query API (``POST /api/v1/query``), for the unit tiers.
 
-It answers the range selectors the watchdog sends (``name{l="v",l!="w"}[60s]``) from samples the test adds,
-as a ``matrix`` with every sample in ``(time - range, time]``, exactly as Prometheus does; anything else is a
-``bad_data`` error. ``fail`` makes every answer an HTTP status / body of the test's choosing; ``delay_s``
+It evaluates the shapes of query the watchdog sends (watchdog/core/promql.py) from samples the test adds, as
+Prometheus does: ``sum|max|min by (labels) (<expr>)`` (optionally ``> N`` / ``== N``),
+``last_over_time(name{l="v",l!="w"}[60s])`` (the newest
+sample in ``(time - range, time]``) and ``timestamp(name{...})`` (the newest sample's time within the 5-minute
+lookback), answered as a ``vector``; anything else is a ``bad_data`` error.
+``fail`` makes every answer an HTTP status / body of the test's choosing; ``delay_s``
 holds each answer back. Every query is recorded (``queries``: (query, time), ``headers``). The real
 Prometheus tier is tests/prometheus/.
 """
@@ -18,7 +21,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
-_QUERY = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\[([0-9]+)s\]")
+_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?")
+_FILTER = re.compile(r"(.*\)) (>|==) ([0-9.]+)")
+_AGGREGATE = re.compile(r"(sum|max|min) by \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
+_LATEST = re.compile(r"last_over_time\((.*)\[([0-9]+)s\]\)")
+_TIMESTAMP = re.compile(r"timestamp\((.*)\)")
+_LOOKBACK_S = 300.0
+Item = tuple[frozenset[tuple[str, str]], list[tuple[float, float]]]
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)(!=|=)"((?:[^"\\]|\\.)*)"')
 
 
@@ -78,24 +87,68 @@ class FakePrometheus:
             self.series.setdefault(key, []).append((t, value))
 
     def answer(self, query: str, at: float) -> tuple[int, bytes]:
-        match = _QUERY.fullmatch(query)
-        if match is None:
-            return 400, json.dumps({"status": "error", "errorType": "bad_data", "error": f"parse: {query}"}).encode()
-        name, inner, seconds = match.group(1), match.group(2) or "", float(match.group(3))
-        matchers = [(n, op, v.replace('\\"', '"').replace("\\\\", "\\")) for n, op, v in _MATCHER.findall(inner)]
-        result = []
         with self.lock:
             items = list(self.series.items())
-        for key, samples in items:
-            labels = dict(key)
-            if labels["__name__"] != name:
-                continue
-            if not all((labels.get(n, "") == v) == (op == "=") for n, op, v in matchers):
-                continue
-            values = [[t, _text(v)] for t, v in sorted(samples) if at - seconds < t <= at]
-            if values:
-                result.append({"metric": labels, "values": values})
-        return 200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+        rows = evaluate(query, at, items)
+        if rows is None:
+            return 400, json.dumps({"status": "error", "errorType": "bad_data", "error": f"parse: {query}"}).encode()
+        result = [{"metric": labels, "value": [at, _text(value)]} for labels, value in rows]
+        return 200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+
+def evaluate(query: str, at: float, items: list[Item]) -> list[tuple[dict[str, str], float]] | None:
+    """The rows of ``query`` at ``at`` over ``items`` ((labels incl. __name__, samples)), or None: not a query
+    shape the watchdog sends."""
+    if match := _FILTER.fullmatch(query):
+        rows = evaluate(match.group(1), at, items)
+        bound = float(match.group(3))
+        return None if rows is None else [(labels, value) for labels, value in rows
+                                          if (value > bound if match.group(2) == ">" else value == bound)]
+    if match := _AGGREGATE.fullmatch(query):
+        inner = evaluate(match.group(3), at, items)
+        if inner is None:
+            return None
+        by = [name.strip() for name in match.group(2).split(",")]
+        groups: dict[tuple[tuple[str, str], ...], float] = {}
+        for labels, value in inner:
+            key = tuple((n, labels[n]) for n in by if labels.get(n))
+            old = groups.get(key)
+            groups[key] = value if old is None else _combine(match.group(1), old, value)
+        return [(dict(key), value) for key, value in groups.items()]
+    if match := _LATEST.fullmatch(query):
+        return _select(match.group(1), at, float(match.group(2)), items, stamp=False)
+    if match := _TIMESTAMP.fullmatch(query):
+        return _select(match.group(1), at, _LOOKBACK_S, items, stamp=True)
+    return None
+
+
+def _select(selector: str, at: float, seconds: float, items: list[Item], stamp: bool,
+            ) -> list[tuple[dict[str, str], float]] | None:
+    match = _SELECTOR.fullmatch(selector)
+    if match is None:
+        return None
+    name, inner = match.group(1), match.group(2) or ""
+    matchers = [(n, op, v.replace('\\"', '"').replace("\\\\", "\\")) for n, op, v in _MATCHER.findall(inner)]
+    out = []
+    for key, samples in items:
+        labels = dict(key)
+        if labels["__name__"] != name:
+            continue
+        if not all((labels.get(n, "") == v) == (op == "=") for n, op, v in matchers):
+            continue
+        inside = [(t, v) for t, v in sorted(samples) if at - seconds < t <= at]
+        if inside:
+            t, value = inside[-1]
+            out.append(({k: v for k, v in labels.items() if k != "__name__"}, t if stamp else value))
+    return out
+
+
+def _combine(op: str, old: float, new: float) -> float:
+    if op == "sum":
+        return old + new
+    if op == "max":
+        return new if old != old or new > old else old
+    return new if old != old or new < old else old
 
 
 def _text(value: float) -> str:

@@ -38,6 +38,9 @@ CONFIG_DIR = "/etc/vllm-stall-watchdog"
 NOT_IN_CHART = {"kubeconfig", "context", "listenAddress", "pauseConfigMap"}
 # In the chart (values and schema, default false) but never turned on by the production example: demo/tests only.
 DEMO_ONLY = {"allowLoopbackPodIps"}
+# Alternatives the production example cannot give together: it uses basic auth; the bearer token's pass-through
+# is checked by test_the_bearer_token_alternative_passes_through.
+OTHER_ALTERNATIVE = {"prometheusBearerTokenFile"}
 
 # RBAC as (apiGroup, resource, verb, resourceName) grants; resourceName "" = any name. The ClusterRole is BASE
 # plus exactly one of DELETE / EVICT (config.action) plus NODES with config.nodeEscalation; the namespaced Role
@@ -571,7 +574,7 @@ def test_watchdog_reads_exactly_the_values_the_chart_was_given(
     # every setting the chart exposes is given, so a new setting cannot skip this test.
     same = [k for k, v in given.items() if k != "targets" and v == BY_KEY[k].default]
     assert not same
-    assert set(given) == {s.key for s in SETTINGS} - NOT_IN_CHART - DEMO_ONLY | {"targets"}
+    assert set(given) == {s.key for s in SETTINGS} - NOT_IN_CHART - DEMO_ONLY - OTHER_ALTERNATIVE | {"targets"}
     assert not any(getattr(config, BY_KEY[k].name) for k in DEMO_ONLY)
     # The safety-rail values the production file is about, spelled out.
     assert (config.action, config.leader_election, config.node_escalation) == ("evict", True, True)
@@ -597,6 +600,10 @@ def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path
         ({"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3}, "must not exceed"),
         ({"source": "prometheus"}, "config.source=prometheus needs config.prometheusUrl"),
         ({"prometheusUrl": "http://user:pw@prom:9090"}, "/config/prometheusUrl"),
+        ({"prometheusPasswordFile": "/p"}, "prometheusUsernameFile and config.prometheusPasswordFile go together"),
+        ({"prometheusUsernameFile": "/u", "prometheusPasswordFile": "/p", "prometheusBearerTokenFile": "/t"},
+         "exclude each other"),
+        ({"prometheusStalenessSeconds": 600}, "/config/prometheusStalenessSeconds"),
         ({"source": "pods"}, "/config/source"),
         ({"maxDeletionsPerNamespace": 3, "maxDeletions": 2}, "must not exceed config.maxDeletions"),
         ({"maxDeletionsPerNamespace": 3}, "must not exceed config.maxDeletions (2)"),  # against the default
@@ -684,13 +691,21 @@ def test_service_monitor_scrapes_the_metrics_port(production: str) -> None:
         "labels"].items()
 
 
+def test_the_bearer_token_alternative_passes_through(tmp_path: Path) -> None:
+    config, _ = config_from(template("--set", "config.prometheusBearerTokenFile=/var/run/secrets/p/token"), tmp_path)
+    assert config.prometheus_bearer_token_file == "/var/run/secrets/p/token"
+    assert config.prometheus_username_file is None
+
+
 def test_network_policy_allows_only_scrapes_dns_apiserver_and_metrics(production: str) -> None:
     policy = one(production, "NetworkPolicy")["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     assert policy["ingress"] == [{"ports": [{"port": "http-metrics", "protocol": "TCP"}],
                                   "from": [{"namespaceSelector": {"matchLabels": {
                                       "kubernetes.io/metadata.name": "monitoring"}}}]}]
-    scrape, dns, api = policy["egress"]
+    scrape, dns, prometheus, api = policy["egress"]
+    assert prometheus == {"ports": [{"port": 9090, "protocol": "TCP"}], "to": [{"namespaceSelector": {
+        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}
     assert scrape["to"] == [{"namespaceSelector": {"matchExpressions": [
         {"key": "vllm-watchdog.io/enabled", "operator": "In", "values": ["true", "dry-run"]}]}}]
     # The ports of the production targets: http, 30000, metrics (numbers stay numbers).
@@ -709,6 +724,31 @@ def test_network_policy_explicit_scrape_ports_and_open_apiserver() -> None:
     assert scrape["ports"] == [{"port": 8000, "protocol": "TCP"}, {"port": "metrics", "protocol": "TCP"}]
     assert "to" not in api  # no cidrs: any destination on the API server ports
     assert "from" not in policy["ingress"][0]
+
+
+def test_network_policy_lets_the_prometheus_source_reach_prometheus_only_when_used() -> None:
+    scrape_only = one(template("--set", "networkPolicy.enabled=true"), "NetworkPolicy")["spec"]
+    assert len(scrape_only["egress"]) == 3  # scrape, DNS, API server: no Prometheus rule
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    for source in (["--set", "config.source=prometheus"],
+                   ["--set-json", 'config.targets=[{"name":"vllm","podSelector":"app=vllm","source":"prometheus"}]']):
+        rendered = template("--set", "networkPolicy.enabled=true", *source, "--set", "config.prometheusUrl=http://p:9090",
+                            "--set-json", f"networkPolicy.prometheus.to=[{json.dumps(peer)}]",
+                            "--set", "networkPolicy.prometheus.ports={9090,web}")
+        _scrape, _dns, prometheus, _api = one(rendered, "NetworkPolicy")["spec"]["egress"]
+        assert prometheus == {"ports": [{"port": 9090, "protocol": "TCP"}, {"port": "web", "protocol": "TCP"}],
+                              "to": [peer]}
+
+
+def test_the_prometheus_secret_is_mounted_read_only_for_the_credential_files() -> None:
+    rendered = template("--set", "prometheusSecret=prom-basic-auth")
+    pod = one(rendered, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "prometheus-secret", "secret": {"secretName": "prom-basic-auth"}} in pod["volumes"]
+    mount = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "prometheus-secret"]
+    assert mount == [{"name": "prometheus-secret", "mountPath": "/var/run/secrets/vllm-watchdog/prometheus",
+                      "readOnly": True}]
+    plain = one(template(), "Deployment")["spec"]["template"]["spec"]
+    assert all(v["name"] != "prometheus-secret" for v in plain["volumes"])
 
 
 def test_notes_tell_how_to_opt_in_dry_run_first() -> None:

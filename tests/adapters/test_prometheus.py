@@ -3,6 +3,7 @@ as one PrometheusError line."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
@@ -25,49 +26,70 @@ def client(prom: FakePrometheus, **kw: object) -> PrometheusClient:
     return PrometheusClient(PrometheusLimits(prom.url, **{"timeout_s": 2.0, **kw}))  # type: ignore[arg-type]
 
 
-def test_a_matrix_answer_gives_raw_samples_with_prometheus_timestamps(prom: FakePrometheus) -> None:
+def test_a_vector_answer_gives_its_rows(prom: FakePrometheus) -> None:
     labels = {"namespace": "n", "pod": "p", "engine": "0"}
     prom.add("vllm:num_requests_running", labels, 100.5, 3)
     prom.add("vllm:num_requests_running", labels, 115.5, 4)
-    prom.add("vllm:num_requests_running", labels, 40.0, 9)  # outside [60s]
     prom.add("vllm:num_requests_running", {**labels, "pod": "q"}, 110.0, float("nan"))
-    series = client(prom).query('vllm:num_requests_running{namespace="n"}[60s]', 120.0)
-    by_pod = {s[0]["pod"]: s[1] for s in series}
-    assert by_pod["p"] == [(100.5, 3.0), (115.5, 4.0)]
-    assert math_nan(by_pod["q"][0][1]) and by_pod["q"][0][0] == 110.0
-    assert prom.queries == [('vllm:num_requests_running{namespace="n"}[60s]', 120.0)]
+    prom.add("vllm:num_requests_running", {**labels, "pod": "r"}, 40.0, 9)  # outside [60s]
+    query = 'sum by (pod) (last_over_time(vllm:num_requests_running{namespace="n"}[60s]))'
+    rows = client(prom).query(query, 120.0)
+    by_pod = {labels["pod"]: (t, value) for labels, t, value in rows}
+    assert by_pod.keys() == {"p", "q"} and by_pod["p"] == (120.0, 4.0)
+    assert by_pod["q"][1] != by_pod["q"][1]  # NaN
+    stamps = client(prom).query("max by (pod) (timestamp(vllm:num_requests_running))", 120.0)
+    assert sorted((labels["pod"], value) for labels, _, value in stamps) == [("p", 115.5), ("q", 110.0), ("r", 40.0)]
+    assert prom.queries[0] == (query, 120.0)
     sent = prom.headers[0]
-    assert sent["Accept-Encoding"] == "identity" and "Authorization" not in sent
+    assert sent["Accept-Encoding"] == "identity" and "Authorization" not in sent and "X-Scope-OrgID" not in sent
 
 
-def math_nan(value: float) -> bool:
-    return value != value
-
-
-def test_query_many_keeps_the_order(prom: FakePrometheus) -> None:
+def test_query_each_gives_every_answer_with_its_index_and_stops_at_the_first_failure(prom: FakePrometheus) -> None:
     prom.add("a", {}, 10.0, 1)
     prom.add("b", {}, 10.0, 2)
-    answers = client(prom).query_many(["b[60s]", "a[60s]", "c[60s]"], 20.0)
-    assert [[v for _, s in a for _, v in s] for a in answers] == [[2.0], [1.0], []]
+    answers = dict(client(prom).query_each([f"sum by (x) (last_over_time({n}[60s]))" for n in "bac"], 20.0))
+    assert {i: [value for _, _, value in rows] for i, rows in answers.items()} == {0: [2.0], 1: [1.0], 2: []}
+    with pytest.raises(PrometheusError, match="bad_data"):
+        dict(client(prom).query_each(["sum by (x) (last_over_time(a[60s]))", "not promql"], 20.0))
 
 
-def test_a_vector_answer_decodes_too() -> None:
+def test_decoding_a_vector_row() -> None:
     body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"pod": "p"}, "value": [12.5, "+Inf"]}]}}).encode()
-    assert decode(body) == [({"pod": "p"}, [(12.5, float("inf"))])]
+    assert decode(body) == [({"pod": "p"}, 12.5, float("inf"))]
 
 
 def test_the_bearer_token_is_read_from_its_file_at_every_query(prom: FakePrometheus, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("first\n")
     c = client(prom, bearer_token_file=str(token))
-    c.query("x[60s]", 1.0)
+    c.query(UP, 1.0)
     token.write_text("second")
-    c.query("x[60s]", 1.0)
+    c.query(UP, 1.0)
     assert [h["Authorization"] for h in prom.headers] == ["Bearer first", "Bearer second"]
     token.unlink()
     with pytest.raises(PrometheusError, match="cannot read the bearer token file"):
-        c.query("x[60s]", 1.0)
+        c.query(UP, 1.0)
+
+
+def test_basic_auth_from_two_files_and_the_tenant_header(prom: FakePrometheus, tmp_path: Path) -> None:
+    (tmp_path / "username").write_text("watchdog\n")
+    (tmp_path / "password").write_text("s3cr:t")
+    c = client(prom, username_file=str(tmp_path / "username"), password_file=str(tmp_path / "password"),
+               tenant="team-a")
+    c.query(UP, 1.0)
+    (tmp_path / "password").write_text("rotated")
+    c.query(UP, 1.0)
+    assert [h["Authorization"] for h in prom.headers] == [
+        "Basic " + base64.b64encode(b"watchdog:s3cr:t").decode(),
+        "Basic " + base64.b64encode(b"watchdog:rotated").decode()]
+    assert [h["X-Scope-OrgID"] for h in prom.headers] == ["team-a", "team-a"]
+    (tmp_path / "password").write_text("two\nlines")
+    with pytest.raises(PrometheusError, match=r"password file .* holds no single-line password"):
+        c.query(UP, 1.0)
+
+
+UP = 'min by (pod) (last_over_time(up{pod!=""}[60s]))'
 
 
 @pytest.mark.parametrize(("status", "body", "message"), [
@@ -77,37 +99,43 @@ def test_the_bearer_token_is_read_from_its_file_at_every_query(prom: FakePrometh
     (200, json.dumps({"status": "error", "errorType": "timeout", "error": "query timed out"}).encode(),
      "status 'error'"),
     (200, json.dumps({"status": "success", "warnings": ["store down"],
-                      "data": {"resultType": "matrix", "result": []}}).encode(), "warnings"),
+                      "data": {"resultType": "vector", "result": []}}).encode(), "warnings"),
     (200, b"<html>not json</html>", "not JSON"),
     (200, json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}).encode(),
-     "not a matrix or vector"),
-    (200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
-        {"metric": {"pod": "p"}, "values": [[1, 2]]}]}}).encode(), "not [time"),
+     "not a vector"),
+    (200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode(),
+     "'matrix', not a vector"),
+    (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"pod": "p"}, "value": [1, 2]}]}}).encode(), "not {metric"),
+    (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"pod": 1}, "value": [1, "2"]}]}}).encode(), "not {metric: {label"),
+    (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {}, "value": [1, "x"]}]}}).encode(), "not {metric"),
     (302, b"", "redirect not followed"),
 ])
 def test_every_bad_answer_is_one_line(prom: FakePrometheus, status: int, body: bytes, message: str) -> None:
     prom.fail = (status, body)
     with pytest.raises(PrometheusError) as info:
-        client(prom).query("x[60s]", 1.0)
+        client(prom).query(UP, 1.0)
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
 def test_a_body_over_the_bound_is_refused(prom: FakePrometheus) -> None:
     for i in range(200):
-        prom.add("x", {"pod": f"pod-{i}", "namespace": "a-long-namespace-name"}, 10.0, i)
+        prom.add("up", {"pod": f"pod-{i}", "namespace": "a-long-namespace-name"}, 10.0, 1)
     with pytest.raises(PrometheusError, match="larger than prometheusMaxBytes"):
-        client(prom, max_bytes=4096).query("x[60s]", 20.0)
-    assert len(client(prom, max_bytes=1 << 20).query("x[60s]", 20.0)) == 200
+        client(prom, max_bytes=4096).query(UP, 20.0)
+    assert len(client(prom, max_bytes=1 << 20).query(UP, 20.0)) == 200
 
 
 def test_a_slow_or_absent_prometheus_fails_within_the_timeout(prom: FakePrometheus) -> None:
     prom.delay_s = 2.0
     start = time.monotonic()
     with pytest.raises(PrometheusError, match=r"no answer within 0\.3 s"):
-        client(prom, timeout_s=0.3).query("x[60s]", 1.0)
+        client(prom, timeout_s=0.3).query(UP, 1.0)
     assert time.monotonic() - start < 1.5
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(PrometheusError, match="unreachable"):
-        PrometheusClient(PrometheusLimits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query("x[60s]", 1.0)
+        PrometheusClient(PrometheusLimits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)

@@ -45,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> "bench
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root -> "watchdog"
 
 from bench.bench_fleet import NAMESPACES, PodPlan, Processes, Seeder, start_emulator
+from watchdog.core.profiles import get_profile
+from watchdog.core.promql import plan as query_plan
 
 HERE = Path(__file__).resolve()
 GOAL_CPU_S = 0.5
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 
             profiler = cProfile.Profile()
             result = profiler.runcall(watchdog_side, spec)
-            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(30)
         else:
             result = watchdog_side(spec)
         Path(args.side[1]).write_text(json.dumps(result))
@@ -217,12 +219,13 @@ def main(argv: list[str] | None = None) -> int:
             prom.wait_up({p.name: 1.0 for p in plans[:pods]}, timeout_s=120)
             time.sleep(2 * args.prom_interval)  # every target scraped more than once
             series = len(prom.query("vllm:num_requests_running"))
-            one = f"{prom.url}/api/v1/query?" + urllib.parse.urlencode({"query": "vllm:num_requests_running[60s]"})
+            running = query_plan(get_profile("vllm"), 60, "namespace", "pod").slots[0]
+            one = f"{prom.url}/api/v1/query?" + urllib.parse.urlencode({"query": running})
             start = time.perf_counter()
             with urllib.request.urlopen(one, timeout=60) as answer:
                 nbytes = len(answer.read())
             print(f"{pods} pods, {series} engine series in Prometheus (up after {time.monotonic() - t:.0f} s); "
-                  f"one signal's answer (vllm:num_requests_running[60s]): {nbytes / 2**20:.1f} MiB in "
+                  f"one signal's answer ({running}): {nbytes / 2**20:.1f} MiB in "
                   f"{time.perf_counter() - start:.2f} s", flush=True)
             for source in sources:
                 out = measure(args, emulator, source, prom.url, tmp)

@@ -51,7 +51,7 @@ def test_json_is_the_same_as_check_on_the_pods_own_body(prom: FakePrometheus,
     assert direct_code == 0 and got["source"] == prom.url
     assert {k: v for k, v in got.items() if k != "source"} == {k: v for k, v in want.items() if k != "source"}
     assert got["series"][0]["running"] == 21
-    assert all('pod="llama-0"' in q for q, _ in prom.queries) and len(prom.queries) == 14
+    assert all('pod="llama-0"' in q for q, _ in prom.queries) and len(prom.queries) == 15
 
 
 def test_text_up_zero_and_missing_pod(prom: FakePrometheus, capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,7 +59,8 @@ def test_text_up_zero_and_missing_pod(prom: FakePrometheus, capsys: pytest.Captu
     feed_exposition(prom, FIXTURES / "vllm-v1-created-lookalikes.prom", {"namespace": "llm", "pod": "p"}, now - 5)
     prom.add("up", {"namespace": "llm", "pod": "p"}, now - 3, 0)
     code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/p")
-    assert code == 1 and "newest up sample of the pod's target is 0" in err
+    assert code == 1
+    assert "newest up sample of its target is 0 (its scrapes fail): the watchdog reads it as unknown" in err
     assert out.startswith("pod llm/p, newest sample ") and 'series {engine="0",model_name="m"}' in out
     code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/absent")
     assert (code, out) == (1, "") and "no series of the vllm profile for pod llm/absent" in err
@@ -71,7 +72,12 @@ NEEDS_POD = "--prometheus URL needs --pod NAMESPACE/NAME and no TARGET"
 @pytest.mark.parametrize(("argv", "said"), [
     (["--prometheus", "URL", "--pod", "nopod"], NEEDS_POD),
     (["--prometheus", "URL", "--pod", "a/b", "extra-target"], NEEDS_POD),
-    (["--prometheus", "URL", "--pod", "a/b", "--staleness", "0"], "--staleness must be in (0, 86400] seconds"),
+    (["--prometheus", "URL", "--pod", "a/b", "--staleness", "0"],
+     "--staleness must be in (0, 300] seconds (Prometheus' lookback delta)"),
+    (["--prometheus", "URL", "--pod", "a/b", "--pod-label", "pod-name"],
+     "--pod-label 'pod-name' must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"),
+    (["--prometheus", "URL", "--pod", "a/b", "--username-file", "/u"],
+     "basic auth needs --username-file AND --password-file, and no --bearer-token-file"),
 ])
 def test_usage_is_one_line(prom: FakePrometheus, capsys: pytest.CaptureFixture[str], argv: list[str],
                            said: str) -> None:

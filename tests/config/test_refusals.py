@@ -111,8 +111,9 @@ def test_every_numeric_setting_has_a_maximum() -> None:
     assert by_name["workers"].maximum == 1024
     assert by_name["max_body_bytes"].maximum == 1024 ** 3
     assert by_name["prometheus_timeout_seconds"].maximum == 300  # a query, like an API request
-    assert all(s.maximum == 86400 for s in numeric if s.name.endswith("_seconds")
-               and s.name not in ("api_timeout_seconds", "prometheus_timeout_seconds"))
+    assert by_name["prometheus_staleness_seconds"].maximum == 300  # Prometheus' lookback delta
+    assert all(s.maximum == 86400 for s in numeric if s.name.endswith("_seconds") and s.name not in (
+        "api_timeout_seconds", "prometheus_timeout_seconds", "prometheus_staleness_seconds"))
 
 
 @pytest.mark.parametrize(("name", "raw", "message"), [

@@ -85,9 +85,9 @@ def test_a_wedge_is_detected_from_prometheus_and_the_pod_deleted_with_constant_q
         prig.up("busy", 1)
         before = len(prig.prom.queries)
         reports.append(prig.cycle())
-        # one query per vllm signal slot (13) + up, whatever the number of pods; time = the wall clock
+        # one query per vllm signal slot (13) + time + up, whatever the number of pods; time = the wall clock
         fleet = [(q, at) for q, at in prig.prom.queries[before:] if 'pod="' not in q]
-        assert len(fleet) == 14 and {at for _, at in fleet} == {BASE + prig.now}
+        assert len(fleet) == 15 and {at for _, at in fleet} == {BASE + prig.now}
     assert [states(r) for r in reports] == [
         {"wedged": "suspect", "busy": "suspect"}, {"wedged": "suspect", "busy": "progressing"},
         {"wedged": "stalled", "busy": "progressing"}]
@@ -98,8 +98,9 @@ def test_a_wedge_is_detected_from_prometheus_and_the_pod_deleted_with_constant_q
     # the confirmation ran the same queries restricted to the pod
     restricted = [q for q, _ in prig.prom.queries if f'pod="{prig.pods["wedged"]["metadata"]["name"]}"' in q]
     name = prig.pods["wedged"]["metadata"]["name"]
-    assert len(restricted) == 14
-    assert f'vllm:num_requests_running{{namespace="inference",pod="{name}"}}[60s]' in restricted
+    assert len(restricted) == 15
+    assert ("sum by (namespace, pod, engine, model_name) (last_over_time("
+            f'vllm:num_requests_running{{namespace="inference",pod="{name}"}}[60s]))') in restricted
     assert reports[2].scrapes == {"ok": 2}
 
 
@@ -177,7 +178,7 @@ def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path
     try:
         rig.deploy("a", "127.0.0.2")
         rig.engine("a", running=1, tokens=5)
-        assert rig.cycle().scrapes == {"ok": 1} and len(prom.queries) == 14
+        assert rig.cycle().scrapes == {"ok": 1} and len(prom.queries) == 15
     finally:
         rig.close()
 
@@ -186,7 +187,12 @@ def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path
     ({"source": "prometheus"}, "source prometheus (targets llmkube-vllm, vllm) needs prometheusUrl"),
     ({"source": "prometheus", "prometheusUrl": "ftp://x"}, "must be http(s)://"),
     ({"prometheusUrl": "http://u:p@prom:9090"}, "must not carry credentials"),
-    ({"prometheusPodLabel": "pod-name"}, "is not a Prometheus label name"),
+    ({"prometheusPodLabel": "pod-name"}, "'pod-name' must be a Prometheus label name"),
+    ({"prometheusUsernameFile": "/u"}, "prometheusUsernameFile and prometheusPasswordFile go together"),
+    ({"prometheusUsernameFile": "/u", "prometheusPasswordFile": "/p", "prometheusBearerTokenFile": "/t"},
+     "exclude each other"),
+    ({"prometheusTenant": "a\tb"}, "prometheusTenant 'a\\tb' must be 1-256 printable characters"),
+    ({"prometheusStalenessSeconds": 600}, "prometheusStalenessSeconds"),
     ({"source": "prom"}, "is not one of scrape, prometheus"),
     ({"targets": [{"name": "t", "podSelector": "a=b", "source": "pods"}]}, "[0].source: 'pods' is not one of"),
     ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 2},

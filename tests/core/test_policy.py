@@ -203,8 +203,8 @@ def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> Non
                                                          "why": "3 of its 3 watched pods looked stalled or unknown"}}}
     assert view["deferrals"] == {"breaker": 2, "budget": 1}
     assert (view["paused"], view["paused_why"]) == (True, "the brake")
-    assert p.episode("u2", SERIES) == (None, ["breaker", "budget"])
-    assert p.episode("u1", SERIES) == ("delete", [])
+    assert p.episodes()("u2", SERIES) == (None, ["breaker", "budget"])
+    assert p.episodes()("u1", SERIES) == ("delete", [])
     later = p.view(T0 + 900)  # the deletion left the window; the breakers closed
     assert later["budget"]["cluster"]["used"] == 0 and later["budget"]["namespaces"] == {}
     assert later["breaker"] == {"open": False, "why": None, "closes_in_s": None, "namespaces": {}}

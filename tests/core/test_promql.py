@@ -3,28 +3,45 @@ aggregation as a scraped body (one rule, core/parsing.py)."""
 
 from __future__ import annotations
 
-import math
-
-from watchdog.core.parsing import aggregate_samples, parse_exposition, signal_slots
-from watchdog.core.profiles import get_profile
-from watchdog.core.promql import PodReading, group_pods, quote, reading_outcome, slot_queries, up_query, url_problem
+from tests.promfake import Item, evaluate
+from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
+from watchdog.core.profiles import Profile, get_profile
+from watchdog.core.promql import (
+    PodKey,
+    PodReading,
+    Reading,
+    label_problem,
+    plan,
+    quote,
+    reading_outcome,
+    url_problem,
+)
 
 VLLM = get_profile("vllm")
 SGLANG = get_profile("sglang")
 
 
-def test_one_range_query_per_signal_slot_with_the_selectors_matchers() -> None:
-    queries = slot_queries(VLLM, 60)
-    assert len(queries) == len(signal_slots(VLLM)) == 13
-    assert queries[:3] == ["vllm:num_requests_running[60s]", "vllm:num_requests_waiting[60s]",
-                           'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]']
-    assert queries[-1] == 'vllm:engine_sleep_state{sleep_state="awake"}[60s]'
-    assert slot_queries(SGLANG, 90.5)[0] == 'sglang:num_running_reqs{priority=""}[90500ms]'
-    one = slot_queries(SGLANG, 60, {"namespace": "ns", "pod": 'a"b\\c'})
-    assert one[0] == 'sglang:num_running_reqs{priority="",namespace="ns",pod="a\\"b\\\\c"}[60s]'
-    assert up_query(60, "pod") == 'up{pod!=""}[60s]'
-    assert up_query(60, "pod", {"namespace": "n", "pod": "p"}) == 'up{namespace="n",pod="p"}[60s]'
+def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> None:
+    queries = plan(VLLM, 60, "namespace", "pod")
+    assert len(queries.slots) == len(signal_slots(VLLM)) == 13
+    assert queries.slots[0] == ("sum by (namespace, pod, engine, model_name) "
+                                "(last_over_time(vllm:num_requests_running[60s]))")
+    assert queries.slots[2] == ('sum by (namespace, pod, engine, model_name, reason) (last_over_time('
+                                'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s])) > 0')  # 0: no row
+    assert queries.time == "max by (namespace, pod) (timestamp(vllm:num_requests_running))"
+    assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
+    assert len(queries.queries()) == 15  # whatever the number of pods
+    sglang = plan(SGLANG, 90.5, "ns", "name")
+    assert sglang.slots[0] == (
+        "max by (ns, name, dp_rank, engine_type, model_name, priority) (sum by (ns, name, dp_rank, engine_type, "
+        'model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank) (last_over_time(sglang:num_running_reqs{priority=""}'
+        "[90500ms])))")
+    one = plan(SGLANG, 60, "namespace", "pod", {"namespace": "ns", "pod": 'a"b\\c'})
+    assert 'sglang:num_running_reqs{priority="",namespace="ns",pod="a\\"b\\\\c"}[60s]' in str(one.slots[0])
+    assert one.up == 'min by (namespace, pod) (last_over_time(up{namespace="ns",pod="a\\"b\\\\c"}[60s]))'
     assert quote("x\ny") == '"x\\ny"'
+    assert label_problem("pod") is None and label_problem("kubernetes_pod_name") is None
+    assert label_problem("__name__") and label_problem("pod-name") and label_problem("")
 
 
 def test_url_problems() -> None:
@@ -49,79 +66,100 @@ vllm:engine_sleep_state{engine="1",model_name="m",sleep_state="awake"} 0
 """
 
 
-Answer = list[tuple[dict[str, str], list[tuple[float, float]]]]
-
-
-def _series_of(text: str, extra: dict[str, str], t: float) -> dict[str, Answer]:
-    out: dict[str, Answer] = {}
+def _items(text: str, extra: dict[str, str], t: float) -> list[Item]:
+    """The series of an exposition as Prometheus stores them after scraping it at ``t`` (and at ``t - 30``)."""
+    out: list[Item] = []
     for line in text.splitlines():
         head, value = line.rsplit(" ", 1)
         name, _, inner = head.partition("{")
         labels = dict(pair.split("=") for pair in inner.rstrip("}").split(",")) if inner else {}
         labels = {k: v.strip('"') for k, v in labels.items()}
-        out.setdefault(name, []).append(({**labels, **extra, "__name__": name},
-                                         [(t - 30, -1.0), (t, float(value))]))
+        out.append((frozenset({**labels, **extra, "__name__": name}.items()), [(t - 30, -1.0), (t, float(value))]))
     return out
 
 
-def _answers(by_name: dict[str, list], profile=VLLM) -> list:  # type: ignore[no-untyped-def, type-arg]
-    return [None if s is None else [x for x in by_name.get(s.metric, []) if s.matches(x[0])]
-            for s in signal_slots(profile)]
+def _read(profile: Profile, items: list[Item], at: float, restrict: dict[str, str] | None = None,
+          ) -> dict[PodKey, PodReading]:
+    queries = plan(profile, 60, "namespace", "pod", restrict)
+    reading = Reading(profile, queries, "namespace", "pod")
+    for query in queries.queries():
+        rows = evaluate(query, at, items)
+        assert rows is not None, query
+        reading.add(query, [(labels, at, value) for labels, value in rows])
+    return reading.pods()
 
 
 def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
-    a = _series_of(EXPOSITION, {"namespace": "ns", "pod": "a", "instance": "10.0.0.1:8000"}, 1000.0)
-    b = _series_of('vllm:num_requests_running{engine="0",model_name="m"} 1\n'
-                   'vllm:generation_tokens_total{engine="0",model_name="m"} 5', {"namespace": "ns", "pod": "b"}, 990.0)
-    merged = {k: a.get(k, []) + b.get(k, []) for k in set(a) | set(b)}
-    pods = group_pods(VLLM, _answers(merged), [], "namespace", "pod")
+    a = _items(EXPOSITION, {"namespace": "ns", "pod": "a", "instance": "10.0.0.1:8000", "job": "j"}, 1000.0)
+    a += _items('vllm:generation_tokens_total{engine="0",model_name="m"} 100', {"namespace": "ns", "pod": "a",
+                "instance": "10.0.0.1:8000", "job": "other"}, 1000.0)  # a second target on the same pod: summed
+    b = _items('vllm:num_requests_running{engine="0",model_name="m"} 1\n'
+               'vllm:generation_tokens_total{engine="0",model_name="m"} 5', {"namespace": "ns", "pod": "b"}, 990.0)
+    pods = _read(VLLM, a + b, 1000.0)
     assert set(pods) == {("ns", "a"), ("ns", "b")}
-    assert pods[("ns", "a")].parsed.series == parse_exposition(EXPOSITION, VLLM).series
-    engine0, engine1 = pods[("ns", "a")].parsed.series
-    assert (engine0.running, engine0.waiting, engine0.progress[0]) == (5.0, 3.0, 123.0)  # newest samples, summed
+    (engine0, engine1) = pods[("ns", "a")].parsed.series
+    assert (engine0.running, engine0.waiting, engine0.progress[0]) == (5.0, 3.0, 223.0)  # newest samples, summed
     assert (engine1.running, engine1.paused) == (0.0, 1.0)  # data-parallel engines apart; awake 0 = asleep
     assert pods[("ns", "a")].t == 1000.0 and pods[("ns", "b")].t == 990.0
     assert not pods[("ns", "a")].down
+    alone = _read(VLLM, _items(EXPOSITION, {"namespace": "ns", "pod": "a"}, 1000.0), 1000.0)
+    assert alone[("ns", "a")].parsed.series == parse_exposition(EXPOSITION, VLLM).series
+    assert set(_read(VLLM, a + b, 1000.0, {"namespace": "ns", "pod": "b"})) == {("ns", "b")}
+
+
+def test_a_series_older_than_the_staleness_bound_is_absent() -> None:
+    items = _items('vllm:num_requests_running{engine="0"} 1\nvllm:generation_tokens_total{engine="0"} 5',
+                   {"namespace": "n", "pod": "p"}, 1000.0)
+    assert _read(VLLM, items, 1059.0)[("n", "p")].parsed.series[0].progress[0] == 5.0
+    assert _read(VLLM, items, 1061.0) == {}
 
 
 def test_collapse_labels_take_the_largest_like_the_parser() -> None:
     body = ('sglang:num_running_reqs{tp_rank="0",model_name="m"} 4\n'
             'sglang:num_running_reqs{tp_rank="1",model_name="m"} 4\n'
             'sglang:realtime_tokens_total{tp_rank="0",model_name="m",mode="decode"} 10\n'
-            'sglang:realtime_tokens_total{tp_rank="1",model_name="m",mode="decode"} 12\n')
-    pods = group_pods(SGLANG, _answers(_series_of(body, {"namespace": "n", "pod": "p"}, 5.0), SGLANG), [],
-                      "namespace", "pod")
+            'sglang:realtime_tokens_total{tp_rank="1",model_name="m",mode="decode"} 12\n'
+            'sglang:realtime_tokens_total{tp_rank="1",model_name="m",mode="prefill"} 3\n')
+    pods = _read(SGLANG, _items(body, {"namespace": "n", "pod": "p"}, 5.0), 5.0)
     assert pods[("n", "p")].parsed.series == parse_exposition(body, SGLANG).series
-    assert pods[("n", "p")].parsed.series[0].running == 4.0
+    (series,) = pods[("n", "p")].parsed.series
+    assert (series.running, series.progress[0]) == (4.0, 15.0)  # largest rank of the sums over mode
 
 
-def test_up_zero_on_the_newest_up_sample_marks_the_pod_down_and_series_without_pod_labels_are_ignored() -> None:
-    answers = _answers(_series_of('vllm:num_requests_running{engine="0"} 1', {"namespace": "n", "pod": "p"}, 5.0))
-    answers[0].append(({"__name__": "vllm:num_requests_running", "namespace": "n"}, [(5.0, 9.0)]))
-    up = [({"namespace": "n", "pod": "p", "job": "a"}, [(1.0, 0.0), (4.0, 1.0)]),
-          ({"namespace": "n", "pod": "q"}, [(1.0, 1.0), (4.0, 0.0)])]
-    pods = group_pods(VLLM, answers, up, "namespace", "pod")
+def test_up_zero_on_any_target_marks_the_pod_down_and_rows_without_pod_labels_are_ignored() -> None:
+    items = _items('vllm:num_requests_running{engine="0"} 1', {"namespace": "n", "pod": "p"}, 5.0)
+    items += _items('vllm:num_requests_running{engine="0"} 9', {"namespace": "n"}, 5.0)
+    items += _items("up 1", {"namespace": "n", "pod": "p", "job": "a"}, 4.0)
+    items += _items("up 0", {"namespace": "n", "pod": "q"}, 4.0)
+    pods = _read(VLLM, items, 5.0)
     assert set(pods) == {("n", "p")} and not pods[("n", "p")].down
-    up.append(({"namespace": "n", "pod": "p", "job": "b"}, [(4.0, math.nan)]))
-    assert group_pods(VLLM, answers, up, "namespace", "pod")[("n", "p")].down
+    items += _items("up 0", {"namespace": "n", "pod": "p", "job": "b"}, 4.0)  # its second target fails
+    assert _read(VLLM, items, 5.0)[("n", "p")].down
 
 
 def test_reading_outcomes() -> None:
     parsed = parse_exposition('vllm:num_requests_running 1\nvllm:generation_tokens_total 2\n', VLLM)
-    empty = aggregate_samples([], VLLM)
+    empty = engine_series({}, VLLM, ())
     assert reading_outcome(None, None)[0] == "prometheus_unknown"
     assert reading_outcome(PodReading(empty, 5.0), None)[0] == "prometheus_unknown"
     assert reading_outcome(PodReading(parsed, 5.0, down=True), None)[0] == "prometheus_unknown"
     assert reading_outcome(PodReading(parsed, 5.0), None) == ("ok", "")
     assert reading_outcome(PodReading(parsed, 5.0), 5.0) == ("ok", "same")
     assert reading_outcome(PodReading(parsed, 5.5), 5.0) == ("ok", "")
+    assert reading_outcome(PodReading(parsed, None), None)[0] == "prometheus_unknown"
 
 
-def test_a_sample_that_does_not_satisfy_its_slots_selector_is_ignored() -> None:
-    labels = {"engine": "0", "reason": "capacity"}
-    slots: list[list[tuple[dict[str, str], float]]] = [[({"engine": "0"}, 2.0)], [({"engine": "0"}, 7.0)],
-                                                       [(labels, 4.0)], [({"engine": "0"}, 1.0)]]
-    (series,) = aggregate_samples(slots, VLLM).series
-    assert (series.running, series.waiting) == (2.0, 7.0)  # a reason="capacity" sample is not a deferred one
-    slots[2] = [({**labels, "reason": "deferred"}, 4.0)]
-    assert aggregate_samples(slots, VLLM).series[0].waiting == 3.0
+def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots_with_rows() -> None:
+    waiting = next(i for i, s in enumerate(signal_slots(VLLM)) if s is not None and s.metric.endswith("by_reason"))
+    queries = plan(VLLM, 60, "namespace", "pod")
+    reading = Reading(VLLM, queries, "namespace", "pod")
+    pod = {"namespace": "n", "pod": "p", "engine": "0"}
+    reading.add(str(queries.slots[0]), [(pod, 9.0, 2.0)])
+    reading.add(str(queries.slots[1]), [(pod, 9.0, 7.0)])
+    reading.add(str(queries.slots[waiting]), [({**pod, "reason": "deferred"}, 9.0, 1.0),
+                                              ({**pod, "reason": "deferred", "x": "y"}, 9.0, 3.0)])
+    reading.add("something else", [(pod, 9.0, 100.0)])
+    (series,) = reading.pods()[("n", "p")].parsed.series
+    assert (series.running, series.waiting) == (2.0, 3.0)  # 7 waiting minus 1 + 3 deferred
+    assert reading.pods()[("n", "p")].parsed.found_families == {
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason"}

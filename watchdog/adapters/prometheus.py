@@ -1,8 +1,7 @@
 """I/O: bounded instant queries to a Prometheus HTTP API (``source: prometheus``); decides nothing.
 
 :meth:`PrometheusClient.query` POSTs one PromQL expression to ``<url>/api/v1/query`` with ``time=<Unix
-seconds>`` and returns the decoded series (labels, samples as (Unix seconds, value)), for a ``matrix`` answer
-(range selectors: every raw sample) or a ``vector`` answer (one sample each). It raises
+seconds>`` and returns the rows of its ``vector`` answer (labels, evaluation time, value). It raises
 :class:`PrometheusError` (one line, never a traceback for the caller to print) when Prometheus is unreachable,
 answers a non-2xx status, takes longer than the total deadline (``timeout_s``, body included: a dripping
 server is cut by the same deadline guard as a scrape), sends a body over ``max_bytes``, answers ``status:
@@ -11,17 +10,20 @@ the documented JSON.
 
 The request: no redirects, nothing from the environment (``trust_env`` off: no proxies, netrc or CA bundle
 variables), ``Accept-Encoding: identity`` (no decompression at all), ``Authorization: Bearer <token>`` read
-from ``bearer_token_file`` at every query (a projected token rotates), TLS verified against ``ca_file`` when
-set (else the system store). :meth:`query_many` runs several queries at once (one thread each, at most 8).
+from ``bearer_token_file`` at every query (a projected token rotates), else ``Basic`` from ``username_file`` and
+``password_file`` (a mounted ``kubernetes.io/basic-auth`` Secret; also re-read), ``X-Scope-OrgID: <tenant>``
+for multi-tenant engines (Mimir, Cortex), TLS verified against ``ca_file`` when set (else the system store).
+:meth:`query_each` runs several queries at once (one thread each, at most 4), answers as they arrive.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from http.client import HTTPException
 from typing import Any
@@ -36,7 +38,7 @@ from watchdog.core.promql import Series, url_problem
 __all__ = ["PrometheusClient", "PrometheusError", "PrometheusLimits"]
 
 _CHUNK = 64 * 1024
-_MAX_PARALLEL = 8
+_MAX_PARALLEL = 4
 
 
 class PrometheusError(Exception):
@@ -55,6 +57,9 @@ class PrometheusLimits:
     max_bytes: int = 32 << 20
     bearer_token_file: str | None = None
     ca_file: str | None = None
+    username_file: str | None = None  # basic auth: both files, or neither
+    password_file: str | None = None
+    tenant: str | None = None  # X-Scope-OrgID (Mimir, Cortex)
 
 
 class PrometheusClient:
@@ -70,14 +75,21 @@ class PrometheusClient:
     def close(self) -> None:
         """Nothing is kept between queries (one session per query)."""
 
-    def query_many(self, queries: Sequence[str], at: float) -> list[list[Series]]:
-        """:meth:`query` for each of ``queries`` at once; raises the first :class:`PrometheusError`."""
+    def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]:
+        """``(index, rows)`` of each of ``queries`` as its answer arrives (at most 4 in flight), so the caller
+        can fold one answer in and drop it before the next; raises the first :class:`PrometheusError`."""
         if len(queries) <= 1:
-            return [self.query(q, at) for q in queries]
+            yield from ((i, self.query(q, at)) for i, q in enumerate(queries))
+            return
         with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(queries)),
                                 thread_name_prefix="prometheus") as pool:
-            futures = [pool.submit(self.query, q, at) for q in queries]
-            return [f.result() for f in futures]
+            futures = {pool.submit(self.query, q, at): i for i, q in enumerate(queries)}
+            try:
+                for future in as_completed(futures):
+                    yield futures[future], future.result()
+            finally:
+                for future in futures:
+                    future.cancel()
 
     def query(self, promql: str, at: float) -> list[Series]:
         """Run ``promql`` as an instant query at ``at`` (Unix seconds); the decoded series."""
@@ -85,18 +97,16 @@ class PrometheusClient:
         return decode(body)
 
     def _headers(self) -> dict[str, str]:
+        limits = self.limits
         headers = {"User-Agent": f"vllm-stall-watchdog/{__version__}", "Accept": "application/json",
                    "Accept-Encoding": "identity", "Content-Type": "application/x-www-form-urlencoded"}
-        if self.limits.bearer_token_file:
-            try:
-                with open(self.limits.bearer_token_file, encoding="utf-8") as handle:
-                    token = handle.read().strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise PrometheusError(f"cannot read the bearer token file {self.limits.bearer_token_file}: "
-                                      f"{getattr(exc, 'strerror', None) or exc}") from None
-            if not token or any(c in token for c in "\r\n"):
-                raise PrometheusError(f"the bearer token file {self.limits.bearer_token_file} holds no token")
-            headers["Authorization"] = f"Bearer {token}"
+        if limits.bearer_token_file:
+            headers["Authorization"] = f"Bearer {_secret(limits.bearer_token_file, 'bearer token')}"
+        elif limits.username_file and limits.password_file:
+            pair = f"{_secret(limits.username_file, 'username')}:{_secret(limits.password_file, 'password')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        if limits.tenant:
+            headers["X-Scope-OrgID"] = limits.tenant
         return headers
 
     def _post(self, promql: str, at: float) -> bytes:
@@ -158,6 +168,19 @@ class PrometheusClient:
         return body
 
 
+def _secret(path: str, what: str) -> str:
+    """The one-line secret in ``path``, re-read at every query (a mounted Secret or projected token rotates)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PrometheusError(f"cannot read the {what} file {path}: {getattr(exc, 'strerror', None) or exc}"
+                              ) from None
+    if not text or any(c in text for c in "\r\n") or not text.isprintable():
+        raise PrometheusError(f"the {what} file {path} holds no single-line {what}")
+    return text
+
+
 def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
 
@@ -173,8 +196,8 @@ def _error_text(body: bytes) -> str:
 
 
 def decode(body: bytes) -> list[Series]:
-    """The series of one ``/api/v1/query`` answer; raises :class:`PrometheusError` on anything else than a
-    successful ``matrix`` or ``vector`` answer without warnings."""
+    """The rows of one ``/api/v1/query`` answer; raises :class:`PrometheusError` on anything else than a
+    successful ``vector`` answer without warnings (the watchdog's queries all aggregate: never a matrix)."""
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -189,31 +212,21 @@ def decode(body: bytes) -> list[Series]:
     data = doc.get("data")
     if not isinstance(data, dict) or not isinstance(data.get("result"), list):
         raise PrometheusError("Prometheus answer has no data.result list")
-    kind = data.get("resultType")
-    if kind not in ("matrix", "vector"):
-        raise PrometheusError(f"Prometheus answered a {kind!r}, not a matrix or vector")
-    return [_series(item, kind) for item in data["result"]]
+    if data.get("resultType") != "vector":
+        raise PrometheusError(f"Prometheus answered a {data.get('resultType')!r}, not a vector")
+    return [_row(item) for item in data["result"]]
 
 
-def _series(item: Any, kind: str) -> Series:
-    if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
-        raise PrometheusError("Prometheus answer has a series without its labels")
-    labels: Mapping[str, Any] = item["metric"]
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
-        raise PrometheusError("Prometheus answer has a label that is not a string")
-    raw = item.get("values") if kind == "matrix" else [item.get("value")]
-    if not isinstance(raw, list):
-        raise PrometheusError("Prometheus answer has a series without samples")
-    return dict(labels), [_sample(pair) for pair in raw]
-
-
-def _sample(pair: Any) -> tuple[float, float]:
-    if not isinstance(pair, list) or len(pair) != 2 or isinstance(pair[0], bool) or not isinstance(pair[1], str):
-        raise PrometheusError("Prometheus answer has a sample that is not [time, \"value\"]")
+def _row(item: Any) -> Series:
     try:
-        t, value = float(pair[0]), float(pair[1])
-    except (TypeError, ValueError):
-        raise PrometheusError("Prometheus answer has a sample that is not a number") from None
-    if not math.isfinite(t):
-        raise PrometheusError("Prometheus answer has a sample time that is not finite")
-    return t, value
+        labels, (t, text) = item["metric"], item["value"]
+        value, t = float(text), float(t)
+        "".join(labels.values())  # every label value is a string (a TypeError otherwise): one C-level pass
+    except (TypeError, KeyError, ValueError, AttributeError):
+        raise PrometheusError(_BAD_ROW) from None
+    if type(text) is not str or not math.isfinite(t):
+        raise PrometheusError(_BAD_ROW)
+    return labels, t, value
+
+
+_BAD_ROW = 'Prometheus answer has a row that is not {metric: {label: "value", ...}, value: [time, "value"]}'

@@ -11,9 +11,10 @@ import json
 import sys
 import time
 
-from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
+from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
+from watchdog.controller.promsource import PrometheusSource
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import group_pods, slot_queries, up_query
+from watchdog.core.promql import label_problem, reading_outcome
 
 PROG = "vllm-watchdog check"
 
@@ -25,6 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--staleness", type=float, default=60.0, metavar="SECONDS",
                    help="with --prometheus: series older than this are unknown (default: %(default)s)")
     p.add_argument("--bearer-token-file", metavar="FILE", help="with --prometheus: bearer token file")
+    p.add_argument("--username-file", metavar="FILE", help="with --prometheus: basic auth username file (with "
+                   "--password-file)")
+    p.add_argument("--password-file", metavar="FILE", help="with --prometheus: basic auth password file")
+    p.add_argument("--tenant", help="with --prometheus: X-Scope-OrgID tenant (Mimir, Cortex)")
     p.add_argument("--ca-file", metavar="FILE", help="with --prometheus: CA bundle for its TLS certificate")
     p.add_argument("--namespace-label", default="namespace", help="with --prometheus (default: %(default)s)")
     p.add_argument("--pod-label", default="pod", help="with --prometheus (default: %(default)s)")
@@ -36,40 +41,47 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     if args.target is not None or not namespace or not name or "/" in name:
         print(f"{PROG}: --prometheus URL needs --pod NAMESPACE/NAME and no TARGET", file=sys.stderr)
         return 2
-    if not 0 < args.staleness <= 86400:
-        print(f"{PROG}: --staleness must be in (0, 86400] seconds", file=sys.stderr)
+    if not 0 < args.staleness <= 300:
+        print(f"{PROG}: --staleness must be in (0, 300] seconds (Prometheus' lookback delta)", file=sys.stderr)
+        return 2
+    for flag, label in (("--namespace-label", args.namespace_label), ("--pod-label", args.pod_label)):
+        if problem := label_problem(label):
+            print(f"{PROG}: {flag} {label!r} {problem}", file=sys.stderr)
+            return 2
+    if (args.username_file is None) != (args.password_file is None) or (
+            args.username_file and args.bearer_token_file):
+        print(f"{PROG}: basic auth needs --username-file AND --password-file, and no --bearer-token-file",
+              file=sys.stderr)
         return 2
     try:
-        client = PrometheusClient(PrometheusLimits(args.prometheus, timeout_s=args.deadline, max_bytes=args.max_bytes,
-                                                   bearer_token_file=args.bearer_token_file, ca_file=args.ca_file))
+        client = PrometheusClient(PrometheusLimits(
+            args.prometheus, timeout_s=args.deadline, max_bytes=args.max_bytes,
+            bearer_token_file=args.bearer_token_file, ca_file=args.ca_file, username_file=args.username_file,
+            password_file=args.password_file,
+            tenant=args.tenant))
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    restrict = {args.namespace_label: namespace, args.pod_label: name}
-    queries = slot_queries(profile, args.staleness, restrict)
-    up = up_query(args.staleness, args.pod_label, restrict)
-    asked = [up, *(q for q in queries if q is not None)]
-    try:
-        answers = dict(zip(asked, client.query_many(asked, time.time()), strict=True))
-    except PrometheusError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+    source = PrometheusSource(client, args.staleness, args.namespace_label, args.pod_label)
+    reading = source.read_pod(profile, namespace, name, time.time())
+    if isinstance(reading, str):
+        print(f"{PROG}: {reading}", file=sys.stderr)
         return 2
-    reading = group_pods(profile, [None if q is None else answers[q] for q in queries], answers[up],
-                         args.namespace_label, args.pod_label).get((namespace, name))
     if reading is None or not reading.parsed.series:
         print(f"{PROG}: no series of the {profile.name} profile for pod {namespace}/{name} in {args.prometheus} "
               f"within {args.staleness:g} s (is Prometheus scraping it, with labels {args.namespace_label} and "
               f"{args.pod_label}?): the watchdog reads it as unknown", file=sys.stderr)
         return 1
-    source = args.prometheus
+    url = args.prometheus
     if args.format == "json":
-        print(json.dumps(as_json(reading.parsed, source, profile), indent=2))  # type: ignore[operator]
+        print(json.dumps(as_json(reading.parsed, url, profile), indent=2))  # type: ignore[operator]
     else:
-        when = dt.datetime.fromtimestamp(reading.t, dt.UTC).isoformat(timespec="seconds")
+        when = "unknown" if reading.t is None else dt.datetime.fromtimestamp(reading.t, dt.UTC).isoformat(
+            timespec="seconds")
         print(f"pod {namespace}/{name}, newest sample {when}")
-        print(as_table(reading.parsed, source, profile))  # type: ignore[operator]
-    if reading.down:
-        print(f"{PROG}: Prometheus' newest up sample of the pod's target is 0: the watchdog reads it as unknown",
-              file=sys.stderr)
+        print(as_table(reading.parsed, url, profile))  # type: ignore[operator]
+    outcome, why = reading_outcome(reading, None)
+    if outcome != "ok":
+        print(f"{PROG}: {why}: the watchdog reads it as unknown", file=sys.stderr)
         return 1
     return 0

@@ -73,6 +73,13 @@ SETTINGS: tuple[Setting, ...] = (
             "http://prometheus.monitoring:9090; required when a source is prometheus", optional=True),
     Setting("prometheus_bearer_token_file", "str", None, "file holding a bearer token sent to Prometheus "
             "(re-read at every query)", optional=True),
+    Setting("prometheus_username_file", "str", None, "basic auth: file holding the username sent to Prometheus "
+            "(e.g. a mounted kubernetes.io/basic-auth Secret's 'username'; re-read at every query); needs "
+            "prometheusPasswordFile, not with prometheusBearerTokenFile", optional=True),
+    Setting("prometheus_password_file", "str", None, "basic auth: file holding the password (re-read at every "
+            "query); needs prometheusUsernameFile", optional=True),
+    Setting("prometheus_tenant", "str", None, "tenant sent as the X-Scope-OrgID header (Mimir, Cortex); unset: "
+            "none", optional=True),
     Setting("prometheus_ca_file", "str", None, "CA bundle that verifies Prometheus' TLS certificate; unset: "
             "the system's", optional=True),
     Setting("prometheus_timeout_seconds", "float", 5.0, "total seconds one Prometheus query may take, body "
@@ -82,7 +89,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("prometheus_namespace_label", "str", "namespace", "the Prometheus label holding the pod's namespace"),
     Setting("prometheus_pod_label", "str", "pod", "the Prometheus label holding the pod's name"),
     Setting("prometheus_staleness_seconds", "float", 60.0, "a Prometheus series whose newest sample is older "
-            "than this is unknown (about 2 Prometheus scrape intervals)", minimum=1.0, maximum=86400.0),
+            "than this is unknown (about 2 Prometheus scrape intervals; at most Prometheus' 5-minute lookback delta)",
+            minimum=1.0, maximum=300.0),
     Setting("jitter_seconds", "float", 1.0, "random delay added to each cycle start, seconds",
             minimum=0.0, maximum=86400.0),
     Setting("namespace_selector", "str", "", "extra label selector namespaces must match besides the opt-in label "
@@ -165,6 +173,9 @@ class Settings:
     source: str
     prometheus_url: str | None
     prometheus_bearer_token_file: str | None
+    prometheus_username_file: str | None
+    prometheus_password_file: str | None
+    prometheus_tenant: str | None
     prometheus_ca_file: str | None
     prometheus_timeout_seconds: float
     prometheus_max_bytes: int

@@ -144,7 +144,7 @@ class Watchdog:
             t.name: target_profile(t.name, t.profile, t.metrics) for t in config.targets
         }
         self._sources = {t.name: config.source_of(t) for t in config.targets}
-        self.prometheus = None if "prometheus" not in self._sources.values() else PrometheusSource(
+        self.prometheus = None if "prometheus" not in self._sources.values() else PrometheusSource.from_settings(
             config, prometheus or client_from(config))
         self._offset = wall_clock() - clock()  # Prometheus sample times (Unix s) -> the monotonic clock
 

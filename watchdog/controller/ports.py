@@ -4,7 +4,7 @@ pass typed fakes (tests/fakes.py) that mypy checks against the same Protocols.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from watchdog.adapters.kube import DeleteResult, EvictResult
@@ -44,7 +44,7 @@ class Querier(Protocol):
     """Instant queries to Prometheus (adapters.prometheus.PrometheusClient): decoded series per query, or
     PrometheusError."""
 
-    def query_many(self, queries: Sequence[str], at: float) -> list[list[Series]]: ...
+    def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]: ...
     def close(self) -> None: ...
 
 

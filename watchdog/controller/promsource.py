@@ -1,7 +1,8 @@
 """``source: prometheus``: the engine signals of a cycle's pods read from Prometheus instead of their ``/metrics``.
 
 Per cycle, :meth:`PrometheusSource.read_fleet` sends a CONSTANT number of instant queries for the whole fleet --
-one per signal slot of each profile in use (identical ones once) plus one ``up`` -- whatever the number of pods
+one per signal slot of each profile in use plus the pods' sample times and ``up`` (identical ones once) --
+whatever the number of pods
 (:mod:`watchdog.core.promql` writes them and groups the answers per pod). Any failed query (unreachable, HTTP
 error, timeout, body over the bound, ``status: error``, ``warnings``) makes the whole answer unusable: every
 Prometheus pod is unknown that cycle. :meth:`PrometheusSource.read_pod` runs the same queries restricted to one
@@ -22,7 +23,7 @@ from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import PodKey, PodReading, group_pods, reading_outcome, slot_queries, up_query
+from watchdog.core.promql import PodKey, PodReading, Reading, plan, reading_outcome
 
 log = logging.getLogger("watchdog.controller.cycle")
 
@@ -41,17 +42,23 @@ def client_from(config: Settings) -> PrometheusClient:
     return PrometheusClient(PrometheusLimits(
         url=str(config.prometheus_url), timeout_s=config.prometheus_timeout_seconds,
         max_bytes=config.prometheus_max_bytes, bearer_token_file=config.prometheus_bearer_token_file,
-        ca_file=config.prometheus_ca_file))
+        ca_file=config.prometheus_ca_file, username_file=config.prometheus_username_file,
+        password_file=config.prometheus_password_file, tenant=config.prometheus_tenant))
 
 
 class PrometheusSource:
     """Reads the signals of Prometheus pods through ``client`` (a :class:`Querier`)."""
 
-    def __init__(self, config: Settings, client: Querier) -> None:
+    def __init__(self, client: Querier, staleness_s: float, namespace_label: str, pod_label: str) -> None:
         self.client = client
-        self.staleness_s = config.prometheus_staleness_seconds
-        self.namespace_label = config.prometheus_namespace_label
-        self.pod_label = config.prometheus_pod_label
+        self.staleness_s = staleness_s
+        self.namespace_label = namespace_label
+        self.pod_label = pod_label
+
+    @classmethod
+    def from_settings(cls, config: Settings, client: Querier) -> PrometheusSource:
+        return cls(client, config.prometheus_staleness_seconds, config.prometheus_namespace_label,
+                   config.prometheus_pod_label)
 
     def read_fleet(self, profiles: Iterable[Profile], at: float) -> FleetReading:
         """Every pod's reading for each of ``profiles``, queried at ``at`` (Unix seconds)."""
@@ -66,18 +73,17 @@ class PrometheusSource:
         return fleet.pods[profile].get((namespace, name))
 
     def _read(self, profiles: set[Profile], at: float, restrict: dict[str, str] | None) -> FleetReading:
-        ordered = sorted(profiles, key=lambda p: p.name)
-        per_profile = {p: slot_queries(p, self.staleness_s, restrict) for p in ordered}
-        up = up_query(self.staleness_s, self.pod_label, restrict)
-        unique = list(dict.fromkeys([up, *(q for qs in per_profile.values() for q in qs if q is not None)]))
+        readings = [Reading(p, plan(p, self.staleness_s, self.namespace_label, self.pod_label, restrict),
+                            self.namespace_label, self.pod_label) for p in sorted(profiles, key=lambda p: p.name)]
+        unique = list(dict.fromkeys(q for r in readings for q in r.plan.queries()))
         try:
-            answers = dict(zip(unique, self.client.query_many(unique, at), strict=True))
+            for index, rows in self.client.query_each(unique, at):  # each answer folded in, then dropped
+                for reading in readings:
+                    reading.add(unique[index], rows)
+                del rows
         except PrometheusError as exc:
             return FleetReading({}, str(exc), len(unique))
-        pods = {p: group_pods(p, [None if q is None else answers[q] for q in queries], answers[up],
-                              self.namespace_label, self.pod_label)
-                for p, queries in per_profile.items()}
-        return FleetReading(pods, "", len(unique))
+        return FleetReading({r.profile: r.pods() for r in readings}, "", len(unique))
 
 
 #: What the cycle gets per pod: (scrape outcome, parsed signals or None, sample time on the monotonic clock or
@@ -109,7 +115,7 @@ def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], recor
         if outcome != "ok" or reading is None:
             pod.scrape_detail = why
             out[target.uid] = (outcome, None, last, True)
-        elif why == "same":
+        elif why == "same" or reading.t is None:
             out[target.uid] = ("ok", reading.parsed, last, False)
         else:
             pod.sample_t = reading.t

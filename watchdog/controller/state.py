@@ -22,7 +22,7 @@ log = logging.getLogger("watchdog.controller.cycle")
 MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule, core/parsing.py)
 
 
-@dataclass
+@dataclass(slots=True)
 class EngineState:
     """The detector, latest snapshot and verdict of one engine series. ``last_seen``: monotonic time the
     series was last in a successfully parsed body; ``in_episode``: a stall episode is open (it closes only when
@@ -35,7 +35,7 @@ class EngineState:
     in_episode: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Observation:
     """One engine series' verdict after one scrape: ``previous`` state (None when new), ``present`` in the body."""
 

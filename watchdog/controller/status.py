@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -34,6 +34,7 @@ from watchdog.core.vocab import ENGINE_STATES
 MAX_PODS = 2000
 MAX_SERIES = 4000
 #: Worst first: the order pods and engine series are listed in.
+Episodes = Callable[[str, str], tuple[str | None, list[str]]]
 SEVERITY = ("stalled", "suspect", "unknown", "paused", "progressing", "idle")
 
 
@@ -69,11 +70,11 @@ def _rank(state: str) -> int:
     return SEVERITY.index(state) if state in SEVERITY else len(SEVERITY)
 
 
-def _engine(uid: str, key: str, engine: EngineState, names: tuple[str, ...], policy: DeletionPolicy,
+def _engine(uid: str, key: str, engine: EngineState, names: tuple[str, ...], episodes: Episodes,
             now: float) -> dict[str, Any]:
     verdict, snap = engine.verdict, engine.last
     state = verdict.state if verdict is not None else "unknown"
-    acted, deferred_by = policy.episode(uid, key)
+    acted, deferred_by = episodes(uid, key)
     return {
         "engine": key, "labels": dict(snap.labels) if snap else {}, "state": state,
         "for_s": round(verdict.stalled_for_s, 1) if verdict is not None and state in ("suspect", "stalled")
@@ -86,9 +87,9 @@ def _engine(uid: str, key: str, engine: EngineState, names: tuple[str, ...], pol
     }
 
 
-def _pod(target: ScrapeTarget, record: PodRecord, names: tuple[str, ...], policy: DeletionPolicy,
+def _pod(target: ScrapeTarget, record: PodRecord, names: tuple[str, ...], episodes: Episodes,
          now: float) -> dict[str, Any]:
-    engines = sorted((_engine(target.uid, key, e, names, policy, now) for key, e in record.engines.items()),
+    engines = sorted((_engine(target.uid, key, e, names, episodes, now) for key, e in record.engines.items()),
                      key=lambda row: (_rank(row["state"]), row["engine"]))
     failing = record.outcome not in ("ok", "")
     return {
@@ -114,11 +115,11 @@ def snapshot(targets: Iterable[ScrapeTarget], pods: Mapping[str, PodRecord], pro
     engines = Counter(state for _, _, states in watched for state in states)
     watched.sort(key=lambda w: (min(_rank(s) for s in w[2]), w[0].namespace, w[0].name))
     names = {name: profile.progress_names() for name, profile in profiles.items()}
-    listed, series = [], 0
+    listed, series, episodes = [], 0, policy.episodes()
     for t, record, _ in watched[:MAX_PODS]:
         if series + len(record.engines) > MAX_SERIES:
             break
-        listed.append(_pod(t, record, names[t.target], policy, now))
+        listed.append(_pod(t, record, names[t.target], episodes, now))
         series += len(record.engines)
     doc = {
         "version": __version__, "leader": leader,

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from watchdog.core.confirm import is_paused, known, live_evidence, load, missing_evidence, signal_name
 from watchdog.core.profiles import Selector
@@ -98,6 +99,12 @@ def _fmt(value: float | None) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:g}"
 
 
+@lru_cache(maxsize=64)
+def _gauges(signals: tuple[Selector, ...]) -> frozenset[int]:
+    """The indexes of the gauge signals (shared by every engine series of a profile)."""
+    return frozenset(i for i, s in enumerate(signals) if s.kind == "gauge")
+
+
 class DetectorState:
     """The incremental detector for one engine series: feed samples in time order to :meth:`observe`.
 
@@ -107,6 +114,9 @@ class DetectorState:
     fell. ``completion_window_s``: the window for busy samples whose only known progress signals are
     completion-only (rule 8); ``None``: such samples are unknown. Raises ``ValueError`` on a bad parameter.
     """
+
+    __slots__ = ("_baseline", "_busy_samples", "_clock_start", "_gauges", "_last_t", "completion_window_s",
+                 "count_waiting", "min_samples", "signals", "window_s")  # one per engine series: thousands
 
     def __init__(
         self,
@@ -128,7 +138,7 @@ class DetectorState:
             raise ValueError(f"completion_window_s must be None or > 0 seconds, got {completion_window_s!r}")
         self.signals = signals
         self.completion_window_s = completion_window_s
-        self._gauges = frozenset(i for i, s in enumerate(signals) if s.kind == "gauge")
+        self._gauges = _gauges(signals)
         self._reset()
 
     def _reset(self) -> None:

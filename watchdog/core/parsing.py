@@ -52,7 +52,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -60,13 +60,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.profiles import Profile, Selector
 
-__all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "aggregate_samples", "parse_exposition",
+__all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "engine_series", "parse_exposition",
            "signal_slots"]
 
 Labels = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EngineSnapshot:
     """The stall signals of one engine series in one scrape (values as exposed; ``None`` = not exposed).
 
@@ -223,32 +223,6 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
     return _aggregate(latest, matcher.slots, profile, limits, skipped, found)
 
 
-def aggregate_samples(slot_samples: Sequence[Iterable[tuple[Mapping[str, str], float]]], profile: Profile,
-                      limits: ParseLimits = LIMITS) -> ParseResult:
-    """The engine series of samples that were already split by signal: ``slot_samples[i]`` holds the
-    ``(labels, value)`` samples of :func:`signal_slots` ``(profile)[i]`` (e.g. one Prometheus query per slot).
-
-    The same aggregation as :func:`parse_exposition` (one rule): keyed by the profile's engine labels, summed
-    over other labels, the largest over its collapse labels, ``waiting`` minus ``waiting_ignored``, paused and
-    awake folded. A sample whose labels do not satisfy its slot's selector is ignored; so is a slot beyond the
-    profile's or one with no selector. A repeated label set in one slot: the last one wins.
-    """
-    slots = signal_slots(profile)
-    engine_labels = sorted(profile.engine_labels)
-    collapse_labels = sorted(profile.collapse_labels)
-    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]] = {}
-    found: set[str] = set()
-    for index, samples in enumerate(slot_samples[: len(slots)]):
-        selector = slots[index]
-        if selector is None:
-            continue
-        for labels, value in samples:
-            if selector.matches(labels):
-                _keep(latest, index, labels, float(value), engine_labels, collapse_labels)
-                found.add(selector.metric)
-    return _aggregate(latest, len(slots), profile, limits, 0, found)
-
-
 def _keep(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], index: int,
           labels: Mapping[str, str], value: float, engine_labels: list[str], collapse_labels: list[str]) -> None:
     """Remember one sample of slot ``index``: its engine series key, its rank (collapse labels) and value."""
@@ -269,6 +243,15 @@ def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels
         row = totals.setdefault(key, [None] * slots)
         previous = row[index]
         row[index] = value if previous is None or _larger(value, previous) else previous
+    return engine_series(totals, profile, found, limits, skipped)
+
+
+def engine_series(totals: Mapping[Labels, list[float | None]], profile: Profile, found: Iterable[str],
+                  limits: ParseLimits = LIMITS, skipped: int = 0) -> ParseResult:
+    """The engine series of ``totals`` (per engine key, one value per signal slot, already summed over other
+    labels and the largest over collapse labels): sorted by key, label sets without running dropped when any
+    has one, ``waiting`` minus ``waiting_ignored``, paused and awake folded, at most ``limits.series``.
+    ``found``: the metric names seen."""
     keys = sorted(totals)
     if any(totals[key][0] is not None for key in keys):  # label sets without running join no engine
         keys = [key for key in keys if totals[key][0] is not None]

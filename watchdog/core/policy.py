@@ -31,7 +31,7 @@ All times are seconds on the caller's monotonic clock. State is keyed by pod UID
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,11 +282,15 @@ class DeletionPolicy:
             "deferrals": dict(sorted(Counter(rule for _, _, rule in self._deferred).items())),
         }
 
-    def episode(self, uid: str, series: str) -> tuple[str | None, list[str]]:
-        """This stall episode of one engine series: how it was acted on ("delete", "dry_run" or None) and the
-        rules that deferred it so far."""
-        rules = sorted(rule for u, s, rule in self._deferred if (u, s) == (uid, series))
-        return self._acted.get((uid, series)), rules
+    def episodes(self) -> Callable[[str, str], tuple[str | None, list[str]]]:
+        """The stall episode of any engine series ``(uid, series)``: how it was acted on ("delete", "dry_run" or
+        None) and the rules that deferred it so far; the deferrals indexed once (a status snapshot asks for
+        thousands of series)."""
+        rules: dict[tuple[str, str], list[str]] = {}
+        for uid, series, rule in self._deferred:
+            rules.setdefault((uid, series), []).append(rule)
+        acted = dict(self._acted)
+        return lambda uid, series: (acted.get((uid, series)), sorted(rules.get((uid, series), ())))
 
     def _expire(self, now: float) -> None:
         while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:

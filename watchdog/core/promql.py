@@ -1,34 +1,46 @@
 """PURE: the stall signals read from Prometheus instead of a pod's ``/metrics`` (``source: prometheus``).
 
-Per cycle and profile, :func:`slot_queries` gives ONE instant query per signal slot of the profile (the same
-slots, in the same order, as :func:`watchdog.core.parsing.signal_slots`) for the whole fleet, plus one
-:func:`up_query`; the count never depends on the number of pods. Each query is a range selector over the last
-``staleness`` seconds, e.g. ``vllm:num_requests_running[60s]``: its matrix answer carries every series' raw
-samples with Prometheus' own timestamps, and a series with no sample in that range is simply absent (a series
-whose newest sample is older than the bound is unknown, never evidence). The confirmation before a deletion
-runs the same queries restricted to one pod (``restrict``).
+Per cycle and profile, :func:`plan` writes a CONSTANT number of instant queries for the whole fleet, whatever
+the number of pods: one per signal slot of the profile (the slots of :func:`watchdog.core.parsing.signal_slots`),
+one for the pods' sample times and one for their targets' ``up``. Each slot query lets Prometheus do the
+volume work of the parser's aggregation, so its answer holds one small row per pod and engine series::
 
-:func:`group_pods` keeps each series' newest sample, splits the series by the pod labels (``namespace``,
-``pod`` by default: what Kubernetes service discovery adds) and hands each pod's samples to the parser's own
-aggregation (:func:`watchdog.core.parsing.aggregate_samples`: engine series keyed by the profile's engine labels,
-summed over other labels, the largest over collapse labels). A pod's sample time is the newest sample timestamp
-among its series (Prometheus' clock, seconds). :func:`reading_outcome` says what the cycle does with it.
+    max by (namespace, pod, <engine labels>, <matcher labels>) (
+      sum by (namespace, pod, <engine labels>, <matcher labels>, <collapse labels>) (
+        last_over_time(vllm:generation_tokens_total[60s])))
+
+``last_over_time(...[staleness])`` is each series' newest sample no older than the staleness bound (an older
+series is absent: unknown, never evidence); ``sum by`` drops the labels no engine is keyed by (job, instance,
+endpoint ...) and ``max by`` takes the largest over the collapse labels (SGLang's tensor-parallel ranks), as
+the parser does; without collapse labels the ``max`` is left out. The rows then go through the parser's own
+last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
+so that rows of a ``!=`` matcher stay rows of the right series (they are summed like any other label).
+
+The sample time of a pod is ``max by (namespace, pod) (timestamp(<running selector>))``: Prometheus' own time
+of its newest running sample (a pod's series come from one scrape), which is what the detector is fed, so
+detection does not depend on when the watchdog asked; ``timestamp`` looks back at most Prometheus'
+lookback delta (5 minutes by default), hence the staleness bound's maximum of 300 s. ``up`` is
+``min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))``: one failing target of the pod makes it
+down. The confirmation before a deletion runs the same queries restricted to one pod (``restrict``).
+:class:`Reading` folds the answers per pod as they arrive; :func:`reading_outcome` says what the cycle does.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from watchdog.core.parsing import ParseResult, aggregate_samples, signal_slots
+from watchdog.core.parsing import Labels, ParseResult, engine_series, signal_slots
 from watchdog.core.profiles import Profile, Selector
 
-__all__ = ["PodKey", "PodReading", "Series", "group_pods", "reading_outcome", "slot_queries", "up_query", "url_problem"]
+__all__ = ["Plan", "PodKey", "PodReading", "Reading", "Series", "label_problem", "plan", "reading_outcome",
+           "url_problem"]
 
-#: One decoded series of a query answer: its labels and its samples as (Unix seconds, value).
-Series = tuple[Mapping[str, str], Sequence[tuple[float, float]]]
+#: One row of an instant query's answer: its labels, the evaluation time and the value.
+Series = tuple[Mapping[str, str], float, float]
 PodKey = tuple[str, str]  # (namespace, pod name)
 
 
@@ -54,9 +66,14 @@ def quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-def _range(metric: str, matchers: Sequence[str], staleness_s: float) -> str:
-    inner = ",".join(matchers)
-    return f"{metric}{{{inner}}}[{_seconds(staleness_s)}]" if inner else f"{metric}[{_seconds(staleness_s)}]"
+_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def label_problem(name: str) -> str | None:
+    """Why ``name`` is not a Prometheus label name usable in a ``by`` clause, or None."""
+    if not _LABEL.fullmatch(name) or name.startswith("__"):
+        return "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"
+    return None
 
 
 def _seconds(value: float) -> str:
@@ -66,78 +83,143 @@ def _seconds(value: float) -> str:
     return f"{max(1, round(value * 1000))}ms"
 
 
+def _selector(metric: str, matchers: Sequence[str]) -> str:
+    return f"{metric}{{{','.join(matchers)}}}" if matchers else metric
+
+
 def _restrict(restrict: Mapping[str, str] | None) -> list[str]:
     return [f"{name}={quote(value)}" for name, value in sorted((restrict or {}).items())]
 
 
-def selector_query(selector: Selector, staleness_s: float, restrict: Mapping[str, str] | None = None) -> str:
-    """``NAME{matchers}[<staleness>s]`` for one selector; ``restrict``: extra equality matchers (one pod)."""
+def _by(labels: Sequence[str]) -> str:
+    return ", ".join(labels)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The instant queries of one profile: ``slots[i]`` for signal slot ``i`` (None: the slot has no selector),
+    ``time`` the pods' newest running sample times, ``up`` their targets' health."""
+
+    slots: tuple[str | None, ...]
+    time: str
+    up: str
+
+    def queries(self) -> list[str]:
+        """Every query of the plan, each once."""
+        return list(dict.fromkeys([self.up, self.time, *(q for q in self.slots if q is not None)]))
+
+
+def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
+               restrict: Mapping[str, str] | None = None, keep_only: str = "") -> str:
+    """The query of one signal slot (see the module docstring); ``restrict``: extra equality matchers;
+    ``keep_only``: a comparison (``> 0``) that drops rows the parser would read as no value anyway."""
     matchers = [f"{name}{'=' if equal else '!='}{quote(value)}" for name, value, equal in selector.match]
-    return _range(selector.metric, [*matchers, *_restrict(restrict)], staleness_s)
+    latest = f"last_over_time({_selector(selector.metric, [*matchers, *_restrict(restrict)])}[{_seconds(staleness_s)}])"
+    keep = list(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels),
+                               *(name for name, _, _ in selector.match)]))
+    collapse = [name for name in sorted(profile.collapse_labels) if name not in keep]
+    query = f"sum by ({_by(keep)}) ({latest})" if not collapse else \
+        f"max by ({_by(keep)}) (sum by ({_by([*keep, *collapse])}) ({latest}))"
+    return f"{query} {keep_only}" if keep_only else query
 
 
-def slot_queries(profile: Profile, staleness_s: float,
-                 restrict: Mapping[str, str] | None = None) -> list[str | None]:
-    """One range query per signal slot of ``profile`` (None where the slot has no selector, e.g. no waiting)."""
-    return [None if s is None else selector_query(s, staleness_s, restrict) for s in signal_slots(profile)]
+def _keep_only(profile: Profile) -> list[str]:
+    """Per signal slot, the rows worth sending: an ignored-waiting gauge at 0 means exactly what no row means
+    (nothing to subtract; parsing.engine_series), so Prometheus leaves those out -- on an ordinary fleet all of
+    them. (A paused gauge at 0 would too for the decision, but it is shown as 0, not as absent.)"""
+    return ["", "", *["> 0"] * len(profile.waiting_ignored), *[""] * (len(signal_slots(profile)) - 2
+                                                                      - len(profile.waiting_ignored))]
 
 
-def up_query(staleness_s: float, pod_label: str, restrict: Mapping[str, str] | None = None) -> str:
-    """``up{<pod label>!=""}[<staleness>s]``: every pod target's health over the staleness bound."""
-    return _range("up", [*([f'{pod_label}!=""'] if not restrict else []), *_restrict(restrict)], staleness_s)
+def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
+         restrict: Mapping[str, str] | None = None) -> Plan:
+    """The queries of ``profile`` for the whole fleet, or for one pod with ``restrict``."""
+    slots = tuple(None if s is None else slot_query(s, profile, staleness_s, namespace_label, pod_label, restrict, f)
+                  for s, f in zip(signal_slots(profile), _keep_only(profile), strict=True))
+    running = profile.running
+    matchers = [f"{name}{'=' if equal else '!='}{quote(value)}" for name, value, equal in running.match]
+    pods = _by([namespace_label, pod_label])
+    time = f"max by ({pods}) (timestamp({_selector(running.metric, [*matchers, *_restrict(restrict)])}))"
+    up_matchers = _restrict(restrict) or [f'{pod_label}!=""']
+    up = f"min by ({pods}) (last_over_time({_selector('up', up_matchers)}[{_seconds(staleness_s)}]))"
+    return Plan(slots, time, up)
 
 
 @dataclass(frozen=True)
 class PodReading:
-    """One pod's signals from Prometheus: ``parsed`` as if its ``/metrics`` had been scraped, ``t`` the newest
-    sample time among its series (Unix seconds, Prometheus' clock), ``down``: one of its targets' newest ``up``
-    sample reads 0 (or is not a number)."""
+    """One pod's signals from Prometheus: ``parsed`` as if its ``/metrics`` had been scraped, ``t`` the time of
+    its newest running sample (Unix seconds, Prometheus' clock; None: Prometheus gave none), ``down``: one of its
+    targets' newest ``up`` sample reads 0 (or is not a number)."""
 
     parsed: ParseResult
-    t: float
+    t: float | None
     down: bool = False
 
 
-@dataclass
-class _Pod:
-    slots: list[list[tuple[Mapping[str, str], float]]]
-    t: float = -math.inf
-    labels: dict[str, str] = field(default_factory=dict)
+def _pod(labels: Mapping[str, str], namespace_label: str, pod_label: str) -> PodKey | None:
+    namespace, pod = labels.get(namespace_label), labels.get(pod_label)
+    return (namespace, pod) if namespace and pod else None
 
 
-def _newest(samples: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
-    best: tuple[float, float] | None = None
-    for t, value in samples:
-        if best is None or t > best[0]:
-            best = (t, value)
-    return best
+class Reading:
+    """The answers to one profile's :class:`Plan`, folded in as they arrive (:meth:`add`; the rows can be dropped
+    right after), then :meth:`pods`: per (namespace, pod) its engine series, sample time and ``up``.
 
+    A slot row is already one engine series of one pod (the query summed and took the largest as the parser
+    does); rows of one slot that differ only by a label of the selector's matchers are summed, as the parser
+    sums over labels no engine is keyed by. The engine series then go through the parser's own last step
+    (:func:`watchdog.core.parsing.engine_series`: label sets without running dropped, waiting minus ignored,
+    paused and awake folded, the series bound). Rows without both pod labels are ignored; pods that appear only
+    in the time or ``up`` answers are left out (no signal: unknown)."""
 
-def group_pods(profile: Profile, slot_series: Sequence[Sequence[Series] | None], up: Sequence[Series],
-               namespace_label: str, pod_label: str) -> dict[PodKey, PodReading]:
-    """Per (namespace, pod): the engine series of ``profile`` from each slot's decoded answer (``slot_series[i]``
-    for :func:`slot_queries` ``[i]``; None or empty for none), and whether ``up`` says its target is down.
+    def __init__(self, profile: Profile, queries: Plan, namespace_label: str, pod_label: str) -> None:
+        self.profile, self.plan = profile, queries
+        self.labels = (namespace_label, pod_label)
+        self.engine_labels = sorted(profile.engine_labels)
+        self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
+        self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
+        self.found: dict[PodKey, int] = {}  # bit i: slot i had a row
+        self.times: dict[PodKey, float] = {}
+        self.down: set[PodKey] = set()
 
-    Each series contributes its newest sample; series without both pod labels are ignored. Pods that appear
-    only in ``up`` are left out (no signal: unknown)."""
-    pods: dict[PodKey, _Pod] = {}
-    for index, answer in enumerate(slot_series):
-        for labels, samples in answer or ():
-            newest = _newest(samples)
-            namespace, pod = labels.get(namespace_label), labels.get(pod_label)
-            if newest is None or not namespace or not pod:
-                continue
-            entry = pods.setdefault((namespace, pod), _Pod([[] for _ in slot_series]))
-            entry.slots[index].append(({k: v for k, v in labels.items() if k != "__name__"}, newest[1]))
-            entry.t = max(entry.t, newest[0])
-    down: set[PodKey] = set()
-    for labels, samples in up:
-        newest = _newest(samples)
-        namespace, pod = labels.get(namespace_label), labels.get(pod_label)
-        if newest is not None and namespace and pod and not newest[1] > 0:
-            down.add((namespace, pod))
-    return {key: PodReading(aggregate_samples(entry.slots, profile), entry.t, key in down)
-            for key, entry in pods.items()}
+    def add(self, query: str, rows: Sequence[Series]) -> None:
+        """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored)."""
+        namespace_label, pod_label = self.labels
+        if query == self.plan.time:
+            for labels, _, value in rows:
+                if (key := _pod(labels, namespace_label, pod_label)) is not None and math.isfinite(value):
+                    self.times[key] = value
+        if query == self.plan.up:
+            self.down.update(key for labels, _, value in rows
+                             if (key := _pod(labels, namespace_label, pod_label)) is not None and not value > 0)
+        width, names = len(self.plan.slots), self.engine_labels
+        slots, found = self.slots, self.found
+        for index in (i for i, q in enumerate(self.plan.slots) if q == query):
+            bit = 1 << index
+            for labels, _, value in rows:  # the hot loop: one row per pod and engine series
+                namespace, name = labels.get(namespace_label), labels.get(pod_label)
+                if not namespace or not name:
+                    continue
+                pod = (namespace, name)
+                engines = slots.get(pod)
+                if engines is None:
+                    engines = slots[pod] = {}
+                    found[pod] = 0
+                found[pod] |= bit
+                engine = tuple([(n, labels[n]) for n in names if labels.get(n)])
+                row = engines.get(engine)
+                if row is None:
+                    row = engines[engine] = [None] * width
+                previous = row[index]
+                row[index] = value if previous is None else previous + value
+
+    def pods(self) -> dict[PodKey, PodReading]:
+        """Every pod with a slot row: its reading."""
+        out = {}
+        for pod, engines in self.slots.items():
+            found = [m for i, m in enumerate(self.metrics) if m is not None and self.found[pod] >> i & 1]
+            out[pod] = PodReading(engine_series(engines, self.profile, found), self.times.get(pod), pod in self.down)
+        return out
 
 
 def reading_outcome(reading: PodReading | None, previous_t: float | None) -> tuple[str, str]:
@@ -148,6 +230,8 @@ def reading_outcome(reading: PodReading | None, previous_t: float | None) -> tup
         return "prometheus_unknown", "no series of the profile in Prometheus within the staleness bound"
     if reading.down:
         return "prometheus_unknown", "Prometheus' newest up sample of its target is 0 (its scrapes fail)"
+    if reading.t is None:
+        return "prometheus_unknown", "Prometheus has no time for its newest running sample"
     if previous_t is not None and reading.t <= previous_t:
         return "ok", "same"
     return "ok", ""

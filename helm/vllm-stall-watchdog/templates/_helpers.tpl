@@ -90,7 +90,7 @@ scrapeIntervalSeconds: [1, 86400]
 scrapeDeadlineSeconds: [0.1, 86400]
 connectTimeoutSeconds: [0.05, 86400]
 prometheusTimeoutSeconds: [0.1, 300]
-prometheusStalenessSeconds: [1, 86400]
+prometheusStalenessSeconds: [1, 300]
 jitterSeconds: [0, 86400]
 deletionWindowSeconds: [1, 86400]
 breakerFraction: [0, 1]
@@ -150,6 +150,12 @@ nodeTaint format live in values.schema.json). tests/test_helm.py checks that the
 {{- end }}
 {{- if and (eq (toString $c.source) "prometheus") (not $c.prometheusUrl) }}
 {{- fail "config.source=prometheus needs config.prometheusUrl (e.g. http://prometheus-operated.monitoring:9090)" }}
+{{- end }}
+{{- if ne (empty $c.prometheusUsernameFile) (empty $c.prometheusPasswordFile) }}
+{{- fail "config.prometheusUsernameFile and config.prometheusPasswordFile go together (basic auth needs both)" }}
+{{- end }}
+{{- if and $c.prometheusUsernameFile $c.prometheusBearerTokenFile }}
+{{- fail "config.prometheusBearerTokenFile and basic auth (config.prometheusUsernameFile) exclude each other: Prometheus takes one Authorization header" }}
 {{- end }}
 {{- if ge $c.scrapeDeadlineSeconds $c.scrapeIntervalSeconds }}
 {{- fail (printf "config.scrapeDeadlineSeconds (%v) must be shorter than config.scrapeIntervalSeconds (%v)" $c.scrapeDeadlineSeconds $c.scrapeIntervalSeconds) }}
