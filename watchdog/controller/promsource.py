@@ -14,16 +14,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from watchdog.adapters.logs import facts
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
 from watchdog.config.settings import Settings
-from watchdog.controller.ports import Querier
-from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
 from watchdog.core.promql import PodKey, PodReading, Reading, plan, reading_outcome
+
+if TYPE_CHECKING:  # types only: `check --prometheus` must not import the Kubernetes client
+    from watchdog.controller.ports import Querier
+    from watchdog.controller.state import PodRecord
 
 log = logging.getLogger("watchdog.controller.cycle")
 
