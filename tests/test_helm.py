@@ -46,8 +46,8 @@ OTHER_ALTERNATIVE = {"prometheusBearerTokenFile"}
 # plus exactly one of DELETE / EVICT (config.action) plus NODES with config.nodeEscalation; the namespaced Role
 # exists only with config.leaderElection and is LEASE(leaseName). Any extra, missing or wildcard grant fails.
 BASE_RBAC = {
-    *(("", "pods", v, "") for v in ("get", "list")),
-    *(("", "namespaces", v, "") for v in ("get", "list")),
+    *(("", "pods", v, "") for v in ("get", "list", "watch")),  # watch: the discovery cache
+    *(("", "namespaces", v, "") for v in ("get", "list", "watch")),
     *(("", "events", v, "") for v in ("create", "list")),
     *(("apps", r, "get", "") for r in ("replicasets", "deployments", "statefulsets")),
 }

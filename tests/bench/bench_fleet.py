@@ -15,6 +15,7 @@ counted as the watchdog's:
   have 8 data-parallel engines (380 KB bodies), ``--slow`` answer after 2 s and ``--hung`` never answer
   (exact counts per block of 100 pods, at random positions);
 - the watchdog side: a fresh process per run that builds ``Watchdog(config, KubeClient.from_settings(...))``
+  with namespaces and pods from the watch-based cache (``PodCache``: one LIST in the warm-up cycle, then WATCH)
   with the production settings (deadline 3 s, connect timeout 1 s, workers per config unless ``--workers``,
   JSON logs at info to a file; deletion budgets and the minimum pod age lifted so every run may delete) but
   ``--interval`` 5 s and ``--window`` 15 s, and runs cycles on a fixed grid as the service's APScheduler job
@@ -307,6 +308,7 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     """Run in the watchdog process: warm-up + measured cycles on a grid, then the wedge until its deletion."""
     from watchdog.adapters.kube import KubeClient, KubeSettings
     from watchdog.adapters.logs import setup_logging
+    from watchdog.adapters.podcache import PodCache
     from watchdog.config.loader import load_config
     from watchdog.controller.cycle import Watchdog
 
@@ -339,7 +341,8 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     setup_logging(config.log_format, config.log_level)
     kube = TimedKube.from_settings(KubeSettings(host=spec["emulator"], request_timeout_s=config.api_timeout_seconds))
     assert isinstance(kube, TimedKube)
-    watchdog = Watchdog(config, kube)
+    # As ``run`` wires it: namespaces and pods from the watch-based cache (its LIST happens in the warm-up cycle).
+    watchdog = Watchdog(config, kube, listing=PodCache(kube, first_sync_wait_s=120))
     rss_start_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports + setup, no cycle yet
     interval, cycles = spec["interval"], spec["cycles"]
     records: list[dict[str, Any]] = []

@@ -30,9 +30,11 @@ NEVER = [
 # What the code calls (action=delete, no leader election, no node escalation).
 DEFAULT_ALLOWED = [
     ("list", "pods", "-A"),
+    ("watch", "pods", "-A"),  # the discovery cache: LIST once, then WATCH
     ("get", "pods", "-n", "default"),
     ("delete", "pods", "-n", "default"),
     ("list", "namespaces"),
+    ("watch", "namespaces"),
     ("create", "events", "-n", "default"),
     ("list", "events", "-A"),
     ("get", "replicasets", "-n", "default"),
@@ -65,7 +67,7 @@ def test_default_release(release, kubectl, control_plane):
     ], [
         *NEVER, ("create", "pods", "--subresource=eviction", "-n", "default"), ("patch", "nodes"),
         ("get", "nodes"), ("get", "leases", "-n", rel.namespace), ("update", "leases", "-n", rel.namespace),
-        ("watch", "pods", "-A"), ("watch", "namespaces"), ("patch", "events", "-n", "default"),
+        ("watch", "events", "-A"), ("watch", "replicasets", "-A"), ("patch", "events", "-n", "default"),
         # no other ConfigMap: its own config read only, not another namespace's, no list/delete
         ("update", f"configmap/{rel.fullname}", "-n", rel.namespace),
         ("update", "configmap/other", "-n", rel.namespace),

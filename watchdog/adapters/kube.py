@@ -9,10 +9,12 @@ and never retries (urllib3 retries are disabled, so a DELETE is sent at most onc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,8 +22,10 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.watch.watch import iter_resp_lines
 
 DeleteResult = Literal["deleted", "not_found", "conflict"]
+Watched = Literal["pods", "namespaces"]  # what list_page / watch serve (the pod cache)
 EvictResult = Literal["evicted", "not_found", "conflict", "blocked", "several_pdbs"]
 
 # (apiVersion, kind) -> plural for the owner kinds we expect; others use a simple lower-case plural.
@@ -59,6 +63,38 @@ class KubeSettings:
     context: str | None = None
     host: str | None = None
     request_timeout_s: float = 10.0
+
+
+class WatchStream:
+    """The events of one open WATCH, decoded one line at a time (never the client's models). Iterating raises
+    KubeError: an ``ERROR`` event with its code as the status (410: the resourceVersion expired), or the
+    connection failing (status 0). :meth:`close` may be called from another thread to cut it short."""
+
+    def __init__(self, what: str, response: Any) -> None:
+        self.what, self._response = what, response
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            for line in iter_resp_lines(self._response):
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise KubeError(self.what, int(status.get("code") or 0), str(status.get("reason") or "error"),
+                                    str(status.get("message") or ""))
+                yield event
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise KubeError(self.what, 0, f"{type(e).__name__}: {e}") from e
+        except ValueError as e:
+            raise KubeError(self.what, 0, f"invalid JSON in the event stream: {e}") from e
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for step in ("shutdown", "close", "release_conn"):  # shutdown unblocks a read in another thread
+            with contextlib.suppress(Exception):  # already closed, or the socket is gone
+                getattr(self._response, step)()
 
 
 def _plural(api_version: str, kind: str) -> str:
@@ -164,6 +200,33 @@ class KubeClient:
         body = self._call(f"list pods {label_selector!r}", self._core.list_pod_for_all_namespaces,
                           label_selector=label_selector, resource_version="0")
         return list(body.get("items") or [])
+
+    def list_page(self, resource: Watched, label_selector: str, limit: int, token: str | None) -> dict[str, Any]:
+        """One page of a paged LIST (``limit`` items, ``token``: the previous page's ``metadata.continue``),
+        a consistent read (no ``resourceVersion``: the API server pages only those). The whole body."""
+        body: dict[str, Any] = self._call(f"list {resource} {label_selector!r}", self._listing(resource),
+                                          label_selector=label_selector, limit=limit, _continue=token)
+        return body
+
+    def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int) -> WatchStream:
+        """Open one WATCH (counted as a request) from ``resource_version``, with bookmarks; the API server ends it
+        after ``timeout_s``, and a silent connection is given up ``timeout_s`` + 30 s after its last byte."""
+        what = f"watch {resource} {label_selector!r}"
+        with self._count_lock:
+            self._count += 1
+        try:
+            resp = self._listing(resource)(
+                label_selector=label_selector, resource_version=resource_version, watch=True,
+                allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
+                _request_timeout=(self._timeout, timeout_s + 30))
+        except ApiException as e:
+            raise KubeError(what, e.status or 0, str(e.reason or "error"), _message(e.body)) from e
+        except urllib3.exceptions.HTTPError as e:
+            raise KubeError(what, 0, f"{type(getattr(e, 'reason', None) or e).__name__}: {e}") from e
+        return WatchStream(what, resp)
+
+    def _listing(self, resource: Watched) -> Any:
+        return self._core.list_pod_for_all_namespaces if resource == "pods" else self._core.list_namespace
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A fresh read of one pod (quorum read, never cached); None when it does not exist (404)."""

@@ -8,10 +8,8 @@ State is kept per engine series, keyed by pod UID plus the engine's labels, drop
 reset when the pod's container restart count changes. Sample times come from the monotonic clock (source
 prometheus: Prometheus' own sample times moved onto it, ``promsource``; a sample already fed is not fed again).
 
-API requests per cycle: 1 namespace LIST + 1 pod LIST per target (all namespaces, label selector,
-``resourceVersion=0`` so the API server answers from its watch cache) — independent of the number of pods —
-plus one GET of the run-time brake's ConfigMap (``pauseConfigMap``, when set) and a few GETs/DELETE/Events per
-remediation; source prometheus adds a constant number of queries. ``GET /status`` is rebuilt after each cycle.
+API requests: namespaces and pods from ``listing`` (``run``: the watch-based cache) cost none, else 1 + 1 LIST per
+target; plus the brake's ConfigMap GET, a few GETs/DELETE/Events per remediation, and Prometheus' queries.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
-from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Querier
+from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Listing, Querier
 from watchdog.controller.promsource import PrometheusSource, Read, client_from, confirm_read, fleet_reads
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.state import EngineState, PodRecord
@@ -109,8 +107,9 @@ class Watchdog:
                  scraper: Fetcher | None = None, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, leader: Callable[[], bool] = lambda: True,
                  escalation: Escalation | None = None, ledger: DeletionLedger | None = None,
-                 brake: Brake | None = None, prometheus: Querier | None = None) -> None:
+                 brake: Brake | None = None, prometheus: Querier | None = None, listing: Listing | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
+        self.listing = listing  # namespaces and pods from here when set (the watch-based cache), else from kube
         self.metrics = metrics or new_metrics()
         self.scraper = scraper or Scraper(ScrapeLimits(
             connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
@@ -150,9 +149,9 @@ class Watchdog:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.scraper.close()
-        if self.prometheus is not None:
-            self.prometheus.client.close()
+        for closing in (self.scraper, self.listing, self.prometheus.client if self.prometheus else None):
+            if closing is not None:
+                closing.close()
 
     # -- the cycle ----------------------------------------------------------------------------------------
     def run_cycle(self) -> CycleReport:
@@ -170,8 +169,9 @@ class Watchdog:
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
         with _gc_paused():  # the pod LISTs are dropped before the garbage collector would see them
-            namespaces = self.kube.list_namespaces(self.namespace_selector)
-            pods_by_target = [(t, self.kube.list_pods(t.pod_selector)) for t in self.config.targets]
+            source = self.listing or self.kube
+            namespaces = source.list_namespaces(self.namespace_selector)
+            pods_by_target = [(t, source.list_pods(t.pod_selector)) for t in self.config.targets]
             found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
                              require_controller=self.config.require_controller,
                              allow_loopback=self.config.allow_loopback_pod_ips)

@@ -33,6 +33,15 @@ class KubeApi(Protocol):
     def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
 
+class Listing(Protocol):
+    """Where the cycle lists namespaces and pods when not from the API itself: the watch-based cache
+    (adapters.podcache.PodCache), stopped with the watchdog."""
+
+    def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]: ...
+    def list_pods(self, label_selector: str) -> list[dict[str, Any]]: ...
+    def close(self) -> None: ...
+
+
 class Fetcher(Protocol):
     """One bounded scrape (adapters.scrape.Scraper): the body, or ScrapeError."""
 

@@ -104,7 +104,7 @@ def run_service(config: Settings, *, once: bool = False) -> int:
         log.error("cannot set up the Kubernetes client (kubeconfig or in-cluster account): %s", exc,
                   extra={"reason": "kubeconfig"})
         return 2
-    watchdog, elector = wire(config, kube, os.environ.get("POD_NAMESPACE"))
+    watchdog, elector = wire(config, kube, os.environ.get("POD_NAMESPACE"), cache=not once)
     if once:
         try:
             if elector is not None:

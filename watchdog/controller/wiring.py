@@ -12,6 +12,7 @@ import time
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.leader import LeaderElector
 from watchdog.adapters.nodes import NodeEscalator
+from watchdog.adapters.podcache import PodCache
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog
@@ -22,9 +23,12 @@ from watchdog.core.policy import PAUSE_ANNOTATION
 log = logging.getLogger("watchdog.controller.service")
 
 
-def wire(config: Settings, kube: KubeClient, pod_namespace: str | None) -> tuple[Watchdog, LeaderElector | None]:
+def wire(config: Settings, kube: KubeClient, pod_namespace: str | None, *,
+         cache: bool = False) -> tuple[Watchdog, LeaderElector | None]:
     """The watchdog for ``config`` and its Lease campaign (None without leader election). ``pod_namespace``:
-    the watchdog's own namespace ($POD_NAMESPACE from the downward API; "default" when unset)."""
+    the watchdog's own namespace ($POD_NAMESPACE from the downward API; "default" when unset). ``cache``:
+    namespaces and pods from the watch-based cache (``run``; its informers start here), else LISTed every
+    cycle (``run --once``, tests)."""
     elector = _elector(config, kube, pod_namespace)
     escalation = None
     if config.node_escalation:
@@ -38,8 +42,14 @@ def wire(config: Settings, kube: KubeClient, pod_namespace: str | None) -> tuple
     prometheus = [t.name for t in config.targets if config.source_of(t) == "prometheus"]
     if prometheus:
         log.info("source prometheus for targets %s: %s", ", ".join(prometheus), config.prometheus_url)
+    listing = PodCache(kube, first_sync_wait_s=config.api_timeout_seconds) if cache else None
     watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation,
-                        ledger=_ledger(config, kube, pod_namespace), brake=brake)
+                        ledger=_ledger(config, kube, pod_namespace), brake=brake, listing=listing)
+    if listing is not None:
+        listing.watch("namespaces", watchdog.namespace_selector)
+        for target in config.targets:
+            listing.watch("pods", target.pod_selector)
+        log.info("namespaces and pods: LIST once, then WATCH (the cache; %d informers)", len(listing.informers))
     return watchdog, elector
 
 

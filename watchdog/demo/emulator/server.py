@@ -2,14 +2,15 @@
 
 An in-memory emulator over real HTTP, not a cluster (no RBAC, admission, kubelet, garbage collection, Events
 aggregation). Reaching into ``kmock._internal`` (hence the pin ``kmock==0.8``), it adds: ``/api/v1/namespaces``
-(kmock's path parser, wrapped process-wide on import, gave 500); empty lists for the kinds in
+(kmock's path parser gave 500; :mod:`.paths` patches it on import, and ``watch=True``); empty lists for the kinds in
 :data:`RESOURCES` (404 before); ``labelSelector`` on list and watch (``a=b``, ``a!=b``, ``a``, ``!a``,
 ``a in (x)``, ``a notin (x)``); server-set ``uid``, ``resourceVersion``, ``creationTimestamp`` and
 ``generateName`` with 201 on create; DeleteOptions ``preconditions`` (mismatch: 409 Conflict ``Status``);
-PUT replace (was 404); watch ``timeoutSeconds``; ``KubeEmulator.request_log`` (kmock's own request history is
-dropped: it made every request scan all earlier ones); cluster-scoped ``v1/nodes``;
-``fieldSelector`` (:mod:`.selectors`), the pods ``eviction`` subresource (429 while
-``KubeEmulator.eviction_blocked`` says so) and 409 for a PATCH carrying a stale ``metadata.resourceVersion``.
+PUT replace (was 404); watches with ``timeoutSeconds``, ``resourceVersion`` (410 once compacted), bookmarks and
+paged LISTs (:mod:`.watches`); ``KubeEmulator.request_log`` (kmock's own request history is dropped: it made every
+request scan all earlier ones); cluster-scoped ``v1/nodes``; ``fieldSelector`` (:mod:`.selectors`), the pods
+``eviction`` subresource (429 while ``KubeEmulator.eviction_blocked`` says so) and 409 for a PATCH carrying a
+stale ``metadata.resourceVersion``.
 Deleted pods vanish at once, whereas a real kubelet honours the grace period while the pod lingers with
 ``deletionTimestamp`` set.
 """
@@ -17,18 +18,20 @@ Deleted pods vanish at once, whereas a real kubelet honours the grace period whi
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import threading
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any, NamedTuple, cast
 
 import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import enums, parsing, references, rendering
+from kmock._internal import enums, references, rendering
 
 from watchdog.demo.emulator.client import SEED_HEADER, EmulatorClient, EmulatorError
+from watchdog.demo.emulator.paths import true  # importing it patches kmock's request parsing
 from watchdog.demo.emulator.responses import EVICTED, eviction_is_blocked, status_response
 from watchdog.demo.emulator.selectors import (
     fields_match,
@@ -37,6 +40,7 @@ from watchdog.demo.emulator.selectors import (
     parse_selector,
     selector_matches,
 )
+from watchdog.demo.emulator.watches import EventLog, WatchSpec, expired, page, stream
 
 # resource ("group/version/plural") -> (kind, namespaced)
 RESOURCES: dict[str, tuple[str, bool]] = {
@@ -46,20 +50,6 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "apps/v1/statefulsets": ("StatefulSet", True), "v1/nodes": ("Node", False),
     "v1/configmaps": ("ConfigMap", True),
 }
-
-_original_parse_path = parsing.parse_path
-
-
-def _parse_path(path: str) -> parsing.ParsedPath:
-    """kmock's parser with ``/api/v1/namespaces[/NAME[/status|finalize]]`` read as the namespaces resource."""
-    parts = path.strip("/").split("/")
-    if parts[:3] == ["api", "v1", "namespaces"] and (len(parts) <= 4 or parts[4:] in (["status"], ["finalize"])):
-        name, sub = (parts + [None, None])[3:5]
-        return parsing.ParsedPath(group="", version="v1", plural="namespaces", name=name, subresource=sub)
-    return _original_parse_path(path)
-
-
-setattr(parsing, "parse_path", _parse_path)  # noqa: B010  (kmock's rendering calls parsing.parse_path)
 
 def _api_version(resource: references.resource) -> str:
     return f"{resource.group}/{resource.version}".lstrip("/")
@@ -90,12 +80,28 @@ class KubeEmulator(kmock.KubernetesEmulator):
     request_log: list[ApiRequest] = attrs.field(factory=list, init=False)
     eviction_blocked: bool | set[str] = attrs.field(factory=set, init=False)  # True or {"ns/pod"}: PDB says no
     several_pdbs: set[str] = attrs.field(factory=set, init=False)  # {"ns/pod"}: selected by 2+ PDBs (500)
+    bookmark_interval_s: float = attrs.field(default=1.0, init=False)  # idle watches get a BOOKMARK this often
     _rv: int = attrs.field(default=0, init=False)
+    _head: int = attrs.field(default=0, init=False)  # resourceVersion of the last event (what a LIST reports)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         for key, (kind, namespaced) in RESOURCES.items():
             self.resources[key] = references.ResourceInfo(kind=kind, namespaced=namespaced)
+        setattr(self, "_buses", collections.defaultdict(lambda: EventLog(self._stamp_event)))  # noqa: B010 (kmock's bus)
+
+    def _stamp_event(self, rv_text: str | None) -> int:
+        rv = int(rv_text) if rv_text and rv_text.isdigit() else 0
+        rv = rv if rv > self._head else int(self._next_rv())
+        self._head = max(self._head, rv)
+        return rv
+
+    def compact(self) -> int:
+        """Emulate etcd compaction: every watch from a resourceVersion before now gets 410 Expired. Returns
+        the current resourceVersion. Call it from the emulator's loop, or between requests."""
+        for log in list(self._buses.values()):
+            cast(EventLog, log).compact(self._head)
+        return self._head
 
     def count_requests(self, verb: str | None = None, resource: str | None = None, method: str | None = None) -> int:
         """How many recorded requests match all given filters (None = any)."""
@@ -203,7 +209,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             stored = self._object(request)
             if stored is None:
-                return _not_found(request, details)
+                return status_response(404, "NotFound", f'{details["kind"]} "{request.name}" not found', details)
             meta = stored.raw.get("metadata") or {}
             new_meta = body.setdefault("metadata", {})
             if new_meta.get("resourceVersion") not in (None, "", meta.get("resourceVersion")):
@@ -218,33 +224,52 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return aiohttp.web.json_response(body)
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+        assert request.resource is not None
+        items, meta = page(await self._selected(request), str(self._head), request.params.get("limit"),
+                           request.params.get("continue"))
+        return {"apiVersion": _api_version(request.resource), "kind": f"{_kind(request.resource)[0]}List",
+                "metadata": meta, "items": items}
+
+    async def _selected(self, request: rendering.Request) -> list[dict[str, Any]]:
+        """The stored objects the request's path, label and field selectors pick (one consistent snapshot)."""
         payload = await super()._serve_list(request)
-        assert isinstance(payload, dict) and request.resource is not None
+        assert isinstance(payload, dict)
         requirements = parse_selector(request.params.get("labelSelector", ""))
         fields = parse_field_selector(request.params.get("fieldSelector", ""))
-        items = [i for i in payload["items"]
-                 if selector_matches(requirements, labels_of(i)) and fields_match(fields, i)]
-        return {"apiVersion": _api_version(request.resource), "kind": f"{_kind(request.resource)[0]}List",
-                "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+        return [i for i in payload["items"] if selector_matches(requirements, labels_of(i)) and fields_match(fields, i)]
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+        """See :mod:`.watches`: from ``resourceVersion`` (410 once compacted) or from the current objects."""
+        assert request.resource is not None
+        yield b""  # the headers go out at once, even when nothing happens
         requirements = parse_selector(request.params.get("labelSelector", ""))
         fields = parse_field_selector(request.params.get("fieldSelector", ""))
+
+        def match(obj: dict[str, Any]) -> bool:
+            meta = obj.get("metadata") or {}
+            return (request.namespace in (None, meta.get("namespace")) and request.name in (None, meta.get("name"))
+                    and selector_matches(requirements, labels_of(obj)) and fields_match(fields, obj))
+
+        log = cast(EventLog, self._buses[request.resource])
+        since = request.params.get("resourceVersion") or "0"
+        if since == "0":  # the current objects first (one consistent snapshot), then what happens next
+            current = await self._selected(request)
+            start = log.end
+            for obj in current:
+                yield {"type": "ADDED", "object": obj}
+        else:
+            after = log.seq_after(int(since)) if since.isdigit() else None
+            if after is None:
+                yield expired(since, log.floor)
+                return
+            start = after
         timeout = request.params.get("timeoutSeconds")
-        deadline = asyncio.get_running_loop().time() + float(timeout) if timeout else None
-        inner = cast(AsyncGenerator[rendering.Payload, None], super()._serve_watch(request))
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        item = await anext(inner)
-                except (TimeoutError, StopAsyncIteration):
-                    return
-                obj = item.get("object") if isinstance(item, dict) else None
-                if obj is None or (selector_matches(requirements, labels_of(obj)) and fields_match(fields, obj)):
-                    yield item
-        finally:
-            await inner.aclose()
+        bookmarks = true(request.params.get("allowWatchBookmarks"))
+        kind = {"kind": _kind(request.resource)[0], "apiVersion": _api_version(request.resource)}
+        spec = WatchSpec(log, match, start, lambda: self._head, kind if bookmarks else None, self.bookmark_interval_s,
+                         asyncio.get_running_loop().time() + float(timeout) if timeout else None)
+        async for event in stream(spec):
+            yield event
 
     async def _evict(self, request: rendering.Request) -> aiohttp.web.Response:
         """Serve ``POST /api/v1/namespaces/NS/pods/NAME/eviction``: checks and deletion are atomic under the lock."""
@@ -288,7 +313,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             stored = self._object(request)
             if stored is None:
-                return _not_found(request, details)
+                return status_response(404, "NotFound", f'{details["kind"]} "{request.name}" not found', details)
             meta = request.data.setdefault("metadata", {})
             if meta.get("resourceVersion") != (stored.raw.get("metadata") or {}).get("resourceVersion"):
                 return status_response(409, "Conflict", f'Operation cannot be fulfilled on {request.resource.plural} '
@@ -360,7 +385,3 @@ class EmulatorServer(EmulatorClient):
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-
-def _not_found(request: rendering.Request, details: dict[str, Any]) -> aiohttp.web.Response:
-    assert request.resource is not None
-    return status_response(404, "NotFound", f'{request.resource.plural} "{request.name}" not found', details)

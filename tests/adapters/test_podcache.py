@@ -1,0 +1,235 @@
+"""The watch-based pod and namespace cache against the Kubernetes API emulator over real HTTP (the emulator serves
+watches with resourceVersion, bookmarks, 410 and paging: watchdog/demo/emulator/watches.py)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import tenacity
+
+from watchdog.adapters import podcache
+from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings, Watched, WatchStream
+from watchdog.adapters.podcache import Informer, PodCache
+from watchdog.demo.emulator import EmulatorServer
+
+SELECTOR = "app=vllm"
+
+
+class Flaky(KubeClient):
+    """The real client; ``broken`` makes every WATCH fail to open as a dropped connection would."""
+
+    broken = False
+
+    def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int) -> WatchStream:
+        if self.broken:
+            with self._count_lock:
+                self._count += 1
+            raise KubeError(f"watch {resource}", 0, "ConnectionResetError: connection reset by peer")
+        return super().watch(resource, label_selector, resource_version, timeout_s)
+
+
+@pytest.fixture
+def srv() -> Iterator[EmulatorServer]:
+    with EmulatorServer() as server:
+        server.create_namespace("ml", {"vllm-watchdog.io/enabled": "true"})
+        server.emulator.bookmark_interval_s = 0.1
+        yield server
+
+
+@pytest.fixture
+def kube(srv: EmulatorServer) -> Flaky:
+    client = Flaky.from_settings(KubeSettings(host=srv.base_url, request_timeout_s=5))
+    assert isinstance(client, Flaky)
+    return client
+
+
+def fast(kube: KubeClient, **kw: Any) -> Callable[[Watched, str], Informer]:
+    """Informers with a 50 ms backoff (and whatever else the test says)."""
+    return lambda resource, selector: Informer(kube, resource, selector, backoff=tenacity.wait_fixed(0.05), **kw)
+
+
+@pytest.fixture
+def cache(kube: Flaky) -> Iterator[PodCache]:
+    c = PodCache(kube, first_sync_wait_s=5, make=fast(kube))
+    yield c
+    c.close()
+
+
+def pod(name: str, namespace: str = "ml", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "annotations": {"team": "a", "vllm-watchdog.io/exclude": "false"}},
+            "spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "vllm:1", "env": [{"name": "A"}],
+                                                           "ports": [{"name": "http", "containerPort": 8000}]}]},
+            "status": {"podIP": "10.0.0.7", "phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": None},
+                                      {"type": "PodScheduled", "status": "True"}],
+                       "containerStatuses": [{"name": "vllm", "restartCount": 2, "image": "vllm:1"}]}}
+
+
+def names(items: list[dict[str, Any]]) -> list[str]:
+    return sorted(i["metadata"]["name"] for i in items)
+
+
+def until(check: Callable[[], Any], timeout_s: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.02)
+    raise AssertionError(f"not within {timeout_s} s")
+
+
+def test_one_list_then_adds_modifies_and_deletes_arrive_by_watch(srv: EmulatorServer, kube: Flaky,
+                                                                    cache: PodCache) -> None:
+    srv.create_pod(pod("llm-0", app="vllm"))
+    srv.create_pod(pod("web-0", app="web"))
+    assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
+    srv.create_pod(pod("llm-1", app="vllm"))
+    until(lambda: names(cache.list_pods(SELECTOR)) == ["llm-0", "llm-1"])
+    srv.patch_object("/api/v1/namespaces/ml/pods/llm-0", {"status": {"podIP": "10.0.0.9"}})
+    until(lambda: {p["metadata"]["name"]: p["status"]["podIP"] for p in cache.list_pods(SELECTOR)}
+          == {"llm-0": "10.0.0.9", "llm-1": "10.0.0.7"})
+    srv.request("DELETE", "/api/v1/namespaces/ml/pods/llm-0")
+    until(lambda: names(cache.list_pods(SELECTOR)) == ["llm-1"])
+    assert srv.emulator.count_requests(verb="list", resource="pods") == 1
+    assert srv.emulator.count_requests(verb="watch", resource="pods") == 1
+    assert kube.api_requests == 2
+
+
+def test_keeps_the_trimmed_pod_only(srv: EmulatorServer, cache: PodCache) -> None:
+    created = srv.create_pod(pod("llm-0", app="vllm"))
+    (cached,) = cache.list_pods(SELECTOR)
+    meta = created["metadata"]
+    assert cached == {
+        "metadata": {"uid": meta["uid"], "namespace": "ml", "name": "llm-0",
+                     "creationTimestamp": meta["creationTimestamp"],
+                     "annotations": {"vllm-watchdog.io/exclude": "false"}},
+        "spec": {"nodeName": "gpu-1", "containers": [{"ports": [{"name": "http", "containerPort": 8000}]}]},
+        "status": {"phase": "Running", "podIP": "10.0.0.7", "conditions": [{"type": "Ready", "status": "True"}],
+                   "containerStatuses": [{"restartCount": 2}]}}
+    assert cache.list_namespaces("vllm-watchdog.io/enabled") == [
+        {"metadata": {"name": "ml", "labels": {"vllm-watchdog.io/enabled": "true"}}, "status": {}}]
+
+
+def test_a_bookmark_advances_the_resource_version_without_any_pod_event(srv: EmulatorServer,
+                                                                         cache: PodCache) -> None:
+    cache.list_pods(SELECTOR)
+    informer = cache.informers[("pods", SELECTOR)]
+    before = informer.resource_version
+    srv.create_object("/api/v1/namespaces/ml/configmaps", {"metadata": {"name": "unrelated"}})
+    srv.create_pod(pod("web-0", app="web"))  # a pod the selector does not pick: no event for this watch
+    head = srv.emulator._head
+    assert int(head) > int(before)
+    until(lambda: informer.resource_version == str(head))
+    assert cache.list_pods(SELECTOR) == [] and informer.lists == 1
+
+
+def test_a_pod_leaving_or_entering_the_selector_is_dropped_or_added(srv: EmulatorServer, cache: PodCache) -> None:
+    selector = "app in (vllm,sglang),!canary"
+    srv.create_pod(pod("a", app="vllm"))
+    srv.create_pod(pod("b", app="sglang"))
+    srv.create_pod(pod("c", app="vllm", canary="1"))
+    srv.create_pod(pod("d", app="web"))
+    assert names(cache.list_pods(selector)) == ["a", "b"]
+    srv.patch_object("/api/v1/namespaces/ml/pods/a", {"metadata": {"labels": {"canary": "yes"}}})
+    srv.patch_object("/api/v1/namespaces/ml/pods/d", {"metadata": {"labels": {"app": "sglang"}}})
+    until(lambda: names(cache.list_pods(selector)) == ["b", "d"])
+    srv.patch_object("/api/v1/namespaces/ml/pods/c", {"metadata": {"labels": {"canary": None}}})
+    until(lambda: names(cache.list_pods(selector)) == ["b", "c", "d"])
+
+
+def test_410_gone_lists_again_and_a_failed_watch_resumes_with_one_log_line(
+        srv: EmulatorServer, kube: Flaky, cache: PodCache, caplog: pytest.LogCaptureFixture) -> None:
+    srv.create_pod(pod("llm-0", app="vllm"))
+    srv.create_pod(pod("llm-1", app="vllm"))
+    assert names(cache.list_pods(SELECTOR)) == ["llm-0", "llm-1"]
+    informer = cache.informers[("pods", SELECTOR)]
+    # The watch fails (and keeps failing for a while): meanwhile a pod goes, one comes, and etcd compacts.
+    kube.broken = True
+    with caplog.at_level(logging.WARNING, "watchdog.adapters.podcache"):
+        until(lambda: informer._stream).close()
+        until(lambda: informer.failing_since is not None and len(caplog.records) >= 2)
+    srv.request("DELETE", "/api/v1/namespaces/ml/pods/llm-0")
+    srv.create_pod(pod("llm-2", app="vllm"))
+    srv.emulator.compact()
+    assert names(cache.list_pods(SELECTOR)) == ["llm-0", "llm-1"]  # stale, but not yet for STALE_S
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all("\n" not in line and line.startswith("pods 'app=vllm' cache: ") for line in lines)
+    assert lines[0].endswith(": ProtocolError: Response ended prematurely; again in 0.1 s")  # the cut stream
+    assert lines[1:] and all(line.endswith("connection reset by peer; again in 0.1 s") for line in lines[1:])
+    assert not any(r.exc_info for r in caplog.records)
+    kube.broken = False
+    until(lambda: names(cache.list_pods(SELECTOR)) == ["llm-1", "llm-2"])
+    assert informer.lists == 2 and informer.failing_since is None
+    assert srv.emulator.count_requests(verb="list", resource="pods") == 2
+
+
+def test_410_without_relisting_would_leave_the_cache_stale(srv: EmulatorServer, kube: Flaky) -> None:
+    """The rounds by hand: a WATCH from a compacted resourceVersion ends in 410, and the next round LISTs."""
+    srv.create_pod(pod("llm-0", app="vllm"))
+    informer = Informer(kube, "pods", SELECTOR, watch_s=(1, 1))
+    informer._list()
+    old = informer.resource_version
+    srv.request("DELETE", "/api/v1/namespaces/ml/pods/llm-0")
+    srv.emulator.compact()
+    informer._watch()  # 410 Expired: logged, nothing raised
+    assert informer.resource_version == old and names(informer.items()) == ["llm-0"]
+    informer._round()
+    assert names(informer.items()) == [] and informer.lists == 2
+
+
+def test_lists_page_by_page(srv: EmulatorServer, kube: Flaky, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(podcache, "PAGE", 2)
+    for i in range(5):
+        srv.create_pod(pod(f"llm-{i}", app="vllm"))
+    informer = Informer(kube, "pods", SELECTOR)
+    informer._list()
+    assert names(informer.items()) == [f"llm-{i}" for i in range(5)]
+    assert srv.emulator.count_requests(verb="list", resource="pods") == 3
+
+
+def test_nothing_is_listed_before_the_first_sync(caplog: pytest.LogCaptureFixture) -> None:
+    kube = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:9", request_timeout_s=1))
+    cache = PodCache(kube, first_sync_wait_s=0.3, make=fast(kube))
+    try:
+        with pytest.raises(KubeError) as info:
+            cache.list_pods(SELECTOR)
+    finally:
+        cache.close()
+    text = str(info.value)
+    assert text.startswith("watch pods 'app=vllm': cache not synced yet (first LIST pending): nothing is scraped or "
+                           "acted on until it is; last error: list pods 'app=vllm': ")
+    assert "Connection refused" in text and "\n" not in text
+
+
+def test_a_cache_failing_for_longer_than_stale_s_refuses_to_answer(srv: EmulatorServer, kube: Flaky,
+                                                                   cache: PodCache,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    srv.create_pod(pod("llm-0", app="vllm"))
+    assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
+    monkeypatch.setattr(podcache, "STALE_S", 0.2)
+    kube.broken = True
+    informer = cache.informers[("pods", SELECTOR)]
+    until(lambda: informer._stream).close()
+    until(lambda: informer.failing_since is not None)
+    time.sleep(0.3)
+    with pytest.raises(KubeError, match=r"^watch pods 'app=vllm': cache stale: LIST/WATCH failing for 0 s: "):
+        cache.list_pods(SELECTOR)
+    kube.broken = False
+    until(lambda: informer.failing_since is None)
+    assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
+
+
+def test_close_stops_every_thread_at_once(srv: EmulatorServer, kube: Flaky) -> None:
+    cache = PodCache(kube, make=fast(kube))
+    cache.list_pods(SELECTOR)
+    cache.list_namespaces("vllm-watchdog.io/enabled")
+    started = time.monotonic()
+    cache.close()
+    assert time.monotonic() - started < 1
+    assert not any(i._thread and i._thread.is_alive() for i in cache.informers.values())

@@ -1,0 +1,213 @@
+"""I/O: a watch-based cache of the pods and namespaces the cycle lists, so that a cycle sends no LIST at all.
+
+One :class:`Informer` per (resource, label selector) — the namespace opt-in selector and each target's pod
+selector; the API server applies the selector (an object that stops matching arrives as DELETED). Each runs in
+its own daemon thread:
+
+1. LIST, paged (:data:`PAGE` items a request, so at most one page of full pod JSON is decoded at a time), each
+   item trimmed at once to the fields discovery reads (:mod:`watchdog.core.trim`);
+2. WATCH from the list's resourceVersion with bookmarks, ended by the API server after a random 5-10 min
+   (client-go's spread); ADDED/MODIFIED/DELETED update the cache, every event and BOOKMARK advances the
+   resourceVersion the next WATCH resumes from;
+3. 410 Gone (the resourceVersion was compacted): LIST again. Every :data:`RESYNC_S` a full re-LIST anyway;
+4. any other failure: one log line, then the round is retried with exponential backoff (tenacity, 0.5 s to
+   30 s with jitter): the WATCH resumes from the last resourceVersion, a LIST that failed is sent again.
+
+Every LIST page and every WATCH (re)start is one request on the shared :class:`KubeClient` (its
+``api_requests``). :meth:`PodCache.list_pods` / :meth:`PodCache.list_namespaces` answer from memory. Before an
+informer's first LIST completed they wait up to ``first_sync_wait_s`` and then raise KubeError: the cycle fails,
+so it scrapes nothing, acts on nothing and does not count as ready (the warm-up starts with the first complete
+cycle). They raise too once an informer has failed for more than :data:`STALE_S` (the API server is gone: the
+cycle fails as it did when its own LIST failed). The cache is never evidence for a deletion: the remediator
+GETs the pod afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tenacity
+
+from watchdog.adapters.kube import KubeClient, KubeError, Watched
+from watchdog.core.trim import trim_namespace, trim_pod
+
+log = logging.getLogger("watchdog.adapters.podcache")
+
+PAGE = 500  # items per LIST page (client-go's informers page the same): ~3 MiB of pod JSON decoded at a time
+RESYNC_S = 600.0  # a full re-LIST every 10 min: whatever a watch could have lost (a proxy, a bug) lasts no longer
+WATCH_S = (300, 600)  # each WATCH asks the API server to end it after a random time in this range, seconds
+STALE_S = 60.0  # failing (LIST or WATCH) this long: the cache is stale, listing raises until it recovers
+Trim = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+class Informer:
+    """The objects of one ``resource`` matching ``selector``, kept current by LIST + WATCH in a thread."""
+
+    def __init__(self, kube: KubeClient, resource: Watched, selector: str, *, clock: Callable[[], float] =
+                 time.monotonic, resync_s: float = RESYNC_S, watch_s: tuple[int, int] = WATCH_S,
+                 backoff: tenacity.wait.wait_base | None = None) -> None:
+        self.kube, self.resource, self.selector, self.clock = kube, resource, selector, clock
+        self.trim: Trim = trim_pod if resource == "pods" else trim_namespace
+        self.resync_s, self.watch_s = resync_s, watch_s
+        self.name = f"{resource} {selector!r}" if selector else resource
+        self.synced = threading.Event()  # the first LIST completed
+        self.resource_version = ""
+        self.lists = 0  # completed LISTs (the first, re-LISTs after 410, resyncs)
+        self.failing_since: float | None = None
+        self.last_error = ""
+        self._items: dict[str, dict[str, Any]] = {}  # namespace/name -> trimmed object
+        self._lock = threading.Lock()
+        self._relist_at = 0.0  # clock time of the next full LIST (0: at once)
+        self._stopping = threading.Event()
+        self._stream: Any = None
+        self._thread: threading.Thread | None = None
+        self._retrying = tenacity.Retrying(
+            wait=backoff or tenacity.wait_exponential_jitter(multiplier=0.5, max=30), sleep=self._sleep,
+            stop=lambda _: self._stopping.is_set(), before_sleep=self._failed, reraise=True)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.resource}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stopping.set()
+        if self._stream is not None:
+            self._stream.close()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def items(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._items.values())
+
+    def _sleep(self, seconds: float) -> None:  # the backoff, cut short by stop()
+        self._stopping.wait(seconds)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._retrying(self._round)
+            except Exception:  # only when stopping: the backoff stops, the last error is re-raised
+                return
+
+    def _failed(self, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if self.failing_since is None:
+            self.failing_since = self.clock()
+        self.last_error = " ".join(str(exc).split())[:300] or type(exc).__name__
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning("%s cache: %s; again in %.1f s", self.name, self.last_error, wait,
+                    extra={"reason": "watch", "resource": self.resource})
+
+    def _round(self) -> None:
+        """LIST when needed, then one WATCH until the API server ends it (or 410: LIST next round)."""
+        if not self.synced.is_set() or self.clock() >= self._relist_at:
+            self._list()
+        self._watch()
+
+    def _list(self) -> None:
+        fresh: dict[str, dict[str, Any]] = {}
+        token, version = None, ""
+        while True:
+            body = self.kube.list_page(self.resource, self.selector, PAGE, token)
+            meta = body.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            for item in body.get("items") or []:
+                fresh[_key(item)] = self.trim(item)
+            del body
+            token = meta.get("continue")
+            if not token or self._stopping.is_set():
+                break
+        with self._lock:
+            self._items, self.resource_version = fresh, version
+        self.lists += 1
+        self._relist_at = self.clock() + self.resync_s
+        self.failing_since = None
+        self.synced.set()
+        log.debug("%s cache: listed %d at resourceVersion %s", self.name, len(fresh), version)
+
+    def _watch(self) -> None:
+        timeout = random.randint(*self.watch_s)
+        timeout = max(1, min(timeout, int(self._relist_at - self.clock()) + 1))  # end it for the resync
+        self._stream = stream = self.kube.watch(self.resource, self.selector, self.resource_version, timeout)
+        self.failing_since, opened, events = None, self.clock(), 0
+        try:
+            for event in stream:
+                self._apply(event)
+                events += 1
+                if self._stopping.is_set():
+                    return
+            if not events and timeout > 1 and self.clock() - opened < 1:  # client-go's "very short watch"
+                raise KubeError(stream.what, 0, f"the API server ended the watch at once, asked for {timeout} s")
+        except KubeError as exc:
+            if exc.status != 410:
+                raise
+            log.info("%s cache: resourceVersion %s expired (410 Gone): listing again", self.name,
+                     self.resource_version, extra={"reason": "expired", "resource": self.resource})
+            self._relist_at = 0.0
+        finally:
+            self._stream = None
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        with self._lock:
+            if kind in ("ADDED", "MODIFIED"):
+                self._items[_key(obj)] = self.trim(obj)
+            elif kind == "DELETED":
+                self._items.pop(_key(obj), None)
+            if version and kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+                self.resource_version = version
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+class PodCache:
+    """``list_namespaces`` / ``list_pods`` of the controller's port, from informers (one per resource and
+    selector, started by :meth:`watch` or on first use); :meth:`close` stops them."""
+
+    def __init__(self, kube: KubeClient, *, first_sync_wait_s: float = 10.0, clock: Callable[[], float] =
+                 time.monotonic, make: Callable[[Watched, str], Informer] | None = None) -> None:
+        self.kube, self.first_sync_wait_s, self.clock = kube, first_sync_wait_s, clock
+        self._make = make or (lambda resource, selector: Informer(kube, resource, selector, clock=clock))
+        self.informers: dict[tuple[Watched, str], Informer] = {}
+        self._lock = threading.Lock()
+
+    def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
+        return self._items("namespaces", label_selector)
+
+    def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
+        return self._items("pods", label_selector)
+
+    def close(self) -> None:
+        for informer in list(self.informers.values()):
+            informer.stop()
+
+    def watch(self, resource: Watched, selector: str) -> Informer:
+        """The informer of ``resource`` objects matching ``selector``, started on first call."""
+        with self._lock:
+            informer = self.informers.get((resource, selector))
+            if informer is None:
+                informer = self.informers[(resource, selector)] = self._make(resource, selector)
+                informer.start()
+            return informer
+
+    def _items(self, resource: Watched, selector: str) -> list[dict[str, Any]]:
+        informer = self.watch(resource, selector)
+        if not informer.synced.wait(self.first_sync_wait_s):
+            why = f"; last error: {informer.last_error}" if informer.last_error else ""
+            raise KubeError(f"watch {informer.name}", 0, "cache not synced yet (first LIST pending): nothing is "
+                            f"scraped or acted on until it is{why}")
+        since = informer.failing_since
+        if since is not None and self.clock() - since > STALE_S:
+            raise KubeError(f"watch {informer.name}", 0, f"cache stale: LIST/WATCH failing for "
+                            f"{self.clock() - since:.0f} s: {informer.last_error}")
+        return informer.items()
