@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         log.error("configuration refused, %d problem%s: %s", count, "" if count == 1 else "s",
                   "; ".join(exc.problems), extra={"reason": "config", "problems": exc.problems})
         return 2
+    from watchdog.adapters.kubeimport import lean_client
+
+    lean_client()  # the Kubernetes client without its ~900 model classes (~34 MiB); adapters/kubeimport.py
     from watchdog.controller.service import run_service  # heavy (kubernetes, apscheduler): only when it runs
 
     return run_service(settings, once=args.once)
