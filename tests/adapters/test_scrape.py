@@ -1,23 +1,23 @@
-"""Scraper: the HTTP contract (via ``responses``) and the bounds (via real loopback servers)."""
+"""Scraper: the HTTP contract and the bounds, against real loopback servers (127.0.0.1, ephemeral ports)."""
 
 from __future__ import annotations
 
 import contextlib
 import gzip
 import socket
+import struct
 import threading
 import time
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import pytest
-import requests
-import responses
 
+import watchdog.adapters.scrape as scrape
 from watchdog.adapters.scrape import REASONS, ScrapeError, ScrapeLimits, Scraper
 
-URL = "http://10.0.0.7:8000/metrics"
 BODY = b'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
 
 
@@ -28,103 +28,7 @@ def reason_of(scraper: Scraper, url: str) -> ScrapeError:
     return info.value
 
 
-# ---------------------------------------------------------------- HTTP contract (responses)
-
-
-@responses.activate
-def test_get_with_gzip_accept_no_credentials_no_proxy_from_env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: object
-) -> None:
-    netrc = tmp_path / "netrc"  # type: ignore[operator]
-    netrc.write_text("machine 10.0.0.7 login admin password hunter2\n")
-    monkeypatch.setenv("NETRC", str(netrc))
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
-    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
-    responses.add(responses.GET, URL, body=BODY)
-    assert Scraper().fetch(URL) == BODY
-    (call,) = responses.calls
-    assert call.request.method == "GET"
-    assert call.request.headers["Accept-Encoding"] == "gzip"
-    assert not {"Authorization", "Proxy-Authorization", "Cookie"} & set(call.request.headers)
-    assert call.request.headers["User-Agent"].startswith("vllm-stall-watchdog/")
-
-
-@responses.activate
-def test_gzip_body_is_decoded() -> None:
-    responses.add(responses.GET, URL, body=gzip.compress(BODY * 1000), headers={"Content-Encoding": "gzip"})
-    assert Scraper().fetch(URL) == BODY * 1000
-
-
-@responses.activate
-def test_redirect_is_an_error_and_not_followed() -> None:
-    responses.add(responses.GET, URL, status=302, headers={"Location": "http://elsewhere.invalid/metrics"})
-    error = reason_of(Scraper(), URL)
-    assert error.reason == "http_status" and "302" in str(error) and "not followed" in str(error)
-    assert len(responses.calls) == 1
-
-
-@responses.activate
-@pytest.mark.parametrize("status", [404, 500, 503])
-def test_non_2xx_is_http_status(status: int) -> None:
-    responses.add(responses.GET, URL, status=status, body=b"nope")
-    error = reason_of(Scraper(), URL)
-    assert error.reason == "http_status" and str(error).startswith(f"HTTP {status}")
-
-
-@responses.activate
-@pytest.mark.parametrize(
-    ("body", "encoding"),
-    [(BODY, "br"), (b"not gzip at all", "gzip"), (gzip.compress(BODY * 100)[:-20], "gzip")],
-    ids=["unsupported-encoding", "corrupt-gzip", "truncated-gzip"],
-)
-def test_bad_encoding(body: bytes, encoding: str) -> None:
-    responses.add(responses.GET, URL, body=body, headers={"Content-Encoding": encoding})
-    assert reason_of(Scraper(), URL).reason == "bad_encoding"
-
-
-@responses.activate
-def test_cap_applies_to_plain_body() -> None:
-    responses.add(responses.GET, URL, body=b"x" * 2001)
-    assert reason_of(Scraper(ScrapeLimits(max_bytes=2000)), URL).reason == "too_large"
-    responses.replace(responses.GET, URL, body=b"x" * 2000)
-    assert len(Scraper(ScrapeLimits(max_bytes=2000)).fetch(URL)) == 2000
-
-
-@responses.activate
-def test_refused_is_retried_once_then_reported() -> None:
-    refused = requests.ConnectionError(ConnectionRefusedError(111, "Connection refused"))
-    responses.add(responses.GET, URL, body=refused)
-    error = reason_of(Scraper(), URL)
-    assert (error.reason, str(error)) == ("refused", "connection refused")
-    assert len(responses.calls) == 2
-
-
-@responses.activate
-def test_reset_then_success_uses_the_retry() -> None:
-    responses.add(responses.GET, URL, body=requests.ConnectionError(ConnectionResetError(104, "reset")))
-    responses.add(responses.GET, URL, body=BODY)
-    assert Scraper().fetch(URL) == BODY
-    assert len(responses.calls) == 2
-
-
-@responses.activate
-@pytest.mark.parametrize(
-    "url", ["ftp://10.0.0.7/metrics", "http://admin:pw@10.0.0.7:8000/metrics", "http:///metrics", "10.0.0.7:8000"]
-)
-def test_unsupported_urls_are_refused_before_any_request(url: str) -> None:
-    assert reason_of(Scraper(), url).reason == "connection"
-    assert len(responses.calls) == 0
-
-
-def test_error_reasons_are_checked() -> None:
-    with pytest.raises(ValueError):
-        ScrapeError("weird", "x")
-    assert str(ScrapeError("timeout", "timeout after\n3.0 s")) == "timeout after 3.0 s"
-    with pytest.raises(ValueError):
-        ScrapeLimits(deadline_s=0)
-
-
-# ---------------------------------------------------------------- bounds (real loopback servers)
+# ---------------------------------------------------------------- loopback servers
 
 Handler = Callable[[socket.socket, threading.Event], None]
 
@@ -182,6 +86,169 @@ def respond(body: bytes, headers: str = "") -> Handler:
                 return
 
     return handler
+
+
+@dataclass
+class Seen:
+    """What a loopback server received: one request head (request line + headers) per request."""
+
+    requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    connections: int = 0
+
+
+def _read_head(conn: socket.socket) -> tuple[str, dict[str, str]] | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+    line, *lines = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    return line, {k.strip().lower(): v.strip() for k, v in (h.split(":", 1) for h in lines)}
+
+
+def answer(seen: Seen, *responses: bytes | None) -> Handler:
+    """Record each request; the n-th connection gets ``responses[n]`` (the last one repeats), None = a reset."""
+
+    def handler(conn: socket.socket, stop: threading.Event) -> None:
+        n = seen.connections
+        seen.connections += 1
+        head = _read_head(conn)
+        if head is None:
+            return
+        seen.requests.append(head)
+        response = responses[min(n, len(responses) - 1)]
+        if response is None:  # an RST instead of an answer
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return
+        conn.sendall(response)
+
+    return handler
+
+
+def http(status: str, body: bytes = b"", headers: str = "") -> bytes:
+    return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n{headers}\r\n".encode() + body
+
+
+# ---------------------------------------------------------------- HTTP contract
+
+
+def test_get_with_gzip_accept_no_credentials_no_proxy_from_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object, serve: Callable[[Handler], str]
+) -> None:
+    target, proxy = Seen(), Seen()
+    url = serve(answer(target, http("200 OK", BODY)))
+    proxy_url = serve(answer(proxy, http("200 OK", b"from the proxy")))[: -len("/metrics")]
+    netrc = tmp_path / "netrc"  # type: ignore[operator]
+    netrc.write_text("machine 127.0.0.1 login admin password hunter2\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, proxy_url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert Scraper().fetch(url) == BODY
+    assert proxy.connections == 0  # straight to the pod, never through the proxy of the environment
+    ((line, headers),) = target.requests
+    assert line == "GET /metrics HTTP/1.1"
+    assert headers["accept-encoding"] == "gzip"
+    assert not {"authorization", "proxy-authorization", "cookie"} & set(headers)
+    assert headers["user-agent"].startswith("vllm-stall-watchdog/")
+
+
+def test_gzip_body_is_decoded(serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), http("200 OK", gzip.compress(BODY * 1000), "Content-Encoding: gzip\r\n")))
+    assert Scraper().fetch(url) == BODY * 1000
+
+
+def test_chunked_body_is_read(serve: Callable[[Handler], str]) -> None:
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in (BODY, BODY)) + b"0\r\n\r\n"
+    url = serve(answer(Seen(), b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks))
+    assert Scraper().fetch(url) == BODY * 2
+
+
+def test_redirect_is_an_error_and_not_followed(serve: Callable[[Handler], str]) -> None:
+    origin, elsewhere = Seen(), Seen()
+    other = serve(answer(elsewhere, http("200 OK", BODY)))
+    url = serve(answer(origin, http("302 Found", headers=f"Location: {other}\r\n")))
+    error = reason_of(Scraper(), url)
+    assert error.reason == "http_status" and "302" in str(error) and "not followed" in str(error)
+    assert other in str(error)
+    assert (len(origin.requests), elsewhere.connections) == (1, 0)
+
+
+@pytest.mark.parametrize("status", ["404 Not Found", "500 Internal Server Error", "503 Service Unavailable"])
+def test_non_2xx_is_http_status(status: str, serve: Callable[[Handler], str]) -> None:
+    error = reason_of(Scraper(), serve(answer(Seen(), http(status, b"nope"))))
+    assert (error.reason, str(error)) == ("http_status", f"HTTP {status}")
+
+
+@pytest.mark.parametrize(
+    ("body", "encoding"),
+    [(BODY, "br"), (b"not gzip at all", "gzip"), (gzip.compress(BODY * 100)[:-20], "gzip")],
+    ids=["unsupported-encoding", "corrupt-gzip", "truncated-gzip"],
+)
+def test_bad_encoding(body: bytes, encoding: str, serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), http("200 OK", body, f"Content-Encoding: {encoding}\r\n")))
+    assert reason_of(Scraper(), url).reason == "bad_encoding"
+
+
+def test_cap_applies_to_plain_body(serve: Callable[[Handler], str]) -> None:
+    limits = ScrapeLimits(max_bytes=2000)
+    error = reason_of(Scraper(limits), serve(answer(Seen(), http("200 OK", b"x" * 2001))))
+    assert (error.reason, str(error)) == ("too_large", "too large: body above 2000 bytes")
+    assert len(Scraper(limits).fetch(serve(answer(Seen(), http("200 OK", b"x" * 2000))))) == 2000
+
+
+class CountingConnection(scrape.HTTPConnection):
+    connects = 0
+
+    def connect(self) -> None:
+        type(self).connects += 1
+        super().connect()
+
+
+def test_refused_is_retried_once_then_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scrape, "HTTPConnection", CountingConnection)
+    monkeypatch.setattr(CountingConnection, "connects", 0)
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    error = reason_of(Scraper(), f"http://127.0.0.1:{port}/metrics")
+    assert (error.reason, str(error)) == ("refused", "connection refused")
+    assert CountingConnection.connects == 2
+
+
+def test_reset_then_success_uses_the_retry(serve: Callable[[Handler], str]) -> None:
+    seen = Seen()
+    url = serve(answer(seen, None, http("200 OK", BODY)))
+    assert Scraper().fetch(url) == BODY
+    assert (seen.connections, len(seen.requests)) == (2, 2)
+
+
+def test_reset_twice_is_a_connection_error(serve: Callable[[Handler], str]) -> None:
+    seen = Seen()
+    error = reason_of(Scraper(), serve(answer(seen, None)))
+    assert error.reason == "connection" and str(error).startswith("connection failed: ")
+    assert seen.connections == 2
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://{host}/metrics", "http://admin:pw@{host}/metrics", "http:///metrics", "{host}"]
+)
+def test_unsupported_urls_are_refused_before_any_request(url: str, serve: Callable[[Handler], str]) -> None:
+    seen = Seen()
+    host = serve(answer(seen, http("200 OK", BODY))).split("/")[2]
+    assert reason_of(Scraper(), url.format(host=host)).reason == "connection"
+    assert seen.connections == 0
+
+
+def test_error_reasons_are_checked() -> None:
+    with pytest.raises(ValueError):
+        ScrapeError("weird", "x")
+    assert str(ScrapeError("timeout", "timeout after\n3.0 s")) == "timeout after 3.0 s"
+    with pytest.raises(ValueError):
+        ScrapeLimits(deadline_s=0)
 
 
 def never_answer(conn: socket.socket, stop: threading.Event) -> None:
@@ -243,7 +310,7 @@ def test_gzip_bomb_stops_at_the_cap_with_bounded_memory(serve: Callable[[Handler
     assert peak < 4 * cap  # never near the 64 MiB the bomb inflates to
 
 
-def test_refused_port(serve: Callable[[Handler], str]) -> None:
+def test_refused_port() -> None:
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
@@ -253,8 +320,32 @@ def test_refused_port(serve: Callable[[Handler], str]) -> None:
     assert elapsed < 1.0
 
 
-def test_real_server_gzip_keepalive_and_threads(serve: Callable[[Handler], str]) -> None:
-    url = serve(respond(gzip.compress(BODY), "Content-Encoding: gzip\r\n"))
+def test_connect_timeout_when_the_server_takes_no_connection() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)  # never accepted: once the backlog is full, the kernel drops further SYNs
+    fillers = []
+    try:
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(server.getsockname())
+            fillers.append(filler)
+        time.sleep(0.1)
+        limits = ScrapeLimits(connect_timeout_s=0.3, deadline_s=5.0)
+        error, elapsed = timed(Scraper(limits), f"http://127.0.0.1:{server.getsockname()[1]}/metrics")
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()
+    assert (error.reason, str(error)) == ("timeout", "timeout: no connection within 0.3 s")
+    assert 0.25 <= elapsed < 1.5
+
+
+def test_one_scraper_shared_by_threads_one_closed_connection_per_scrape(serve: Callable[[Handler], str]) -> None:
+    seen = Seen()
+    url = serve(answer(seen, http("200 OK", gzip.compress(BODY), "Content-Encoding: gzip\r\n")))
     scraper = Scraper()
     results: list[bytes] = []
 
@@ -268,7 +359,7 @@ def test_real_server_gzip_keepalive_and_threads(serve: Callable[[Handler], str])
     for t in threads:
         t.join(10)
     assert results == [BODY] * 12
-    assert len(scraper._sessions) == 4  # one session per thread
+    assert seen.connections == 12  # nothing kept between scrapes: pods close idle connections before the next cycle
+    assert {headers["connection"] for _, headers in seen.requests} == {"close"}
     scraper.close()
-    assert scraper._sessions == [] and scraper.fetch(url) == BODY
-    scraper.close()
+    assert scraper.fetch(url) == BODY

@@ -50,13 +50,13 @@ def test_every_problem_at_once_with_file_line_and_key(tmp_path: Path) -> None:
     f = tmp_path / "c.yaml"
     f.write_text("dryRun: true\nwindowSecond: 100\nminSamples: zero\ntargets:\n- name: a\n  podSelctor: x=y\n")
     with pytest.raises(ConfigError) as err:
-        load_config(str(f), env={"WATCHDOG_LOG_LEVEL": "loud"}, flags={"workers": "0"})
+        load_config(str(f), env={"WATCHDOG_LOG_LEVEL": "loud"}, flags={"workers": "-1"})
     problems = err.value.problems
     assert f"{f}:2 key 'windowSecond': unknown setting (did you mean 'windowSeconds'?)" in problems
     assert f"{f}:3 key 'minSamples': 'zero' is not an integer" in problems
     assert any("key 'targets'[0]: unknown key 'podSelctor' (did you mean 'podSelector'?)" in p for p in problems)
     assert "env WATCHDOG_LOG_LEVEL: 'loud' is not one of debug, info, warning, error" in problems
-    assert "--workers: '0' is below the minimum 1" in problems
+    assert "--workers: '-1' is below the minimum 0" in problems
 
 
 def test_cross_checks() -> None:

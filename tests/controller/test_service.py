@@ -384,7 +384,7 @@ def test_a_cycle_longer_than_the_interval_is_a_warning_with_what_helps(caplog: p
     def slow_cycle() -> None:
         now[0] += 7.5
 
-    fake = SimpleNamespace(clock=lambda: now[0], run_cycle=slow_cycle,
+    fake = SimpleNamespace(clock=lambda: now[0], run_cycle=slow_cycle, fanout=SimpleNamespace(size=32),
                            config=SimpleNamespace(scrape_interval_seconds=5.0, workers=32))
     runner = CycleRunner(fake)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="watchdog.controller.service"):
@@ -393,6 +393,10 @@ def test_a_cycle_longer_than_the_interval_is_a_warning_with_what_helps(caplog: p
     assert record.getMessage().startswith("cycle took 7.5 s, longer than the 5 s interval")
     assert "raise workers (now 32) or scrapeIntervalSeconds" in record.getMessage()
     assert record.reason == "cycle_overrun"  # type: ignore[attr-defined]
+    caplog.clear()
+    fake.config.workers, fake.fanout.size = 0, 136  # auto: the size this cycle ran with
+    runner()
+    assert "raise workers (now 136, sized by the fleet) or scrapeIntervalSeconds" in caplog.records[0].getMessage()
     caplog.clear()
     fake.run_cycle = lambda: None
     runner()

@@ -1,10 +1,11 @@
-"""The total deadline of one scrape, enforced while streaming.
+"""The total deadline of one scrape (or Prometheus query), enforced while streaming.
 
 A per-read timeout alone restarts with every dripped byte, so a server sending one byte a second never times
 out. Each fetch arms a :class:`DeadlineGuard`; one thread (:data:`DEADLINES`) fires every guard at its deadline
-and shuts the socket of that fetch down, which wakes any blocked read. :class:`GuardedAdapter` is the
-``requests`` transport adapter whose urllib3 connections attach their socket to the calling thread's guard
-(:data:`ACTIVE`).
+and shuts the socket of that fetch down, which wakes any blocked read. The scraper attaches its connection's
+socket itself; :class:`GuardedAdapter` is the ``requests`` transport adapter (Prometheus queries) whose urllib3
+connections attach their socket to the calling thread's guard (:data:`ACTIVE`). :func:`set_read_timeout` lets
+the next read wait at most the time left.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from typing import Any
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+
+def set_read_timeout(sock: socket.socket | None, seconds: float) -> None:
+    """Let the next read of ``sock`` wait at most ``seconds`` (the time left until the deadline)."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.settimeout(max(0.001, seconds))
 
 
 class DeadlineGuard:

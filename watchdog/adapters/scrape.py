@@ -7,35 +7,43 @@ second -- in the headers or the body -- and the retry), and a cap on the body si
 (bytes; gzip is inflated incrementally with ``zlib`` and ``max_length``, so a gzip bomb stops at the cap
 without ever being held in memory).
 
-The request: GET only, ``Accept-Encoding: gzip``, redirects are never followed (a 3xx is an error),
-nothing from the environment (sent straight to a ``requests`` adapter: no proxies, netrc, CA settings, cookies),
-no credentials of any kind (no Authorization header; URLs with a user/password are refused), only ``http(s)://``.
+The request: GET only, ``Accept-Encoding: gzip``, ``Connection: close``, redirects are never followed (a 3xx is
+an error), nothing from the environment (no proxies, netrc, CA settings, cookies: a bare ``urllib3``
+connection reads none of them; HTTPS verifies against ``certifi``'s CA bundle, as ``requests`` did), no
+credentials of any kind (no Authorization header; URLs with a user/password are refused), only ``http(s)://``.
 Connection refused/reset is retried once after 50 ms (``tenacity``) if the deadline allows.
+
+Why a bare ``urllib3.connection.HTTPConnection`` per scrape (the HTTP/1.1 client ``requests`` and urllib3's
+pools use underneath) and no pool: the pods close idle connections long before the next cycle (uvicorn after
+5 s, the interval is 15 s), so a pool never reuses one and only adds its bookkeeping; ``requests`` added
+~1 ms of CPU per GET (docs/scaling.md).
 
 How the deadline holds: every socket read has a timeout of at most the remaining time, and a timer armed
 for the deadline (one thread serves every fetch) shuts the socket down (which wakes any blocked read) when
 the deadline passes, because a per-read timeout alone is restarted by every dripped byte.
 
-Thread-safe: each thread gets its own ``requests.Session`` (thread-local); :meth:`Scraper.close` closes all.
+Thread-safe: nothing is shared between fetches but the limits and the TLS context (built once, read-only).
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
-import socket
+import ssl
 import threading
 import time
+from dataclasses import dataclass
 from http.client import HTTPException
-from typing import Any
 from urllib.parse import urlsplit
 
-import requests
+import certifi
 import tenacity
 import urllib3.exceptions
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.response import BaseHTTPResponse
+from urllib3.util.ssl_ import create_urllib3_context
 
 from watchdog import __version__
-from watchdog.adapters.deadline import ACTIVE, DeadlineGuard, GuardedAdapter
+from watchdog.adapters.deadline import DeadlineGuard, set_read_timeout
 from watchdog.adapters.inflate import Inflater
 from watchdog.adapters.scrape_errors import REASONS, ScrapeError, ScrapeLimits
 
@@ -44,7 +52,15 @@ __all__ = ["REASONS", "ScrapeError", "ScrapeLimits", "Scraper"]
 _CHUNK = 64 * 1024
 _RETRY_PAUSE_S = 0.05
 _HEADERS = {"User-Agent": f"vllm-stall-watchdog/{__version__}", "Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1",
-            "Accept-Encoding": "gzip"}
+            "Accept-Encoding": "gzip", "Connection": "close"}
+
+
+@dataclass(frozen=True)
+class _Url:
+    scheme: str
+    host: str
+    port: int
+    path: str  # path and query, as sent in the request line
 
 
 class _Retryable(Exception):
@@ -60,79 +76,67 @@ class Scraper:
 
     def __init__(self, limits: ScrapeLimits | None = None) -> None:
         self.limits = limits or ScrapeLimits()
-        self._local = threading.local()
-        self._sessions: list[requests.Session] = []
+        self._tls: ssl.SSLContext | None = None
         self._lock = threading.Lock()
 
     def fetch(self, url: str) -> bytes:
         """GET ``url``; return the body (bytes, gzip undone). Raises :class:`ScrapeError`."""
-        _check_url(url)
+        target = _check_url(url)
         deadline = time.monotonic() + self.limits.deadline_s
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_Retryable),
-            stop=tenacity.stop_after_attempt(2),
-            wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
-            reraise=True,
-        )
+        retrying = tenacity.Retrying(  # refused/reset once more after 50 ms, if the deadline leaves room
+            retry=tenacity.retry_if_exception_type(_Retryable), wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
+            stop=lambda state: state.attempt_number >= 2 or deadline - time.monotonic() < 2 * _RETRY_PAUSE_S,
+            reraise=True)
         try:
-            for attempt in retrying:
-                with attempt:
-                    last = attempt.retry_state.attempt_number == 2 or (deadline - time.monotonic() < 2 * _RETRY_PAUSE_S)
-                    return self._attempt(url, deadline, retry_allowed=not last)
-        except _Retryable as exc:  # pragma: no cover - the last attempt never raises _Retryable
+            return retrying(self._attempt, target, deadline)
+        except _Retryable as exc:
             raise exc.error from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
-        """Close every thread's session (idle keep-alive connections). The scraper stays usable."""
+        """Nothing to release: every scrape opens and closes its own connection. The scraper stays usable."""
+
+    def _connection(self, target: _Url, connect_timeout: float) -> HTTPConnection:
+        if target.scheme == "http":
+            return HTTPConnection(target.host, target.port, timeout=connect_timeout)
+        return HTTPSConnection(target.host, target.port, timeout=connect_timeout, ssl_context=self._tls_context())
+
+    def _tls_context(self) -> ssl.SSLContext:
         with self._lock:
-            sessions, self._sessions = self._sessions, []
-        for session in sessions:
-            session.close()
-        self._local = threading.local()
+            if self._tls is None:  # certifi's bundle, not the system's or $SSL_CERT_FILE (as requests did)
+                context = create_urllib3_context()
+                context.load_verify_locations(cafile=certifi.where())
+                self._tls = context
+            return self._tls
 
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            adapter = GuardedAdapter(pool_connections=4, pool_maxsize=1, max_retries=0)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._local.session = session
-            with self._lock:
-                self._sessions.append(session)
-        return session
-
-    def _attempt(self, url: str, deadline: float, retry_allowed: bool) -> bytes:
+    def _attempt(self, target: _Url, deadline: float) -> bytes:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s")
         guard = DeadlineGuard(deadline)
-        ACTIVE.guard = guard
-        response: requests.Response | None = None
+        conn: HTTPConnection | None = None
         try:
-            # Straight to this thread's adapter: Session.get merges environment, cookies, hooks (10% of the CPU).
-            request = requests.Request("GET", url, headers=_HEADERS).prepare()
-            response = self._session().get_adapter(url).send(
-                request, stream=True, timeout=(min(self.limits.connect_timeout_s, remaining), remaining))
-            return self._read_body(response, url, guard)
+            conn = self._connection(target, min(self.limits.connect_timeout_s, remaining))
+            conn.connect()
+            guard.attach(conn.sock)
+            conn.timeout = max(0.001, deadline - time.monotonic())  # every read from here on: the time left
+            conn.request("GET", target.path, headers=_HEADERS, preload_content=False, decode_content=False)
+            return self._read_body(conn, conn.getresponse(), guard)
         except ScrapeError:
             raise
-        except (requests.RequestException, urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
+        except (urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
             error = self._map_error(exc, guard)
-            if retry_allowed and error.reason in ("refused", "connection") and _is_refused_or_reset(exc):
+            if error.reason in ("refused", "connection") and _is_refused_or_reset(exc):
                 raise _Retryable(error) from exc
             raise error from exc
         finally:
-            ACTIVE.guard = None
             guard.disarm()
-            if response is not None:
-                response.close()
+            if conn is not None:
+                conn.close()
 
-    def _read_body(self, response: requests.Response, url: str, guard: DeadlineGuard) -> bytes:
-        if not 200 <= response.status_code < 300:
-            detail = f"HTTP {response.status_code} {response.reason or ''}".strip()
-            if 300 <= response.status_code < 400:
+    def _read_body(self, conn: HTTPConnection, response: BaseHTTPResponse, guard: DeadlineGuard) -> bytes:
+        if not 200 <= response.status < 300:
+            detail = f"HTTP {response.status} {response.reason or ''}".strip()
+            if 300 <= response.status < 400:
                 detail += f" (redirect to {response.headers.get('Location', '?')} not followed)"
             raise ScrapeError("http_status", detail)
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
@@ -140,14 +144,13 @@ class Scraper:
             raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
         cap = self.limits.max_bytes
         inflater = Inflater(cap) if encoding in ("gzip", "x-gzip") else None
-        raw = response.raw
         wire = 0
         parts: list[bytes] = []
         while True:
             if time.monotonic() >= guard.deadline or guard.fired:
                 raise ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s")
-            _set_read_timeout(raw, guard.deadline - time.monotonic())
-            chunk = raw.read1(_CHUNK, decode_content=False)
+            set_read_timeout(conn.sock, guard.deadline - time.monotonic())
+            chunk = response.read1(_CHUNK, decode_content=False)
             if not chunk:
                 break
             wire += len(chunk)
@@ -164,16 +167,13 @@ class Scraper:
         return body
 
     def _map_error(self, exc: BaseException, guard: DeadlineGuard) -> ScrapeError:
-        if guard.fired or isinstance(exc, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
+        if guard.fired or isinstance(exc, urllib3.exceptions.ReadTimeoutError):
             return ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s")
-        if isinstance(exc, requests.exceptions.ConnectTimeout):
-            return ScrapeError("timeout", f"timeout: no connection within {self.limits.connect_timeout_s} s")
         if _find_cause(exc, ConnectionRefusedError):
             return ScrapeError("refused", "connection refused")
-        if isinstance(
-            exc, (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema)
-        ):
-            return ScrapeError("connection", f"invalid URL: {_short(exc)}")
+        if isinstance(exc, urllib3.exceptions.ConnectTimeoutError) and not isinstance(
+                exc, urllib3.exceptions.NewConnectionError):
+            return ScrapeError("timeout", f"timeout: no connection within {self.limits.connect_timeout_s} s")
         if isinstance(exc, TimeoutError) or _find_cause(exc, TimeoutError):
             return ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s")
         return ScrapeError("connection", f"connection failed: {_short(exc)}")
@@ -184,11 +184,11 @@ def redact(url: str) -> str:
     return re.sub(r"(?<=://)[^/@]*@", "***@", url)
 
 
-def _check_url(url: str) -> None:
+def _check_url(url: str) -> _Url:
     try:
         parts = urlsplit(url)
         scheme, host, has_credentials = parts.scheme.lower(), parts.hostname, "@" in parts.netloc
-        parts.port  # noqa: B018 - raises ValueError on a bad port
+        port = parts.port  # raises ValueError on a bad port
     except ValueError as exc:
         raise ScrapeError("connection", f"invalid URL {redact(url)!r}: {exc}") from None
     if scheme not in ("http", "https"):
@@ -197,14 +197,8 @@ def _check_url(url: str) -> None:
         raise ScrapeError("connection", f"invalid URL {redact(url)!r}: no host")
     if has_credentials:
         raise ScrapeError("connection", "invalid URL: credentials in URLs are never sent")
-
-
-def _set_read_timeout(raw: Any, seconds: float) -> None:
-    """Let the next socket read wait at most ``seconds`` (the time left until the deadline)."""
-    sock = getattr(getattr(raw, "_connection", None), "sock", None)
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):
-            sock.settimeout(max(0.001, seconds))
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return _Url(scheme, host, port or (443 if scheme == "https" else 80), path)
 
 
 def _find_cause(exc: BaseException, kind: type[BaseException]) -> bool:

@@ -64,7 +64,8 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0.05, maximum=86400.0),
     Setting("max_body_bytes", "int", 8 * 1024 * 1024, "largest /metrics body accepted, after gzip",
             minimum=1024, maximum=1024 ** 3),
-    Setting("workers", "int", 32, "concurrent scrapes", minimum=1, maximum=1024),
+    Setting("workers", "int", 0, "concurrent scrapes; 0: sized each cycle by the fleet (16 + the pods whose last "
+            "scrape was slow or timed out, at most 256)", minimum=0, maximum=1024),
     # -- where the signals come from (docs/scaling.md "source: prometheus") --
     Setting("source", "choice", "scrape", "where the engine signals come from: scrape (GET each pod's /metrics) or "
             "prometheus (a constant number of instant queries per cycle to prometheusUrl); a target's own "

@@ -20,7 +20,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
 from watchdog.adapters.events import EventRecorder
@@ -30,6 +29,7 @@ from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
+from watchdog.controller.fanout import Fanout
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Listing, Querier
 from watchdog.controller.promsource import PrometheusSource, Read, client_from, confirm_read, fleet_reads
@@ -124,7 +124,7 @@ class Watchdog:
             events=EventRecorder(kube, self.metrics))
         self.ledger = ledger
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
-        self.pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="scrape")
+        self.fanout = Fanout(config.workers, config.scrape_deadline_seconds)  # workers 0: sized by the fleet
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
         self.ever_ready: set[str] = set()  # pod UIDs seen Ready (discovery judges pods once Ready)
         self._was_leader = False
@@ -148,7 +148,7 @@ class Watchdog:
         self._offset = wall_clock() - clock()  # Prometheus sample times (Unix s) -> the monotonic clock
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.fanout.close()
         for closing in (self.scraper, self.listing, self.prometheus.client if self.prometheus else None):
             if closing is not None:
                 closing.close()
@@ -187,13 +187,10 @@ class Watchdog:
                 log.warning("namespace %s has %s=\"%s\", which is neither \"true\" (enforce) nor \"dry-run\": "
                             "not watched", name, NAMESPACE_LABEL, value, extra=facts(namespace=name))
 
-        # Slowest first, by each pod's scrape time last cycle: a pod that hangs until the deadline then overlaps
-        # with the fast ones instead of adding its deadline to the end of the cycle.
         records = {t.uid: self._record(t) for t in found.targets}
         from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
-        futures = {t.uid: self.pool.submit(self._timed_scrape, t, records[t.uid])
-                   for t in sorted(found.targets, key=lambda t: -records[t.uid].scrape_seconds)
-                   if self._sources[t.target] != "prometheus"}
+        futures = self.fanout.submit([(t, records[t.uid]) for t in found.targets
+                                      if self._sources[t.target] != "prometheus"], self._timed_scrape)
         reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
             self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
         results = [reads[t.uid] if t.uid in reads else (*futures[t.uid].result(), None, True) for t in found.targets]

@@ -60,8 +60,9 @@ class CycleRunner:
         took, interval = self.watchdog.clock() - start, self.watchdog.config.scrape_interval_seconds
         if took > interval and not self.stopping.is_set():  # the next start is skipped: say why, and what helps
             log.warning("cycle took %.1f s, longer than the %g s interval: the next one starts late; pods that time "
-                        "out lengthen cycles (see vllm_watchdog_scrapes_total), raise workers (now %d) or "
-                        "scrapeIntervalSeconds", took, interval, self.watchdog.config.workers,
+                        "out lengthen cycles (see vllm_watchdog_scrapes_total), raise workers (now %d%s) or "
+                        "scrapeIntervalSeconds", took, interval, self.watchdog.fanout.size,
+                        "" if self.watchdog.config.workers else ", sized by the fleet",
                         extra={"reason": "cycle_overrun"})
 
     def stop(self, timeout_s: float) -> bool:

@@ -1,0 +1,112 @@
+"""The scrape fan-out: workers sized by the fleet (``workers: 0``), slowest pods first, a fixed size kept."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from watchdog.controller.fanout import AUTO_BASE, AUTO_MAX, Fanout, auto_workers, slow_seconds
+from watchdog.controller.state import PodRecord
+from watchdog.core.model import ScrapeTarget
+
+
+def target(i: int) -> ScrapeTarget:
+    return ScrapeTarget(uid=f"uid-{i}", namespace="llm", name=f"pod-{i}", ip=f"10.0.{i // 250}.{i % 250}", port=8000,
+                        path="/metrics", target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+
+
+def jobs(seconds: list[float]) -> list[tuple[ScrapeTarget, PodRecord]]:
+    return [(target(i), PodRecord(0, 0.0, scrape_seconds=s)) for i, s in enumerate(seconds)]
+
+
+def test_auto_size_counts_the_pods_that_held_a_worker_long() -> None:
+    healthy, slow, hung = [0.01] * 1880, [2.0] * 100, [3.0] * 20
+    assert auto_workers(healthy + slow + hung, deadline_s=3.0) == AUTO_BASE + 120 == 136
+    assert auto_workers(healthy, deadline_s=3.0) == AUTO_BASE
+    assert auto_workers([0.01] * 5, deadline_s=3.0) == 5  # never more workers than pods
+    assert auto_workers([], deadline_s=3.0) == 1
+    assert auto_workers([3.0] * 1000, deadline_s=3.0) == AUTO_MAX == 256  # bounded, even when everything hangs
+
+
+def test_auto_size_before_anything_is_known() -> None:
+    assert auto_workers([0.0] * 2000, deadline_s=3.0) == AUTO_BASE + 125  # 1 in 16 new pods may be slow
+    assert auto_workers([0.0] * 10, deadline_s=3.0) == 10
+
+
+def test_slow_is_relative_to_a_short_deadline() -> None:
+    assert slow_seconds(3.0) == 1.0 and slow_seconds(0.5) == 0.25
+    assert auto_workers([0.3] * 40 + [0.01] * 100, deadline_s=0.5) == AUTO_BASE + 40
+    assert auto_workers([0.3] * 40 + [0.01] * 100, deadline_s=3.0) == AUTO_BASE
+
+
+def test_pool_grows_with_slow_pods_and_shrinks_only_well_below() -> None:
+    fanout = Fanout(0, deadline_s=3.0)
+    try:
+        fanout.submit(jobs([0.01] * 100), lambda t, r: t.uid)
+        assert fanout.size == AUTO_BASE
+        fanout.submit(jobs([2.0] * 40 + [0.01] * 100), lambda t, r: t.uid)
+        assert fanout.size == AUTO_BASE + 40
+        fanout.submit(jobs([2.0] * 35 + [0.01] * 100), lambda t, r: t.uid)
+        assert fanout.size == AUTO_BASE + 40  # within 75%: the pool is kept
+        fanout.submit(jobs([0.01] * 100), lambda t, r: t.uid)
+        assert fanout.size == AUTO_BASE
+    finally:
+        fanout.close()
+
+
+def test_fixed_workers_are_kept() -> None:
+    fanout = Fanout(7, deadline_s=3.0)
+    try:
+        futures = fanout.submit(jobs([3.0] * 50 + [0.01] * 5), lambda t, r: t.uid)
+        assert fanout.size == 7
+        assert {uid: f.result(5) for uid, f in futures.items()} == {f"uid-{i}": f"uid-{i}" for i in range(55)}
+    finally:
+        fanout.close()
+
+
+def test_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
+    """40 pods that answered slowly last cycle hang for 0.5 s now; 200 healthy ones answer at once. With the
+    auto size every slow pod has its own worker, so the healthy ones are all done long before the slow ones."""
+    fanout = Fanout(0, deadline_s=1.0)
+    done: dict[str, float] = {}
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+        time.sleep(0.5 if r.scrape_seconds >= 0.5 else 0.001)
+        with lock:
+            done[t.uid] = time.monotonic() - start
+
+    try:
+        futures = fanout.submit(jobs([0.9] * 40 + [0.01] * 200), scrape)
+        for f in futures.values():
+            f.result(10)
+    finally:
+        fanout.close()
+    healthy = [done[f"uid-{i}"] for i in range(40, 240)]
+    assert fanout.size == AUTO_BASE + 40
+    assert max(done.values()) < 1.0  # one round of slow pods, not 40 / 16 rounds of them
+    assert max(healthy) < 0.45  # every healthy pod finished while the slow ones still hung
+
+
+@pytest.mark.parametrize("workers", [0, 3])
+def test_slowest_first(workers: int) -> None:
+    fanout = Fanout(workers, deadline_s=3.0)
+    order: list[str] = []
+    gate = threading.Event()
+
+    def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+        gate.wait(5)
+        order.append(t.uid)
+
+    try:
+        futures = fanout.submit(jobs([0.01, 2.5, 0.3, 3.0, 0.0]), scrape)
+        assert list(futures) == ["uid-3", "uid-1", "uid-2", "uid-0", "uid-4"]
+        gate.set()
+        for f in futures.values():
+            f.result(5)
+    finally:
+        fanout.close()
+    assert len(order) == 5
