@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from watchdog.adapters.kube import DeleteResult, EvictResult, KubeClient
+from watchdog.adapters.kube import DeleteResult, EvictResult, KubeClient, PatchResult
 from watchdog.controller.ports import KubeApi
 
 
@@ -84,6 +84,10 @@ class FakeKube:
 
     def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self._call("replace_config_map", namespace, name, body)
+        return result
+
+    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
+        result: PatchResult = self._call("patch_pod_condition", namespace, name, uid, condition)
         return result
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -67,6 +67,11 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     "vllm_watchdog_leader": {},
     "vllm_watchdog_paused": {},
     "vllm_watchdog_build_info": {"version": ANY, "python_version": ANY},
+    # Quarantine through the readiness gate (issue 17).
+    "vllm_watchdog_quarantined": {},
+    "vllm_watchdog_quarantine_changes_total": {"to": frozenset({"admitted", "quarantined", "released"})},
+    "vllm_watchdog_quarantine_held_total": {"rule": frozenset({"dry_run", "paused", "breaker", "namespace_breaker",
+                                                               "owner_share", "last_ready"})},
     # prometheus_client's process collector (Linux).
     **{f"process_{n}": {} for n in ("cpu_seconds_total", "resident_memory_bytes", "virtual_memory_bytes",
                                     "start_time_seconds", "open_fds", "max_fds")},

@@ -54,6 +54,7 @@ BASE_RBAC = {
 DELETE_RBAC = {("", "pods", "delete", "")}
 EVICT_RBAC = {("", "pods/eviction", "create", "")}
 NODES_RBAC = {("", "nodes", "get", ""), ("", "nodes", "patch", "")}
+QUARANTINE_RBAC = {("", "pods/status", "patch", "")}
 
 
 def ledger_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, str]]:
@@ -215,7 +216,11 @@ RBAC_CASES = [
     pytest.param(NODES, BASE_RBAC | DELETE_RBAC | NODES_RBAC, set(), id="node-escalation"),
     pytest.param(LEADER, BASE_RBAC | DELETE_RBAC, lease_rbac(), id="leader-election"),
     pytest.param((*EVICT, *NODES, *LEADER), BASE_RBAC | EVICT_RBAC | NODES_RBAC, lease_rbac(), id="all-three"),
-    pytest.param(("-f", str(PRODUCTION)), BASE_RBAC | EVICT_RBAC | NODES_RBAC,
+    pytest.param(("--set", "config.quarantine=true"), BASE_RBAC | DELETE_RBAC | QUARANTINE_RBAC, set(),
+                 id="quarantine"),
+    pytest.param(("--set", "config.quarantine=true", "--set", "config.action=quarantine"),
+                 BASE_RBAC | QUARANTINE_RBAC, set(), id="action-quarantine"),
+    pytest.param(("-f", str(PRODUCTION)), BASE_RBAC | EVICT_RBAC | NODES_RBAC | QUARANTINE_RBAC,
                  lease_rbac("vllm-stall-watchdog-shard-a"), id="production"),
 ]
 
@@ -256,8 +261,9 @@ def test_no_pod_delete_in_evict_mode_and_no_eviction_in_delete_mode() -> None:
 def test_every_values_file_gets_the_rbac_its_flags_ask_for(values: tuple[str, ...], tmp_path: Path) -> None:
     """Each values file's flags (as the watchdog reads them) -> exactly the ClusterRole promised above."""
     config, _ = config_from(template(*values), tmp_path)
-    want = BASE_RBAC | (EVICT_RBAC if config.action == "evict" else DELETE_RBAC)
+    want = BASE_RBAC | {"evict": EVICT_RBAC, "delete": DELETE_RBAC}.get(config.action, set())
     want |= NODES_RBAC if config.node_escalation else set()
+    want |= QUARANTINE_RBAC if config.quarantine else set()
     assert_grants(rbac_grants(one(template(*values), "ClusterRole")), want)
 
 
@@ -291,7 +297,7 @@ def test_every_rbac_rule_has_its_own_comment() -> None:
         rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
         assert all(lines[i - 1].strip().startswith("#") for i in rules), name
         counts[name] = len(rules)
-    assert counts == {"clusterrole.yaml": 6, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
+    assert counts == {"clusterrole.yaml": 7, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
                       "brake-role.yaml": 1}
 
 

@@ -22,6 +22,7 @@ AGREED = {
     "vllm_watchdog_cycle_duration_seconds", "vllm_watchdog_last_cycle_timestamp_seconds",
     "vllm_watchdog_event_failures_total", "vllm_watchdog_series_dropped_total", "vllm_watchdog_cycle_failures_total",
     "vllm_watchdog_breaker_open", "vllm_watchdog_leader", "vllm_watchdog_paused", "vllm_watchdog_build_info",
+    "vllm_watchdog_quarantined", "vllm_watchdog_quarantine_changes_total", "vllm_watchdog_quarantine_held_total",
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from watchdog.core.discovery import discover
 from watchdog.core.model import OwnerRef, Target
+from watchdog.core.quarantine import read_fleet
 from watchdog.core.trim import trim_namespace, trim_pod
 
 
@@ -81,6 +82,11 @@ PODS = [
     full_pod("b", metadata__annotations={"vllm-watchdog.io/exclude": "true"}),
     full_pod("c", metadata__deletionTimestamp="2026-01-02T00:00:00Z"),
     full_pod("d", metadata__annotations={}),  # no port annotation: the target's port name, then number
+    full_pod("e", spec__readinessGates=[{"conditionType": "vllm-watchdog.io/engine-progressing"},
+                                        {"conditionType": "other.io/gate"}],
+             status__conditions=[{"type": "ContainersReady", "status": "True"}, {"type": "Ready", "status": "False"},
+                                 {"type": "vllm-watchdog.io/engine-progressing", "status": "False", "reason": "x"},
+                                 {"type": "other.io/gate", "status": "True"}]),  # quarantined by the gate
 ]
 NAMESPACES = [
     {"metadata": {"name": "ml", "uid": "n1", "labels": {"vllm-watchdog.io/enabled": "true", "team": "a"},
@@ -93,8 +99,9 @@ TARGETS = [Target(name="by-name", pod_selector="app=vllm", port="http"),
 
 
 def run(pods: list[dict[str, Any]], namespaces: list[dict[str, Any]]) -> Any:
-    """Discovery once per target (each target reads the pods afresh: "first target wins" skips repeats)."""
-    return [discover(namespaces, [(t, pods)], require_controller=True) for t in TARGETS]
+    """Discovery once per target (each target reads the pods afresh: "first target wins" skips repeats), and the
+    readiness gate's view of the pods (core/quarantine.py reads the same cached objects)."""
+    return [discover(namespaces, [(t, pods)], require_controller=True) for t in TARGETS], read_fleet(pods)
 
 
 def test_trimmed_objects_hold_exactly_the_paths_discovery_reads() -> None:
@@ -111,12 +118,13 @@ def test_trimmed_objects_hold_exactly_the_paths_discovery_reads() -> None:
 
 
 def test_discovery_decides_the_same_on_trimmed_objects() -> None:
-    full = run(PODS, NAMESPACES)
-    trimmed = run([trim_pod(p) for p in PODS], [trim_namespace(n) for n in NAMESPACES])
-    assert trimmed == full
+    full, fleet = run(PODS, NAMESPACES)
+    assert run([trim_pod(p) for p in PODS], [trim_namespace(n) for n in NAMESPACES]) == (full, fleet)
     owner = OwnerRef("apps/v1", "ReplicaSet", "llm-5d4f", "rs-1")
     picked = [[(t.name, t.port, t.restart_count, t.owner, t.node) for t in d.targets] for d in full]
-    assert picked == [[("a", 9090, 1, owner, "gpu-1"), ("d", 8000, 1, owner, "gpu-1")]] * 2
+    assert picked == [[("a", 9090, 1, owner, "gpu-1"), ("d", 8000, 1, owner, "gpu-1"),
+                       ("e", 9090, 1, owner, "gpu-1")]] * 2  # e: gated, containers ready, judged before Ready
+    assert [(g.uid, g.ready, g.condition) for g in fleet.gated.values()] == [("uid-e", False, "False")]
     assert dict(full[0].skipped) == {"excluded": 1, "terminating": 1}
 
 

@@ -27,6 +27,7 @@ from kubernetes.watch.watch import iter_resp_lines
 DeleteResult = Literal["deleted", "not_found", "conflict"]
 Watched = Literal["pods", "namespaces"]  # what list_page / watch serve (the pod cache)
 EvictResult = Literal["evicted", "not_found", "conflict", "blocked", "several_pdbs"]
+PatchResult = Literal["patched", "not_found", "conflict"]
 
 # (apiVersion, kind) -> plural for the owner kinds we expect; others use a simple lower-case plural.
 _PLURALS = {
@@ -368,3 +369,20 @@ class KubeClient:
         result: dict[str, Any] = self._call(f"patch node {name} taints", self._core.patch_node, name, patch,
                                             _content_type="application/merge-patch+json")
         return result
+
+    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
+        """Set one pod condition (``status.conditions[]``, merged by ``type``) through ``pods/status`` with a
+        strategic-merge patch that carries ``metadata.uid``: the API server refuses it (422, uid immutable) when
+        the name now belongs to another pod. Returns "patched", "not_found" (404: the pod is gone) or "conflict"
+        (409, or that 422: another pod under the name). Sent once; raises KubeError on anything else."""
+        patch = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
+        try:
+            self._call(f"patch pod {namespace}/{name} status", self._core.patch_namespaced_pod_status, name,
+                       namespace, patch, _content_type="application/strategic-merge-patch+json")
+        except KubeError as e:
+            if e.status == 404:
+                return "not_found"
+            if e.status == 409 or (e.status == 422 and "metadata.uid" in e.message):
+                return "conflict"
+            raise
+        return "patched"

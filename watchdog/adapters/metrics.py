@@ -26,6 +26,8 @@ from watchdog import __version__
 from watchdog.core.vocab import (
     DEFERRAL_RULES,
     ENGINE_STATES,
+    QUARANTINE_CHANGES,
+    QUARANTINE_HOLDS,
     REMEDIATION_RESULTS,
     SCRAPE_OUTCOMES,
     RemovalAction,
@@ -56,6 +58,9 @@ class Metrics:
     leader: Gauge
     paused: Gauge
     build_info: Gauge
+    quarantined: Gauge  # gated pods whose readiness gate is False (this replica's view, leader only)
+    quarantine_changes: Counter  # {to}: admitted | quarantined | released
+    quarantine_held: Counter  # {rule}: wanted drains held back by a rail, once per pod and rule
 
 
 def new_metrics() -> Metrics:
@@ -95,6 +100,13 @@ def new_metrics() -> Metrics:
                      "paused setting, or a brake not read yet.", registry=r),
         build_info=Gauge("vllm_watchdog_build_info", "Always 1; the labels say which build runs.",
                          ["version", "python_version"], registry=r),
+        quarantined=Gauge("vllm_watchdog_quarantined", "Gated pods whose readiness gate condition is False after "
+                          "the last cycle (out of their Services' endpoints); 0 on a standby replica.", registry=r),
+        quarantine_changes=Counter("vllm_watchdog_quarantine_changes", "Readiness gate condition writes by the "
+                                   "state written to: admitted (first True), quarantined (False), released (True "
+                                   "again).", ["to"], registry=r),
+        quarantine_held=Counter("vllm_watchdog_quarantine_held", "Wanted quarantines held back by a rail, once per "
+                                "pod and rule.", ["rule"], registry=r),
     )
     ProcessCollector(registry=r)
     m.build_info.labels(__version__, platform.python_version()).set(1)
@@ -108,4 +120,8 @@ def new_metrics() -> Metrics:
         m.remediations.labels(result)
     for rule in DEFERRAL_RULES:
         m.deferrals.labels(rule)
+    for change in QUARANTINE_CHANGES:
+        m.quarantine_changes.labels(change)
+    for held in QUARANTINE_HOLDS:
+        m.quarantine_held.labels(held)
     return m

@@ -28,6 +28,7 @@ from watchdog.config.settings import (
     Setting,
     Settings,
     completion_window_problem,
+    quarantine_problems,
 )
 from watchdog.config.sources import SOURCES
 from watchdog.config.sources import source_checks as _source_checks
@@ -304,8 +305,7 @@ def load_config(
         problems.extend(_cross_checks(values))
     if problems:
         raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
-    if not problems:
-        problems.extend(_source_checks(values, targets))
+    problems.extend(_source_checks(values, targets))
     if problems:
         raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
     return Settings.from_values(values, targets, tuple(warnings))
@@ -362,6 +362,7 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
     if v["breaker_fraction"] > 1:
         problems.append(f"breakerFraction ({v['breaker_fraction']:g}) is a fraction of the watched pods: 0..1")
+    problems.extend(quarantine_problems(v))
     if v["max_deletions_per_namespace"] > v["max_deletions"]:
         problems.append("maxDeletionsPerNamespace must not exceed maxDeletions (the cluster-wide budget)")
     try:

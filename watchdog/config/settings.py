@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from watchdog.core.model import DEFAULT_TARGETS, Target
 from watchdog.core.taints import DEFAULT_TAINT
-from watchdog.core.vocab import RemovalAction
+from watchdog.core.vocab import StallAction
 
 SettingType = Literal["float", "int", "bool", "str", "choice"]
 
@@ -109,9 +109,21 @@ SETTINGS: tuple[Setting, ...] = (
             "($POD_NAMESPACE, else default) read every cycle; its annotation vllm-watchdog.io/paused=\"true\" "
             "pauses every deletion like 'paused', without a restart. Unset: no brake to read (the chart sets its "
             "own config ConfigMap)", optional=True),
-    Setting("action", "choice", "delete", "how to remove a stalled pod: delete, or evict (honours "
-            "PodDisruptionBudgets; a blocked eviction is deferred, never turned into a delete)",
-            choices=("delete", "evict")),
+    Setting("action", "choice", "delete", "how to remove a stalled pod: delete, evict (honours "
+            "PodDisruptionBudgets; a blocked eviction is deferred, never turned into a delete), or quarantine "
+            "(never remove: drain through the readiness gate only; needs quarantine)",
+            choices=("delete", "evict", "quarantine")),
+    # -- quarantine through a readiness gate (RUNBOOK.md "Quarantine") --
+    Setting("quarantine", "bool", False, "maintain the readiness gate condition vllm-watchdog.io/engine-progressing "
+            "on pods that declare it in spec.readinessGates: True once an engine is idle or progressing, False "
+            "(out of the Services' endpoints) while one is suspect for quarantineAfterSeconds or stalled; needs "
+            "pods/status patch"),
+    Setting("quarantine_after_seconds", "float", 60.0, "seconds an engine may be suspect (busy, no progress) "
+            "before its pod is quarantined; shorter than windowSeconds", minimum=1.0, maximum=86400.0),
+    Setting("quarantine_max_owner_fraction", "float", 0.5, "never quarantine more than this fraction of one "
+            "owner's pods at once (rounded down), nor its last Ready pod", minimum=0.0, maximum=1.0),
+    Setting("quarantine_in_dry_run", "bool", False, "quarantine in dry-run namespaces (and under dryRun) too; off: "
+            "there pods are only admitted and released"),
     Setting("max_deletions", "int", 2, "deletions allowed cluster-wide per deletionWindowSeconds",
             minimum=1, maximum=10000),
     Setting("max_deletions_per_namespace", "int", 1, "deletions allowed per namespace per deletionWindowSeconds",
@@ -190,7 +202,11 @@ class Settings:
     grace_period_seconds: int | None
     paused: bool
     pause_config_map: str | None
-    action: RemovalAction
+    action: StallAction
+    quarantine: bool
+    quarantine_after_seconds: float
+    quarantine_max_owner_fraction: float
+    quarantine_in_dry_run: bool
     max_deletions: int
     max_deletions_per_namespace: int
     deletion_window_seconds: float
@@ -247,6 +263,18 @@ def completion_window_problem(completion_s: float | None, window_s: float, name:
     return (f"{name} ({completion_s:g}) must be 0 (off) or at least {MIN_COMPLETION_ONLY_WINDOW_S:g} s and at "
             f"least {window_name} ({window_s:g}): a counter that moves only when a request finishes stays flat "
             "for as long as the longest request")
+
+
+def quarantine_problems(v: Mapping[str, Any]) -> list[str]:
+    """The quarantine settings' cross-checks: quarantineAfterSeconds shorter than windowSeconds (it is the early
+    step, the window the late one), and action quarantine only with quarantine on."""
+    problems = []
+    if v["quarantine"] and v["quarantine_after_seconds"] >= v["window_seconds"]:
+        problems.append(f"quarantineAfterSeconds ({v['quarantine_after_seconds']:g}) must be shorter than "
+                        f"windowSeconds ({v['window_seconds']:g}): a pod is drained before it is judged stalled")
+    if v["action"] == "quarantine" and not v["quarantine"]:
+        problems.append("action quarantine needs quarantine: true (the readiness gate is its only remedy)")
+    return problems
 
 
 def defaults() -> Settings:

@@ -30,9 +30,11 @@ from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.fanout import Fanout
+from watchdog.controller.health import PodHealth
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Listing, Querier
 from watchdog.controller.promsource import PrometheusSource, Read, client_from, confirm_read, fleet_reads
+from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.controller.status import Snapshot, snapshot
@@ -45,26 +47,6 @@ from watchdog.core.profiles import Profile, target_profile
 from watchdog.core.vocab import ENGINE_STATES
 
 log = logging.getLogger("watchdog.controller.cycle")
-
-
-@dataclass
-class PodHealth:
-    """This cycle's pods for the breakers. Fleet-wide: pods with a stalled engine series (unknown is never
-    evidence, and a tenant's pods that serve nothing must not blind the watchdog for every other namespace).
-    Per namespace: pods with a stalled series, a failed scrape, or no usable series in the body (a series that
-    merely vanished from an otherwise good body does not count)."""
-
-    watched: int = 0
-    stalled: int = 0
-    by_namespace: dict[str, tuple[int, int]] = field(default_factory=dict)  # namespace -> (watched, bad)
-
-    def add(self, namespace: str, scraped: bool, present: set[str]) -> None:
-        stalled = "stalled" in present
-        bad = stalled or not scraped or not present or present <= {"unknown"}
-        self.watched += 1
-        self.stalled += stalled
-        watched, seen_bad = self.by_namespace.get(namespace, (0, 0))
-        self.by_namespace[namespace] = (watched + 1, seen_bad + bad)
 
 
 @dataclass
@@ -123,6 +105,8 @@ class Watchdog:
             require_controller=config.require_controller, ledger=ledger,
             events=EventRecorder(kube, self.metrics))
         self.ledger = ledger
+        self.quarantine = Quarantine.from_settings(config, kube, self.metrics, self.remediator.events, leader=leader,
+                                                   clock=clock, wall_clock=wall_clock)
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.fanout = Fanout(config.workers, config.scrape_deadline_seconds)  # workers 0: sized by the fleet
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
@@ -176,6 +160,7 @@ class Watchdog:
                              require_controller=self.config.require_controller,
                              allow_loopback=self.config.allow_loopback_pod_ips)
             live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
+            self.quarantine.observe(pods_by_target)
             del pods_by_target
         self.ever_ready = (self.ever_ready | found.ready_uids) & live
         self._forget_gone({t.uid for t in found.targets})
@@ -212,6 +197,7 @@ class Watchdog:
                 self.policy.owner_ready(target.owner_key, pod.first_seen)
 
         self._rails_for_cycle(health, {str(n.get("metadata", {}).get("name")) for n in namespaces})
+        self.quarantine.run(judged, self.policy)  # the readiness gate first: it drains before any deletion
         for target, pod in judged:
             try:
                 self._act(target, pod, report)
@@ -363,6 +349,8 @@ class Watchdog:
             self.policy.episode_over(target.uid, key)
 
     def _act(self, target: ScrapeTarget, pod: PodRecord, report: CycleReport) -> None:
+        if self.config.action == "quarantine":  # drain through the readiness gate only, never remove
+            return
         for _key, engine in sorted(pod.engines.items()):
             if engine.verdict is None or not engine.verdict.stalled or engine.last is None:
                 continue

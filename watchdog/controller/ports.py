@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from watchdog.adapters.kube import DeleteResult, EvictResult
+from watchdog.adapters.kube import DeleteResult, EvictResult, PatchResult
 from watchdog.core.promql import Series
 
 #: Seconds on a monotonic clock (or Unix seconds for the wall clock).
@@ -31,6 +31,7 @@ class KubeApi(Protocol):
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult: ...
 
 
 class Listing(Protocol):

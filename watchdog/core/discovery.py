@@ -10,7 +10,9 @@ A pod is a target when all of these hold (each refusal is counted under a skip r
   loopback, link-local, every known cloud metadata address, unspecified, multicast, broadcast, reserved and
   IPv4-in-IPv6 forms are refused; loopback only with ``allow_loopback``, for the demo and tests), not
   terminating, not ``hostNetwork``;
-- Ready now, or seen Ready before by this process (a pod still loading its model is not judged);
+- Ready now, or seen Ready before by this process (a pod still loading its model is not judged), or, for a pod
+  that declares the quarantine readiness gate (:data:`~watchdog.core.model.GATE_CONDITION`), its containers
+  ready: such a pod is not Ready before the watchdog admits it;
 - not opted out by the annotation ``vllm-watchdog.io/exclude: "true"``;
 - it has a controller owner reference, unless ``require_controller`` is off.
 
@@ -30,6 +32,7 @@ from typing import Any
 from watchdog.core.addresses import is_scrapable
 from watchdog.core.model import (
     EXCLUDE_ANNOTATION,
+    GATE_CONDITION,
     NAMESPACE_LABEL,
     NEVER_WATCHED_NAMESPACES,
     OPT_IN_VALUES,
@@ -42,7 +45,7 @@ from watchdog.core.profiles import get_profile
 from watchdog.core.vocab import NamespaceMode
 
 Mode = NamespaceMode
-__all__ = ["Discovery", "Mode", "OwnerRef", "ScrapeTarget", "controller_of", "discover", "invalid_opt_ins",
+__all__ = ["Discovery", "Mode", "OwnerRef", "ScrapeTarget", "controller_of", "discover", "has_gate", "invalid_opt_ins",
            "namespace_modes"]
 
 
@@ -107,6 +110,19 @@ def _is_ready(status: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
+def has_gate(pod: Mapping[str, Any]) -> bool:
+    """The pod declares the watchdog's readiness gate (:data:`~watchdog.core.model.GATE_CONDITION`)."""
+    gates = (pod.get("spec") or {}).get("readinessGates") or []
+    return any(isinstance(g, Mapping) and g.get("conditionType") == GATE_CONDITION for g in gates)
+
+
+def _gated_and_loaded(pod: Mapping[str, Any]) -> bool:
+    """The pod declares the readiness gate and its containers are ready (its model is loaded): it is not Ready
+    until the watchdog admits it (:mod:`watchdog.core.quarantine`), so it is judged from here on."""
+    return has_gate(pod) and any(c.get("type") == "ContainersReady" and c.get("status") == "True"
+                                 for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 def _declared_ports(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [p for c in spec.get("containers") or [] for p in c.get("ports") or [] if p.get("containerPort")]
 
@@ -148,7 +164,7 @@ def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, re
         return "no_ip"
     if not _scrapable_ip(status["podIP"], allow_loopback):
         return "unsafe_ip"
-    if not (ever_ready or _is_ready(status)):
+    if not (ever_ready or _is_ready(status) or _gated_and_loaded(pod)):
         return "never_ready"
     if require_controller and controller_of(meta) is None:
         return "no_controller"

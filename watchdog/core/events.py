@@ -14,13 +14,16 @@ from watchdog.core.model import COMPONENT
 REASON_DELETED = "StalledPodDeleted"
 REASON_DRY_RUN = "StalledPodDryRun"
 REASON_DEFERRED = "StalledPodDeletionDeferred"
+REASON_QUARANTINED = "StalledPodQuarantined"  # the readiness gate set False (watchdog.core.quarantine)
+REASON_RELEASED = "StalledPodReleased"  # the readiness gate set True again after a quarantine
 #: Nodes are cluster-scoped: the API server accepts their core/v1 Events in "default".
 NODE_EVENT_NAMESPACE = "default"
 MAX_MESSAGE = 1024
 #: At most this many characters of an engine series key (pod-controlled label values) in a message.
 MAX_ENGINE_KEY = 160
 __all__ = ["COMPONENT", "MAX_ENGINE_KEY", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
-           "REASON_DRY_RUN", "Outcome", "escape_controls", "event_body", "stall_message", "utc_stamp"]
+           "REASON_DRY_RUN", "REASON_QUARANTINED", "REASON_RELEASED", "Outcome", "escape_controls", "event_body",
+           "stall_message", "utc_stamp"]
 
 Outcome = Literal["deleted", "evicted", "dry_run", "deferred"]
 _WHAT: dict[Outcome, str] = {"deleted": "Deleted pod", "evicted": "Evicted pod", "dry_run": "Would delete pod",

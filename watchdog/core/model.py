@@ -14,6 +14,8 @@ from watchdog.core.vocab import NamespaceMode
 NAMESPACE_LABEL = "vllm-watchdog.io/enabled"
 EXCLUDE_ANNOTATION = "vllm-watchdog.io/exclude"
 PORT_ANNOTATION = "vllm-watchdog.io/metrics-port"
+#: The readiness gate condition type a pod declares in ``spec.readinessGates`` to be quarantined through it.
+GATE_CONDITION = "vllm-watchdog.io/engine-progressing"
 #: Opt-in label values and the namespace mode each one means; any other value means "not watched".
 OPT_IN_VALUES: Mapping[str, NamespaceMode] = {"true": "enforce", "dry-run": "dry-run"}
 NEVER_WATCHED_NAMESPACES = frozenset({"kube-system"})

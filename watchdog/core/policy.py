@@ -152,6 +152,9 @@ class DeletionPolicy:
     def breaker_open(self, now: float) -> bool:
         return self._breaker_until is not None and now < self._breaker_until
 
+    def namespace_breaker_open(self, namespace: str, now: float) -> bool:
+        return now < self._namespace_breakers.get(namespace, now)
+
     def owner_ready(self, owner: str, first_seen: float) -> None:
         """A pod of ``owner``, first seen at ``first_seen``, is Ready. If it appeared after the owner lost a pod it
         is the replacement, and the owner may be acted on again (a sibling that was there before does not count)."""

@@ -13,10 +13,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from watchdog.core.model import EXCLUDE_ANNOTATION, NAMESPACE_LABEL, PORT_ANNOTATION
+from watchdog.core.model import EXCLUDE_ANNOTATION, GATE_CONDITION, NAMESPACE_LABEL, PORT_ANNOTATION
 
 _META = ("uid", "namespace", "name", "creationTimestamp", "deletionTimestamp")
 _OWNER = ("apiVersion", "kind", "name", "uid", "controller")
+#: The pod conditions read: readiness, containers ready and the quarantine gate's own (discovery, core/quarantine).
+_CONDITIONS = ("Ready", "ContainersReady", GATE_CONDITION)
 
 
 def _pick(source: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -29,7 +31,8 @@ def _intern(value: Any) -> Any:
 
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The pod as discovery reads it: identity, the two annotations, owners, hostNetwork, node, declared ports,
-    phase, IP, the Ready condition and restart counts."""
+    phase, IP, the Ready / ContainersReady / quarantine-gate conditions, the gate in ``readinessGates`` and
+    restart counts."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     out_meta = _pick(meta, _META)
     annotations = meta.get("annotations") or {}
@@ -43,10 +46,13 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         out_spec["containers"] = [
             {"ports": [_pick(p, ("name", "containerPort")) for p in c["ports"] or []]} if "ports" in c else {}
             for c in spec["containers"] or []]
+    if "readinessGates" in spec:
+        out_spec["readinessGates"] = [_pick(g, ("conditionType",)) for g in spec["readinessGates"] or []
+                                      if isinstance(g, Mapping) and g.get("conditionType") == GATE_CONDITION]
     out_status = _pick(status, ("phase", "podIP"))
     if "conditions" in status:
         out_status["conditions"] = [_pick(c, ("type", "status")) for c in status["conditions"] or []
-                                    if c.get("type") == "Ready"]
+                                    if c.get("type") in _CONDITIONS]
     if "containerStatuses" in status:
         out_status["containerStatuses"] = [_pick(c, ("restartCount",)) for c in status["containerStatuses"] or []]
     return {"metadata": out_meta, "spec": out_spec, "status": out_status}

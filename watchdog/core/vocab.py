@@ -28,6 +28,12 @@ DecisionAction = Literal["delete", "dry_run", "defer", "skip"]
 NamespaceMode = Literal["enforce", "dry-run"]
 #: How a stalled pod is removed (setting ``action``).
 RemovalAction = Literal["delete", "evict"]
+#: The setting ``action``: a removal, or ``quarantine`` (drain through the readiness gate only, never remove).
+StallAction = Literal["delete", "evict", "quarantine"]
+#: A change of the readiness gate condition (watchdog.core.quarantine): first set True, set False, True again.
+QuarantineChange = Literal["admitted", "quarantined", "released"]
+#: The rule that held a wanted quarantine (drain) back.
+QuarantineHold = Literal["dry_run", "paused", "breaker", "namespace_breaker", "owner_share", "last_ready"]
 
 ENGINE_STATES: tuple[EngineState, ...] = get_args(EngineState)
 SCRAPE_OUTCOMES: tuple[ScrapeOutcome, ...] = get_args(ScrapeOutcome)
@@ -35,3 +41,5 @@ SCRAPE_ERRORS: frozenset[ScrapeOutcome] = frozenset(SCRAPE_OUTCOMES) - {"ok", "p
                                                                          "prometheus_error"}
 REMEDIATION_RESULTS: tuple[RemediationResult, ...] = tuple(r for r in get_args(RemediationResult) if r != "skip")
 DEFERRAL_RULES: tuple[DeferralRule, ...] = get_args(DeferralRule)
+QUARANTINE_CHANGES: tuple[QuarantineChange, ...] = get_args(QuarantineChange)
+QUARANTINE_HOLDS: tuple[QuarantineHold, ...] = get_args(QuarantineHold)

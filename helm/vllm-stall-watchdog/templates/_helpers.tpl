@@ -98,6 +98,8 @@ breakerCooldownSeconds: [0, 86400]
 minPodAgeSeconds: [0, 86400]
 nodeEscalationWindowSeconds: [60, 86400]
 apiTimeoutSeconds: [0.5, 300]
+quarantineAfterSeconds: [1, 86400]
+quarantineMaxOwnerFraction: [0, 1]
 {{- end }}
 
 {{/* .Values.config as the watchdog reads it, as JSON: decimal strings of fractional settings turned into numbers
@@ -147,6 +149,12 @@ nodeTaint format live in values.schema.json). tests/test_helm.py checks that the
 {{- $completion := float64 (default 0 $c.completionOnlyWindowSeconds) }}
 {{- if and (gt $completion 0.0) (or (lt $completion 600.0) (lt $completion (float64 $c.windowSeconds))) }}
 {{- fail (printf "config.completionOnlyWindowSeconds (%v) must be 0 (off) or at least 600 s and at least config.windowSeconds (%v): a counter that moves only when a request finishes stays flat for as long as the longest request" $completion $c.windowSeconds) }}
+{{- end }}
+{{- if and $c.quarantine (ge (float64 $c.quarantineAfterSeconds) (float64 $c.windowSeconds)) }}
+{{- fail (printf "config.quarantineAfterSeconds (%v) must be shorter than config.windowSeconds (%v): a pod is drained before it is judged stalled" $c.quarantineAfterSeconds $c.windowSeconds) }}
+{{- end }}
+{{- if and (eq (toString $c.action) "quarantine") (not $c.quarantine) }}
+{{- fail "config.action=quarantine needs config.quarantine=true (the readiness gate is its only remedy)" }}
 {{- end }}
 {{- if and (eq (toString $c.source) "prometheus") (not $c.prometheusUrl) }}
 {{- fail "config.source=prometheus needs config.prometheusUrl (e.g. http://prometheus-operated.monitoring:9090)" }}

@@ -8,11 +8,15 @@
   (:class:`watchdog.demo.simpod.SimPod`) there on the pod's container port ``http``, and patches
   ``pods/status`` to Running/Ready with ``podIP``/``podIPs`` = that address. The engine's initial mode comes
   from the pod annotation ``sim.vllm-watchdog.io/mode`` (default ``progressing``);
+- readiness gates, as the kubelet's status manager does: a pod that declares ``spec.readinessGates`` is Ready only
+  while every gate's condition is True (re-evaluated every sync, as the conditions change); such a pod also gets a
+  second pod IP, the ULA ``fd00:10::N`` (``podIPs[1]``), never used for traffic: an IPv6 headless Service's
+  EndpointSlices can hold it where the loopback address is refused, so endpoints follow Ready for real;
 - finishes graceful deletions as a kubelet does: once a pod has a ``deletionTimestamp`` its engine is stopped
   (the container got SIGTERM), and when the grace period is over (the ``deletionTimestamp``) the pod is DELETEd
   with ``gracePeriodSeconds: 0`` and ``preconditions.uid``. Until then the pod stays Terminating.
 
-Only loopback addresses are ever used.
+Only loopback addresses are ever used for traffic.
 """
 
 from __future__ import annotations
@@ -149,6 +153,8 @@ class FakeKubelet:
                     self._bind(pod)
                 elif uid not in self.pods and spec["nodeName"] in self.nodes:
                     self._run(pod)
+                elif uid in self.pods and spec.get("readinessGates"):
+                    self._gate(pod)
             except ApiError as exc:  # one pod's trouble (e.g. an admission policy) must not stall the others
                 self.errors.append(f"{meta['namespace']}/{meta['name']}: {exc}")
         with self._lock:
@@ -185,10 +191,13 @@ class FakeKubelet:
             self.pods[meta["uid"]] = running
         now = _now()
         containers = pod["spec"]["containers"]
+        gated = bool(pod["spec"].get("readinessGates"))
+        low = int(ipaddress.IPv4Address(ip)) & 0xFFFF
+        ips = [{"ip": ip}, {"ip": f"fd00:10::{low:x}"}]  # the ULA one only ever appears in EndpointSlices
         status = {
-            "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now,
+            "phase": "Running", "podIP": ip, "podIPs": ips if gated else ips[:1], "startTime": now,
             "conditions": [
-                {"type": t, "status": "True", "lastTransitionTime": now}
+                {"type": t, "status": "False" if t == "Ready" and gated else "True", "lastTransitionTime": now}
                 for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled")],
             "containerStatuses": [{
                 "name": c["name"], "image": c["image"], "imageID": "", "containerID": f"fake://{meta['uid'][:8]}",
@@ -203,6 +212,24 @@ class FakeKubelet:
             if exc.status in (404, 409):  # deleted meanwhile
                 return
             raise
+
+    def _gate(self, pod: dict[str, Any]) -> None:
+        """Ready = containers ready and every readiness gate's condition True (the kubelet's rule)."""
+        meta, status = pod["metadata"], pod.get("status") or {}
+        conditions = {c["type"]: c.get("status") for c in status.get("conditions") or []}
+        gates = [g.get("conditionType") for g in pod["spec"].get("readinessGates") or []]
+        ready = "True" if conditions.get("ContainersReady") == "True" and all(
+            conditions.get(g) == "True" for g in gates) else "False"
+        if conditions.get("Ready") == ready:
+            return
+        try:
+            self.api.request("PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                             {"metadata": {"uid": meta["uid"]}, "status": {"conditions": [
+                                 {"type": "Ready", "status": ready, "lastTransitionTime": _now()}]}},
+                             content_type="application/strategic-merge-patch+json")
+        except ApiError as exc:
+            if exc.status not in (404, 409, 422):  # deleted or replaced meanwhile
+                raise
 
     def _terminate(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]

@@ -34,7 +34,9 @@ import yaml
 
 from watchdog.demo.controlplane.api import Api, free_port, wait_for
 
-SERVICE_CIDR = "10.96.0.0/16"  # an allocation range for ClusterIPs only; no packet is ever sent there
+# Allocation ranges for ClusterIPs only; no packet is ever sent there. Dual-stack so that a scenario can make an
+# IPv6 headless Service, whose EndpointSlices take the ULA second pod IP of a gated pod (a loopback one is refused).
+SERVICE_CIDR = "10.96.0.0/16,fd00:96::/112"
 # Names as `kube-controller-manager --help` lists them (v1.35).
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "garbage-collector-controller",
                "disruption-controller", "endpointslice-controller", "serviceaccount-controller",

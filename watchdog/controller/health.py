@@ -1,0 +1,25 @@
+"""This cycle's pod health for the breakers (moved out of cycle.py to keep that module within the size rule)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PodHealth:
+    """This cycle's pods for the breakers. Fleet-wide: pods with a stalled engine series (unknown is never
+    evidence, and a tenant's pods that serve nothing must not blind the watchdog for every other namespace).
+    Per namespace: pods with a stalled series, a failed scrape, or no usable series in the body (a series that
+    merely vanished from an otherwise good body does not count)."""
+
+    watched: int = 0
+    stalled: int = 0
+    by_namespace: dict[str, tuple[int, int]] = field(default_factory=dict)  # namespace -> (watched, bad)
+
+    def add(self, namespace: str, scraped: bool, present: set[str]) -> None:
+        stalled = "stalled" in present
+        bad = stalled or not scraped or not present or present <= {"unknown"}
+        self.watched += 1
+        self.stalled += stalled
+        watched, seen_bad = self.by_namespace.get(namespace, (0, 0))
+        self.by_namespace[namespace] = (watched + 1, seen_bad + bad)

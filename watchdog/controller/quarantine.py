@@ -1,0 +1,168 @@
+"""Quarantine through the readiness gate (I/O): writes the gate condition the pure rule
+(:mod:`watchdog.core.quarantine`) asks for, one ``pods/status`` patch per change.
+
+Once per cycle: :meth:`Quarantine.observe` reads the gate's view of the pod LIST (gated pods, their condition,
+owners' pod and Ready counts), then :meth:`Quarantine.run` walks the judged pods. Only the leader writes (a
+standby replica writes nothing and forgets what it wrote: the next leader starts from the LIST). The patch
+carries ``metadata.uid`` (a pod re-created under the name is never touched); 404 and 409 mean the pod is gone or
+replaced, not an error. Every write is counted (``vllm_watchdog_quarantine_changes_total{to}``); a quarantine and
+a release are Events on the pod and its top owner (``StalledPodQuarantined``, ``StalledPodReleased``); a first
+admission is logged only (one per new pod of a rollout). A drain held back by a rail is logged and counted once
+per pod and rule. Nothing here removes a pod.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from watchdog.adapters.events import EventRecorder
+from watchdog.adapters.kube import KubeError
+from watchdog.adapters.logs import facts
+from watchdog.adapters.metrics import Metrics
+from watchdog.config.settings import Settings
+from watchdog.controller.ports import Clock, KubeApi
+from watchdog.controller.state import PodRecord
+from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, utc_stamp
+from watchdog.core.model import ScrapeTarget
+from watchdog.core.policy import DeletionPolicy
+from watchdog.core.quarantine import (
+    GATE_CONDITION,
+    Change,
+    Fleet,
+    OwnerShare,
+    QuarantineRails,
+    change_for,
+    drain_hold,
+    gate_condition,
+    read_fleet,
+    wanted,
+)
+
+log = logging.getLogger("watchdog.controller.quarantine")
+_STATUS: Mapping[Change, str] = {"admitted": "True", "quarantined": "False", "released": "True"}
+
+
+def _evidence(pod: PodRecord) -> str:
+    """The worst engine series of ``pod`` in one phrase (stalled before suspect, then the longest stall)."""
+    known = [(key, e.verdict) for key, e in sorted(pod.engines.items()) if e.verdict is not None]
+    if not known:
+        return "no engine series known"
+    key, v = max(known, key=lambda kv: (kv[1].state == "stalled", kv[1].stalled_for_s))
+    running = "unknown" if v.running is None else f"{v.running:g}"
+    engine = f"engine {{{key[:120]}}} " if key else "engine "
+    return f"{engine}{v.state}: no progress for {v.stalled_for_s:.0f} s, {running} requests running"
+
+
+class Quarantine:
+    """The readiness gate writer; inert (``enabled`` False) unless the setting ``quarantine`` is on."""
+
+    def __init__(self, kube: KubeApi, metrics: Metrics, events: EventRecorder, rails: QuarantineRails, *,
+                 enabled: bool, leader: Callable[[], bool], clock: Clock = time.monotonic,
+                 wall_clock: Clock = time.time) -> None:
+        self.kube, self.metrics, self.events, self.rails = kube, metrics, events, rails
+        self.enabled, self.leader, self.clock, self.wall_clock = enabled, leader, clock, wall_clock
+        self.fleet = Fleet({}, {}, {})
+        self.written: dict[str, str] = {}  # pod UID -> gate status this replica last wrote while leader
+        self._held: set[tuple[str, str]] = set()  # (pod UID, rule) already logged and counted
+        self._was_leader = False
+
+    @classmethod
+    def from_settings(cls, config: Settings, kube: KubeApi, metrics: Metrics, events: EventRecorder, *,
+                      leader: Callable[[], bool], clock: Clock, wall_clock: Clock) -> Quarantine:
+        rails = QuarantineRails(config.quarantine_after_seconds, config.quarantine_max_owner_fraction,
+                                config.quarantine_in_dry_run, config.dry_run)
+        return cls(kube, metrics, events, rails, enabled=config.quarantine, leader=leader, clock=clock,
+                   wall_clock=wall_clock)
+
+    def observe(self, pods_by_target: Iterable[tuple[Any, Iterable[Mapping[str, Any]]]]) -> None:
+        """This cycle's pod LIST, before it is dropped."""
+        if self.enabled:
+            self.fleet = read_fleet(p for _, pods in pods_by_target for p in pods)
+
+    def current(self, uid: str) -> str | None:
+        """The gate's status as this replica knows it: what it wrote, else what the LIST showed."""
+        pod = self.fleet.gated.get(uid)
+        return self.written.get(uid, pod.condition if pod is not None else None)
+
+    def run(self, judged: Sequence[tuple[ScrapeTarget, PodRecord]], policy: DeletionPolicy) -> list[str]:
+        """Move each judged gated pod's condition towards what its engines ask for; return the refs changed."""
+        if not self.enabled:
+            return []
+        leader = self.leader()
+        if not leader or not self._was_leader:
+            self.written.clear()  # a standby writes nothing; a new leader starts from the LIST
+        self._was_leader = leader
+        self.written = {uid: s for uid, s in self.written.items() if uid in self.fleet.gated}
+        self._held = {k for k in self._held if k[0] in self.fleet.gated}
+        if not leader:
+            self.metrics.quarantined.set(0)
+            return []
+        now = self.clock()
+        drained = {uid: p.owner_key for uid, p in self.fleet.gated.items() if self.current(uid) == "False"}
+        share = OwnerShare(self.fleet, self.rails.quarantine_max_owner_fraction, drained)
+        changed = []
+        for target, pod in sorted(judged, key=lambda j: j[0].ref):
+            gated = self.fleet.gated.get(target.uid)
+            if gated is None:
+                continue
+            states = [(e.verdict.state, e.verdict.stalled_for_s) for e in pod.engines.values() if e.verdict]
+            change = change_for(wanted(states, self.rails.quarantine_after_seconds), self.current(target.uid))
+            if change == "quarantined":
+                hold = drain_hold(self.rails, namespace_mode=target.mode, paused_by=policy.paused_by,
+                                  breaker_open=policy.breaker_open(now),
+                                  namespace_breaker_open=policy.namespace_breaker_open(target.namespace, now))
+                hold = hold or share.hold(gated.owner_key, gated.ready)
+                if hold is not None:
+                    self._hold(target, hold.rule, hold.why)
+                    continue
+            if change is not None and self._write(target, change, _evidence(pod)):
+                changed.append(target.ref)
+                if change == "quarantined":
+                    share.drain(gated.owner_key, gated.ready)
+        self.metrics.quarantined.set(sum(self.current(uid) == "False" for uid in self.fleet.gated))
+        return changed
+
+    def _hold(self, target: ScrapeTarget, rule: str, why: str) -> None:
+        if (target.uid, rule) in self._held:
+            return
+        self._held.add((target.uid, rule))
+        self.metrics.quarantine_held.labels(rule).inc()
+        log.info("quarantine of %s held back: %s", target.ref, why, extra=facts(target, rule=rule, reason=why))
+
+    def _write(self, target: ScrapeTarget, change: Change, evidence: str) -> bool:
+        """Patch the gate; True when it was written (a gone or replaced pod is not an error)."""
+        if change == "quarantined":
+            message = f"Quarantined by vllm-stall-watchdog: {evidence}"
+        else:
+            message = f"Engine idle or progressing ({evidence})"
+        condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
+        try:
+            result = self.kube.patch_pod_condition(target.namespace, target.name, target.uid, condition)
+        except KubeError as exc:
+            log.warning("could not set %s=%s on %s: %s", GATE_CONDITION, condition["status"], target.ref, exc,
+                        extra=facts(target, result="error", reason=str(exc)))
+            return False
+        if result != "patched":
+            log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, result,
+                     extra=facts(target, result=result))
+            return False
+        self.written[target.uid] = _STATUS[change]
+        self.metrics.quarantine_changes.labels(change).inc()
+        log.log(logging.INFO if change == "admitted" else logging.WARNING, "readiness gate of %s %s: %s=%s (%s)",
+                target.ref, change, GATE_CONDITION, condition["status"], evidence,
+                extra=facts(target, result=change, reason=evidence))
+        if change != "admitted":
+            reason = REASON_QUARANTINED if change == "quarantined" else REASON_RELEASED
+            what = ("taken out of its Services' endpoints" if change == "quarantined" else
+                    "back in its Services' endpoints")
+            self._event(target, reason, f"Pod {target.ref} {what}: readiness gate {GATE_CONDITION}="
+                                        f"{condition['status']}; {evidence}.")
+        self._held = {k for k in self._held if k[0] != target.uid}
+        return True
+
+    def _event(self, target: ScrapeTarget, reason: str, message: str) -> None:
+        self.events.on_pod_and_owner(target, reason, message)
