@@ -139,3 +139,25 @@ def test_a_slow_or_absent_prometheus_fails_within_the_timeout(prom: FakePromethe
         port = sock.getsockname()[1]
     with pytest.raises(PrometheusError, match="unreachable"):
         PrometheusClient(PrometheusLimits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)
+
+
+def test_one_deadline_bounds_the_whole_batch_of_queries(prom: FakePrometheus) -> None:
+    prom.delay_s = 0.4  # each answer: 0.4 s; 8 queries, 4 in flight: 0.8 s in all
+    queries = [f"sum by (x) (last_over_time(m{i}[60s]))" for i in range(8)]
+    start = time.monotonic()
+    with pytest.raises(PrometheusError, match=r"no answer within 0\.6 s"):
+        dict(client(prom, timeout_s=0.6).query_each(queries, 1.0))
+    assert time.monotonic() - start < 1.0
+    assert len(dict(client(prom, timeout_s=1.5).query_each(queries, 1.0))) == 8
+
+
+def test_a_deeply_nested_answer_and_a_refused_connection_are_one_line(prom: FakePrometheus) -> None:
+    prom.fail = (200, b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(PrometheusError, match="not JSON"):
+        client(prom).query(UP, 1.0)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(PrometheusError) as info:
+        PrometheusClient(PrometheusLimits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)
+    assert str(info.value) == f"Prometheus http://127.0.0.1:{port} unreachable: connection refused"

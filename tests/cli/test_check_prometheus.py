@@ -72,8 +72,11 @@ NEEDS_POD = "--prometheus URL needs --pod NAMESPACE/NAME and no TARGET"
 @pytest.mark.parametrize(("argv", "said"), [
     (["--prometheus", "URL", "--pod", "nopod"], NEEDS_POD),
     (["--prometheus", "URL", "--pod", "a/b", "extra-target"], NEEDS_POD),
-    (["--prometheus", "URL", "--pod", "a/b", "--staleness", "0"],
-     "--staleness must be in (0, 300] seconds (Prometheus' lookback delta)"),
+    (["--prometheus", "URL", "--pod", "a/b", "--staleness", "0.5"],
+     "--staleness must be in [1, 300] seconds (Prometheus' lookback delta)"),
+    (["--prometheus", "URL", "--pod", "a/b", "--tenant", "a\nb"], "--tenant must be 1-256 printable characters"),
+    (["--prometheus", "URL", "--pod", "a/b", "--pod-label", "namespace"],
+     "--namespace-label and --pod-label must differ"),
     (["--prometheus", "URL", "--pod", "a/b", "--pod-label", "pod-name"],
      "--pod-label 'pod-name' must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"),
     (["--prometheus", "URL", "--pod", "a/b", "--username-file", "/u"],

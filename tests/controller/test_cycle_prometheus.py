@@ -193,6 +193,7 @@ def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path
      "exclude each other"),
     ({"prometheusTenant": "a\tb"}, "prometheusTenant 'a\\tb' must be 1-256 printable characters"),
     ({"prometheusStalenessSeconds": 600}, "prometheusStalenessSeconds"),
+    ({"prometheusPodLabel": "namespace"}, "prometheusNamespaceLabel and prometheusPodLabel are both 'namespace'"),
     ({"source": "prom"}, "is not one of scrape, prometheus"),
     ({"targets": [{"name": "t", "podSelector": "a=b", "source": "pods"}]}, "[0].source: 'pods' is not one of"),
     ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 2},

@@ -77,13 +77,15 @@ class PrometheusClient:
 
     def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]:
         """``(index, rows)`` of each of ``queries`` as its answer arrives (at most 4 in flight), so the caller
-        can fold one answer in and drop it before the next; raises the first :class:`PrometheusError`."""
+        can fold one answer in and drop it before the next; raises the first :class:`PrometheusError`. All of
+        them together get ``timeout_s`` (one deadline for the batch, not one per query)."""
+        deadline = time.monotonic() + self.limits.timeout_s
         if len(queries) <= 1:
-            yield from ((i, self.query(q, at)) for i, q in enumerate(queries))
+            yield from ((i, self.query(q, at, deadline)) for i, q in enumerate(queries))
             return
         with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(queries)),
                                 thread_name_prefix="prometheus") as pool:
-            futures = {pool.submit(self.query, q, at): i for i, q in enumerate(queries)}
+            futures = {pool.submit(self.query, q, at, deadline): i for i, q in enumerate(queries)}
             try:
                 for future in as_completed(futures):
                     yield futures[future], future.result()
@@ -91,9 +93,10 @@ class PrometheusClient:
                 for future in futures:
                     future.cancel()
 
-    def query(self, promql: str, at: float) -> list[Series]:
-        """Run ``promql`` as an instant query at ``at`` (Unix seconds); the decoded series."""
-        body = self._post(promql, at)
+    def query(self, promql: str, at: float, deadline: float | None = None) -> list[Series]:
+        """Run ``promql`` as an instant query at ``at`` (Unix seconds), answered by ``deadline`` (monotonic;
+        default: ``timeout_s`` from now); the decoded rows."""
+        body = self._post(promql, at, time.monotonic() + self.limits.timeout_s if deadline is None else deadline)
         return decode(body)
 
     def _headers(self) -> dict[str, str]:
@@ -109,9 +112,11 @@ class PrometheusClient:
             headers["X-Scope-OrgID"] = limits.tenant
         return headers
 
-    def _post(self, promql: str, at: float) -> bytes:
+    def _post(self, promql: str, at: float, deadline: float) -> bytes:
         limits = self.limits
-        deadline = time.monotonic() + limits.timeout_s
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s")
         guard = DeadlineGuard(deadline)
         ACTIVE.guard = guard
         session = requests.Session()
@@ -123,7 +128,7 @@ class PrometheusClient:
         try:
             request = requests.Request("POST", self.endpoint, headers=self._headers(),
                                        data={"query": promql, "time": f"{at:.3f}"}).prepare()
-            response = adapter.send(request, stream=True, timeout=(limits.timeout_s, limits.timeout_s),
+            response = adapter.send(request, stream=True, timeout=(remaining, remaining),
                                     verify=limits.ca_file or True)
             return self._read(response, guard)
         except PrometheusError:
@@ -131,8 +136,7 @@ class PrometheusClient:
         except (requests.RequestException, urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
             if guard.fired or isinstance(exc, requests.exceptions.Timeout):
                 raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s") from None
-            raise PrometheusError(f"Prometheus {limits.url} unreachable: {type(exc).__name__}: "
-                                  f"{_short(exc)}") from None
+            raise PrometheusError(f"Prometheus {limits.url} unreachable: {_why(exc)}") from None
         finally:
             ACTIVE.guard = None
             guard.disarm()
@@ -181,6 +185,26 @@ def _secret(path: str, what: str) -> str:
     return text
 
 
+def _why(exc: BaseException) -> str:
+    """The root cause of a failed request in a few words (not the adapter's nested reprs)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, ConnectionResetError):
+            return "connection reset"
+        if isinstance(seen, OSError) and seen.strerror:
+            return str(seen.strerror)
+        seen = seen.__cause__ or seen.__context__
+    reason = getattr(exc, "args", ())
+    inner = next((a for a in reason if isinstance(a, BaseException)), None)
+    deepest = getattr(inner, "reason", inner)
+    if isinstance(deepest, BaseException) and deepest is not exc:
+        text = str(deepest).rsplit(": ", 1)[-1]
+        return _short(Exception(text))
+    return f"{type(exc).__name__}: {_short(exc)}"
+
+
 def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
 
@@ -188,7 +212,7 @@ def _short(exc: BaseException) -> str:
 def _error_text(body: bytes) -> str:
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if isinstance(doc, dict) and isinstance(doc.get("error"), str):
         return f"{doc.get('errorType', '')}: {doc['error'][:200]}"
@@ -200,8 +224,8 @@ def decode(body: bytes) -> list[Series]:
     successful ``vector`` answer without warnings (the watchdog's queries all aggregate: never a matrix)."""
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise PrometheusError("Prometheus answer is not JSON") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise PrometheusError("Prometheus answer is not JSON (or nested too deep)") from None
     if not isinstance(doc, dict):
         raise PrometheusError("Prometheus answer is not a JSON object")
     if doc.get("status") != "success":

@@ -32,7 +32,8 @@ TARGET forms:
   -                          read the exposition from stdin
   --prometheus URL --pod NS/NAME
                              the pod's series as the watchdog reads them with source: prometheus (the
-                             same queries, restricted to the pod; --deadline, --max-bytes bound them)
+                             same queries, restricted to the pod; --deadline bounds them all together,
+                             --max-bytes each answer)
 
 Output: one block (text) or object (json) per engine series. A series is one engine inside the server,
 identified by the profile's engine labels (vLLM: engine, model_name), with every signal the watchdog reads:
@@ -50,7 +51,9 @@ skipped_lines counts malformed lines of the profile's metrics (skipped; the rest
 
 Exit status: 0 metrics found; 1 none of the profile's metrics in the body (vLLM started with
 --disable-log-stats? wrong --profile?), or the body exceeds the parse bounds (the watchdog would read it as
-unknown); 2 bad usage, or the target could not be scraped or read.
+unknown); 2 bad usage, or the target could not be scraped or read. With --prometheus: 0 series found and
+usable; 1 no series of the pod, or the watchdog would read them as unknown (its target's up is 0, no sample
+time); 2 bad usage or the queries failed.
 """
 
 

@@ -41,8 +41,14 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     if args.target is not None or not namespace or not name or "/" in name:
         print(f"{PROG}: --prometheus URL needs --pod NAMESPACE/NAME and no TARGET", file=sys.stderr)
         return 2
-    if not 0 < args.staleness <= 300:
-        print(f"{PROG}: --staleness must be in (0, 300] seconds (Prometheus' lookback delta)", file=sys.stderr)
+    if not 1 <= args.staleness <= 300:
+        print(f"{PROG}: --staleness must be in [1, 300] seconds (Prometheus' lookback delta)", file=sys.stderr)
+        return 2
+    if args.tenant is not None and not (0 < len(args.tenant) <= 256 and args.tenant.isprintable()):
+        print(f"{PROG}: --tenant must be 1-256 printable characters", file=sys.stderr)
+        return 2
+    if args.namespace_label == args.pod_label:
+        print(f"{PROG}: --namespace-label and --pod-label must differ", file=sys.stderr)
         return 2
     for flag, label in (("--namespace-label", args.namespace_label), ("--pod-label", args.pod_label)):
         if problem := label_problem(label):

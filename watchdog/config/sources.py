@@ -28,6 +28,9 @@ def source_checks(v: Mapping[str, Any], targets: Sequence[Target]) -> list[str]:
     for name in ("prometheus_namespace_label", "prometheus_pod_label"):
         if problem := label_problem(str(v[name])):
             problems.append(f"{BY_NAME[name].key} {show(v[name])} {problem}")
+    if v["prometheus_namespace_label"] == v["prometheus_pod_label"]:
+        problems.append(f"prometheusNamespaceLabel and prometheusPodLabel are both {show(v['prometheus_pod_label'])}: "
+                        "a pod is found by two labels")
     user, password = v["prometheus_username_file"], v["prometheus_password_file"]
     if (user is None) != (password is None):
         problems.append("prometheusUsernameFile and prometheusPasswordFile go together (basic auth needs both)")

@@ -54,7 +54,7 @@ def url_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be http(s)://HOST[:PORT][/PATH]"
     if parts.username is not None or parts.password is not None:
-        return "must not carry credentials (they would be logged): use prometheusBearerTokenFile"
+        return "must not carry credentials (they would be logged): use a bearer token or basic auth file"
     if parts.query or parts.fragment:
         return "must not have a query or fragment"
     return None

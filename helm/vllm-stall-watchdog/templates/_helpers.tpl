@@ -156,8 +156,16 @@ nodeTaint format live in values.schema.json). tests/test_helm.py checks that the
 {{- if and (eq (toString $c.action) "quarantine") (not $c.quarantine) }}
 {{- fail "config.action=quarantine needs config.quarantine=true (the readiness gate is its only remedy)" }}
 {{- end }}
-{{- if and (eq (toString $c.source) "prometheus") (not $c.prometheusUrl) }}
-{{- fail "config.source=prometheus needs config.prometheusUrl (e.g. http://prometheus-operated.monitoring:9090)" }}
+{{- $prometheus := eq (toString $c.source) "prometheus" }}
+{{- range $c.targets }}{{ if eq (toString .source) "prometheus" }}{{ $prometheus = true }}{{ end }}{{ end }}
+{{- if and $prometheus (not $c.prometheusUrl) }}
+{{- fail "config.source=prometheus (globally or on a target) needs config.prometheusUrl (e.g. http://prometheus-operated.monitoring:9090)" }}
+{{- end }}
+{{- if and $prometheus (ge (float64 $c.prometheusTimeoutSeconds) (float64 $c.scrapeIntervalSeconds)) }}
+{{- fail (printf "config.prometheusTimeoutSeconds (%v) must be shorter than config.scrapeIntervalSeconds (%v)" $c.prometheusTimeoutSeconds $c.scrapeIntervalSeconds) }}
+{{- end }}
+{{- if eq (toString $c.prometheusNamespaceLabel) (toString $c.prometheusPodLabel) }}
+{{- fail "config.prometheusNamespaceLabel and config.prometheusPodLabel must differ" }}
 {{- end }}
 {{- if ne (empty $c.prometheusUsernameFile) (empty $c.prometheusPasswordFile) }}
 {{- fail "config.prometheusUsernameFile and config.prometheusPasswordFile go together (basic auth needs both)" }}
