@@ -93,7 +93,8 @@ def test_final_stage_gets_the_venv_only_and_no_build_tools(stages: list[Stage]) 
     assert final.all("COPY") == ["--from=builder /opt/venv /opt/venv"]
     assert final.all("ADD") == []
     env = " ".join(final.all("ENV"))
-    for setting in ("PATH=/opt/venv/bin:$PATH", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"):
+    for setting in ("PATH=/opt/venv/bin:$PATH", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+                    "MALLOC_ARENA_MAX=2"):
         assert setting in env
 
 

@@ -71,9 +71,14 @@ HERE = Path(__file__).resolve()
 NAMESPACES = 10
 POD_PORT = 8000
 PRODUCTION_INTERVAL_S = 15.0
-GOAL_CYCLE_S = 5.0
+# Issue 15's goals at 2,000 pods with the default settings (the exec probe: ~75 ms per check, >70x).
+GOAL_CYCLE_S = 4.0
+IMAGE_ENV = {"MALLOC_ARENA_MAX": "2"}  # what the image's environment sets (Dockerfile), for the watchdog process
+GOAL_CPU_MS = 1.0  # per pod-scrape: HTTP + inflate + parse + detect
 GOAL_CPU_SHARE = 0.30  # of one core at the production interval
 GOAL_RSS_MIB = 100.0
+GOAL_API_PER_CYCLE = 1  # steady state: 0 (the watch-based cache) or 1
+GOAL_LATENCY_SLACK_S = 2.0  # detection latency - window <= interval + this
 RAILS_LIFTED = {"max_deletions": 1000, "max_deletions_per_namespace": 1000, "min_pod_age_seconds": 0}
 LOOPBACK_PODS = {"allow_loopback_pod_ips": True}  # the simulated pods' IPs are 127.x addresses (tests only)
 
@@ -306,6 +311,9 @@ def post(url: str) -> dict[str, Any]:
 # -- the watchdog side (a separate process per run) ----------------------------------------------------------
 def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     """Run in the watchdog process: warm-up + measured cycles on a grid, then the wedge until its deletion."""
+    from watchdog.adapters.kubeimport import lean_client
+
+    lean_client()  # as `run` does, before anything imports the Kubernetes client
     from watchdog.adapters.kube import KubeClient, KubeSettings
     from watchdog.adapters.logs import setup_logging
     from watchdog.adapters.podcache import PodCache
@@ -434,7 +442,8 @@ def run_once(args: argparse.Namespace, url: str, plans: list[PodPlan], size: int
         argv = [tool, "record", "--rate", "250", "--format", "raw", "-o", str(py_spy / f"watchdog-{size}.txt"),
                 "--", *argv]
     with open(tmp / f"side-{size}-{run}.log", "wb") as log:
-        subprocess.run(argv, stderr=log, stdout=log, check=True, timeout=600, cwd=HERE.parents[2])
+        subprocess.run(argv, stderr=log, stdout=log, check=True, timeout=600, cwd=HERE.parents[2],
+                       env={**os.environ, **IMAGE_ENV})
     out = json.loads(out_path.read_text())
 
     victim_ref = f"{victim.namespace}/{victim.name}"
@@ -563,7 +572,7 @@ def print_table(args: argparse.Namespace, sizes: list[int], results: dict[int, l
         ratio = "" if med is None or not goal else f"{med / goal:.2f}"
         rows.append((name, f"{fmt(med, spec)} {unit}".strip(), spread(known, spec), goal_text, ratio))
 
-    goal_latency = args.interval + 1.0
+    goal_latency = args.interval + GOAL_LATENCY_SLACK_S
     for size in sizes:
         rs = results[size]
         row(f"{size} pods: cycle duration, median", [r.cycle_median_s for r in rs], ".2f", "s", GOAL_CYCLE_S,
@@ -571,18 +580,17 @@ def print_table(args: argparse.Namespace, sizes: list[int], results: dict[int, l
         row(f"{size} pods: cycle duration, max", [r.cycle_max_s for r in rs], ".2f", "s", GOAL_CYCLE_S,
             f"<= {GOAL_CYCLE_S:g} s")
         row(f"{size} pods: CPU per pod-scrape", [r.cpu_ms_per_scrape for r in rs], ".3f", "ms",
-            GOAL_CPU_SHARE * PRODUCTION_INTERVAL_S * 1000 / 2000, "<= 2.25 ms")
+            GOAL_CPU_MS, f"<= {GOAL_CPU_MS:g} ms")
         row(f"{size} pods: CPU share at 15 s interval", [100 * r.cpu_cycle_s / PRODUCTION_INTERVAL_S for r in rs],
             ".1f", "% core", 100 * GOAL_CPU_SHARE, f"< {GOAL_CPU_SHARE:.0%} of a core")
         row(f"{size} pods: peak RSS", [r.rss_mib for r in rs], ".1f", "MiB", GOAL_RSS_MIB, f"<= {GOAL_RSS_MIB:g} MiB")
         row(f"{size} pods: RSS before the first cycle", [r.rss_start_mib for r in rs], ".1f", "MiB", None,
             "(imports + setup)")
-        base = statistics.median(results[sizes[0]][0].api_per_cycle)
         row(f"{size} pods: API requests per cycle", [statistics.median(r.api_per_cycle) for r in rs], "g", "",
-            base, f"= {base:g} (as at {sizes[0]} pods)")
+            GOAL_API_PER_CYCLE, f"0-{GOAL_API_PER_CYCLE} (steady state)")
         row(f"{size} pods: detection latency - window",
             [None if r.latency_s is None else r.latency_s - args.window for r in rs], ".1f", "s", goal_latency,
-            f"<= interval + 1 = {goal_latency:g} s")
+            f"<= interval + {GOAL_LATENCY_SLACK_S:g} = {goal_latency:g} s")
     mix = (1 - args.eight_engine) * probe1.cpu_s_per_check + args.eight_engine * probe8.cpu_s_per_check
     big = results[sizes[-1]]
     ours = statistics.median(r.cpu_ms_per_scrape for r in big) / 1000

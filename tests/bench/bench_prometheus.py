@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> "bench" package
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root -> "watchdog"
 
-from bench.bench_fleet import NAMESPACES, PodPlan, Processes, Seeder, start_emulator
+from bench.bench_fleet import IMAGE_ENV, NAMESPACES, PodPlan, Processes, Seeder, start_emulator
 from watchdog.core.profiles import get_profile
 from watchdog.core.promql import plan as query_plan
 
@@ -107,15 +107,19 @@ def serve_pods(spec_path: str) -> int:
 
 # -- the watchdog side (a separate process per measurement) ------------------------------------------------------
 def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
+    from watchdog.adapters.kubeimport import lean_client
+
+    lean_client()  # as `run` does
     from watchdog.adapters.kube import KubeClient, KubeSettings
     from watchdog.adapters.logs import setup_logging
+    from watchdog.adapters.podcache import PodCache
     from watchdog.config.loader import load_config
     from watchdog.controller.cycle import Watchdog
 
     config = load_config(None, env={}, flags=spec["settings"])
     setup_logging(config.log_format, config.log_level)
-    watchdog = Watchdog(config, KubeClient.from_settings(KubeSettings(host=spec["emulator"],
-                                                                      request_timeout_s=config.api_timeout_seconds)))
+    kube = KubeClient.from_settings(KubeSettings(host=spec["emulator"], request_timeout_s=config.api_timeout_seconds))
+    watchdog = Watchdog(config, kube, listing=PodCache(kube, first_sync_wait_s=120))  # as `run` does
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     interval, records = spec["interval"], []
     t0 = time.monotonic()
@@ -147,7 +151,7 @@ def measure(args: argparse.Namespace, emulator: str, source: str, prom_url: str,
     spec_path.write_text(json.dumps(spec))
     with open(tmp / f"side-{source}.log", "ab") as log:
         subprocess.run([sys.executable, str(HERE), "--side", str(spec_path), str(out_path)], stdout=log,
-                       stderr=log, check=True, timeout=900, cwd=HERE.parents[2])
+                       stderr=log, check=True, timeout=900, cwd=HERE.parents[2], env={**os.environ, **IMAGE_ENV})
     out: dict[str, Any] = json.loads(out_path.read_text())
     return out
 

@@ -72,7 +72,7 @@ def oci_archive(root_tar: Path, out: Path, version: str, work: Path) -> None:
         "config": {
             "User": "65532:65532",
             "Env": ["PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"],
+                    "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "MALLOC_ARENA_MAX=2"],
             "Entrypoint": ["python", "-m", "watchdog"], "Cmd": ["run"],
             "ExposedPorts": {"8080/tcp": {}},
             "Labels": {"org.opencontainers.image.title": "vllm-stall-watchdog",
