@@ -34,6 +34,7 @@ DRY_RUN = [
     (re.compile(r"^helm upgrade "), " --dry-run=server"),
     (re.compile(r"^helm (rollback|uninstall) "), " --dry-run"),
     (re.compile(r"^kubectl (delete namespace|label namespace --all) "), " --dry-run=server"),
+    (re.compile(r"^kubectl -n \S+ patch "), " --dry-run=server"),
 ]
 
 
