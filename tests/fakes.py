@@ -110,6 +110,10 @@ class FakeKube:
         result: dict[str, Any] = self._call("patch_node_taints", name, taints, resource_version)
         return result
 
+    def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
+        result: bytes = self._call("read_pod_log", namespace, name, container, lines, limit_bytes)
+        return result
+
 
 class FakeClock:
     """Monotonic seconds that move only when the test says so (``advance``) or sets ``now``."""

@@ -43,7 +43,8 @@ DEMO_ONLY = {"allowLoopbackPodIps"}
 OTHER_ALTERNATIVE = {"prometheusBearerTokenFile"}
 
 # RBAC as (apiGroup, resource, verb, resourceName) grants; resourceName "" = any name. The ClusterRole is BASE
-# plus exactly one of DELETE / EVICT (config.action) plus NODES with config.nodeEscalation; the namespaced Role
+# plus exactly one of DELETE / EVICT (config.action) plus NODES with config.nodeEscalation (QUARANTINE, EVIDENCE
+# with config.quarantine, config.evidenceLogLines > 0); the namespaced Role
 # exists only with config.leaderElection and is LEASE(leaseName). Any extra, missing or wildcard grant fails.
 BASE_RBAC = {
     *(("", "pods", v, "") for v in ("get", "list", "watch")),  # watch: the discovery cache
@@ -55,6 +56,7 @@ DELETE_RBAC = {("", "pods", "delete", "")}
 EVICT_RBAC = {("", "pods/eviction", "create", "")}
 NODES_RBAC = {("", "nodes", "get", ""), ("", "nodes", "patch", "")}
 QUARANTINE_RBAC = {("", "pods/status", "patch", "")}
+EVIDENCE_RBAC = {("", "pods/log", "get", "")}
 
 
 def ledger_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, str]]:
@@ -220,7 +222,10 @@ RBAC_CASES = [
                  id="quarantine"),
     pytest.param(("--set", "config.quarantine=true", "--set", "config.action=quarantine"),
                  BASE_RBAC | QUARANTINE_RBAC, set(), id="action-quarantine"),
-    pytest.param(("-f", str(PRODUCTION)), BASE_RBAC | EVICT_RBAC | NODES_RBAC | QUARANTINE_RBAC,
+    pytest.param(("--set", "config.evidenceLogLines=200"), BASE_RBAC | DELETE_RBAC | EVIDENCE_RBAC, set(),
+                 id="evidence-log"),
+    pytest.param(("--set", "config.evidenceLogLines=0"), BASE_RBAC | DELETE_RBAC, set(), id="evidence-log-off"),
+    pytest.param(("-f", str(PRODUCTION)), BASE_RBAC | EVICT_RBAC | NODES_RBAC | QUARANTINE_RBAC | EVIDENCE_RBAC,
                  lease_rbac("vllm-stall-watchdog-shard-a"), id="production"),
 ]
 
@@ -264,6 +269,7 @@ def test_every_values_file_gets_the_rbac_its_flags_ask_for(values: tuple[str, ..
     want = BASE_RBAC | {"evict": EVICT_RBAC, "delete": DELETE_RBAC}.get(config.action, set())
     want |= NODES_RBAC if config.node_escalation else set()
     want |= QUARANTINE_RBAC if config.quarantine else set()
+    want |= EVIDENCE_RBAC if config.evidence_log_lines > 0 else set()
     assert_grants(rbac_grants(one(template(*values), "ClusterRole")), want)
 
 
@@ -297,7 +303,7 @@ def test_every_rbac_rule_has_its_own_comment() -> None:
         rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
         assert all(lines[i - 1].strip().startswith("#") for i in rules), name
         counts[name] = len(rules)
-    assert counts == {"clusterrole.yaml": 7, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
+    assert counts == {"clusterrole.yaml": 8, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
                       "brake-role.yaml": 1}
 
 

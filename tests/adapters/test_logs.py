@@ -149,3 +149,15 @@ def test_json_log_escapes_control_characters_and_decodes_to_the_original() -> No
     assert line.isascii() and visible(line)  # every control character is a \uXXXX escape
     out = json.loads(line)
     assert out["msg"] == f"series {{model_name={value}}}" and out["pod"] == f"ml/{value}"
+
+
+def test_the_evidence_record_is_one_escaped_json_value_in_both_formats() -> None:
+    """The evidence record (tenant log text inside) stays on one line, every control character escaped."""
+    evidence = {"id": "u-1-1796116897", "log": "step 1\n\x1b[2Jforged\r\u2028line\n", "history": [{"age_s": 5.0}]}
+    rec = record("evidence for ml/p uid u-1: id %s", "u-1-1796116897", evidence=evidence)
+    text = TextFormatter().format(rec)
+    assert visible(text) and "\n" not in text
+    head, body = text.split(" evidence=", 1)
+    assert head.endswith("evidence for ml/p uid u-1: id u-1-1796116897") and json.loads(body) == evidence
+    line = JsonFormatter().format(rec)
+    assert line.isascii() and visible(line) and json.loads(line)["evidence"] == evidence

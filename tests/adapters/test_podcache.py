@@ -109,7 +109,8 @@ def test_keeps_the_trimmed_pod_only(srv: EmulatorServer, cache: PodCache) -> Non
         "metadata": {"uid": meta["uid"], "namespace": "ml", "name": "llm-0",
                      "creationTimestamp": meta["creationTimestamp"],
                      "annotations": {"vllm-watchdog.io/exclude": "false"}},
-        "spec": {"nodeName": "gpu-1", "containers": [{"ports": [{"name": "http", "containerPort": 8000}]}]},
+        "spec": {"nodeName": "gpu-1",
+                 "containers": [{"name": "vllm", "ports": [{"name": "http", "containerPort": 8000}]}]},
         "status": {"phase": "Running", "podIP": "10.0.0.7", "conditions": [{"type": "Ready", "status": "True"}],
                    "containerStatuses": [{"restartCount": 2}]}}
     assert cache.list_namespaces("vllm-watchdog.io/enabled") == [

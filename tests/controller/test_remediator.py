@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -163,7 +164,8 @@ def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_cli
     message = pod_event["message"]
     assert message == by_kind["Deployment"]["message"]
     assert message.startswith(f"Deleted pod {target.ref}{FACTS}")
-    assert message.endswith(". Why: stalled past the 120 s window over 9 busy samples.")
+    assert re.search(r"\. Why: stalled past the 120 s window over 9 busy samples\. evidence: "
+                     rf"{target.uid[:8]}-\d{{10}} in the watchdog log\.$", message), message  # the pointer, last
     assert VERDICT.reason not in message  # the detector's sentence is for logs; the Event is composed from facts
     assert results(metrics) == {"deleted": 1.0}
     # The same episode is never acted on twice.
@@ -231,7 +233,8 @@ def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_cli
     why = "global dryRun is on" if dry_run else "namespace is labelled dry-run"
     assert [e["message"].startswith(f"Would delete pod {target.ref}{FACTS}") for e in api.list_events(namespace)] \
         == [True, True]
-    assert all(e["message"].endswith(f"; dry-run, {why}.") for e in api.list_events(namespace))
+    assert all(re.search(rf"; dry-run, {why}\. evidence: {target.uid[:8]}-\d{{10}} in the watchdog log\.$",
+                         e["message"]) for e in api.list_events(namespace))
     assert results(metrics) == {"dry_run": 1.0}
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"  # announced once per episode
     assert len(api.list_events(namespace)) == 2
@@ -664,7 +667,8 @@ def test_event_messages_lead_with_the_facts(api: EmulatorServer, kube_client: Ku
     with caplog.at_level(logging.INFO, logger="watchdog.controller.remediator"):
         assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == result
     messages = {e["message"] for e in api.list_events(NS)}  # the same on the pod and on the Deployment
-    assert messages == {f"{what} {target.ref}{FACTS}{SINCE}. Why: {why}."}
+    pointer = "" if result == "deferred" else f" evidence: {target.uid[:8]}-{int(WALL)} in the watchdog log."
+    assert messages == {f"{what} {target.ref}{FACTS}{SINCE}. Why: {why}.{pointer}"}
     (message,) = messages
     assert nesting(message) == 1 and message.count("window") <= 1 and len(message.encode()) <= MAX_MESSAGE
     # The log line of the outcome: its facts as fields (JSON writes them as top-level keys).
@@ -688,4 +692,5 @@ def test_a_lost_answer_that_was_applied_says_so_after_the_rule(api: EmulatorServ
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert {e["message"] for e in api.list_events(NS)} == {
         f"Deleted pod {target.ref}{FACTS}{SINCE}. Why: stalled past the 120 s window over 9 busy samples; the "
-        "delete answer was lost (Gateway Timeout) and the pod is gone or terminating."}
+        f"delete answer was lost (Gateway Timeout) and the pod is gone or terminating. evidence: {target.uid[:8]}-"
+        f"{int(WALL)} in the watchdog log."}

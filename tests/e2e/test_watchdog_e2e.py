@@ -218,8 +218,9 @@ def test_dry_run_namespace_gets_one_dry_run_event_and_keeps_its_pod(world: World
     reasons = [e["reason"] for e in world.events if e["involvedObject"]["namespace"] == DRY_RUN]
     assert sorted(reasons) == ["StalledPodDryRun", "StalledPodDryRun"]  # pod + Deployment, once each
     message = world.events_on("Pod", name)[0]["message"]
-    assert message.startswith(f"Would delete pod {DRY_RUN}/{name} engine ") and message.endswith(
-        "; dry-run, namespace is labelled dry-run."), message
+    assert message.startswith(f"Would delete pod {DRY_RUN}/{name} engine ") and re.search(
+        r"; dry-run, namespace is labelled dry-run\. evidence: [0-9a-f]{8}-\d{10} in the watchdog log\.$",
+        message), message
 
 
 def test_unlabelled_namespace_and_excluded_pod_are_ignored(world: World) -> None:

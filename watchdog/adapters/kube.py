@@ -13,8 +13,9 @@ import contextlib
 import json
 import os
 import threading
+import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,6 +24,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
+
+from watchdog.adapters.podlog import read_bounded
 
 DeleteResult = Literal["deleted", "not_found", "conflict"]
 Watched = Literal["pods", "namespaces"]  # what list_page / watch serve (the pod cache)
@@ -57,8 +60,7 @@ class KubeSettings:
     ``host``: a plain base URL such as ``http://127.0.0.1:PORT`` without auth (tests/demo against the emulator);
     wins over everything else. ``kubeconfig``/``context``: a kubeconfig file and optional context. Neither:
     in-cluster service account, then the default kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``).
-    ``request_timeout_s``: total timeout of each request, seconds.
-    """
+    ``request_timeout_s``: total timeout of each request, seconds."""
 
     kubeconfig: str | None = None
     context: str | None = None
@@ -169,14 +171,15 @@ class KubeClient:
         """API requests sent by this client so far (including failed ones)."""
         return self._count
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run one API call; return the decoded JSON body. Raise KubeError (ApiException keeps its status)."""
+    def _call(self, what: str, fn: Any, *args: Any, _read: Callable[[Any], bytes] | None = None, **kwargs: Any) -> Any:
+        """Run one API call; return the decoded JSON body (``_read``: the bytes it reads off the response instead).
+        Raise KubeError (ApiException keeps its status)."""
         with self._count_lock:
             self._count += 1
         try:
             resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
             try:
-                data = resp.data
+                data = resp.data if _read is None else _read(resp)
             finally:
                 resp.release_conn()
         except ApiException as e:
@@ -184,6 +187,8 @@ class KubeClient:
         except urllib3.exceptions.HTTPError as e:
             reason = getattr(e, "reason", None) or e
             raise KubeError(what, 0, f"{type(reason).__name__}: {reason}") from e
+        if _read is not None:
+            return data
         try:
             return json.loads(data) if data else {}
         except ValueError as e:
@@ -251,8 +256,7 @@ class KubeClient:
 
         Returns "deleted" (2xx), "not_found" (404: already gone) or "conflict" (409: the uid differs, i.e. the
         name now belongs to a new pod). ``grace_period_s`` None keeps the pod's own grace period. Sent once,
-        never retried; raises KubeError on anything else (5xx, 403, timeout, connection error).
-        """
+        never retried; raises KubeError on anything else (5xx, 403, timeout, connection error)."""
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         if grace_period_s is not None:
             options["gracePeriodSeconds"] = grace_period_s
@@ -290,9 +294,8 @@ class KubeClient:
         (2xx), "not_found" (404), "conflict" (409: the uid differs), "blocked" (429: a PodDisruptionBudget
         would be violated, or the eviction API is throttled; try again in a later cycle) or "several_pdbs" (the
         API server's 500 for a pod selected by more than one PodDisruptionBudget, which eviction does not
-        support). ``grace_period_s``
-        None keeps the pod's own grace period. Sent once, never retried; raises KubeError on anything else.
-        """
+        support). ``grace_period_s`` None keeps the pod's own grace period. Sent once, never retried; raises
+        KubeError on anything else."""
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         if grace_period_s is not None:
             options["gracePeriodSeconds"] = grace_period_s
@@ -386,3 +389,12 @@ class KubeClient:
                 return "conflict"
             raise
         return "patched"
+
+    def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
+        """The last ``lines`` lines of ``container``'s log (pods/log), at most ``limit_bytes``, within the request
+        timeout overall. Raises KubeError (403 without the RBAC, the kubelet unreachable, a timeout)."""
+        deadline = time.monotonic() + self._timeout
+        data: bytes = self._call(f"read log of pod {namespace}/{name}", self._core.read_namespaced_pod_log, name,
+                                 namespace, container=container or None, tail_lines=lines, limit_bytes=limit_bytes,
+                                 _read=lambda resp: read_bounded(resp, limit_bytes, deadline))
+        return data

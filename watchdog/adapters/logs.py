@@ -75,6 +75,8 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         safe = logging.makeLogRecord(record.__dict__)  # the record other handlers see stays as it was
         safe.msg, safe.args = escape_controls(record.getMessage()), None
+        if isinstance(getattr(record, "evidence", None), dict):  # the evidence record: one JSON value, escaped
+            safe.msg += " evidence=" + json.dumps(record.__dict__["evidence"], default=str, ensure_ascii=True)
         if record.exc_info and not record.exc_text:
             safe.exc_text = self.formatException(record.exc_info)
         if safe.exc_text:

@@ -124,6 +124,12 @@ SETTINGS: tuple[Setting, ...] = (
             "owner's pods at once (rounded down), nor its last Ready pod", minimum=0.0, maximum=1.0),
     Setting("quarantine_in_dry_run", "bool", False, "quarantine in dry-run namespaces (and under dryRun) too; off: "
             "there pods are only admitted and released"),
+    # -- evidence kept before a deletion (RUNBOOK.md "Evidence") --
+    Setting("evidence_log_lines", "int", 0, "before a deletion (and in dry-run), keep this many of the last lines "
+            "of the engine container's log in the evidence log record; 0: none. Needs pods/log get", minimum=0,
+            maximum=500),
+    Setting("evidence_log_bytes", "int", 65536, "at most this many bytes of that log tail (the newest whole "
+            "lines)", minimum=1024, maximum=262144),
     Setting("max_deletions", "int", 2, "deletions allowed cluster-wide per deletionWindowSeconds",
             minimum=1, maximum=10000),
     Setting("max_deletions_per_namespace", "int", 1, "deletions allowed per namespace per deletionWindowSeconds",
@@ -207,6 +213,8 @@ class Settings:
     quarantine_after_seconds: float
     quarantine_max_owner_fraction: float
     quarantine_in_dry_run: bool
+    evidence_log_lines: int
+    evidence_log_bytes: int
     max_deletions: int
     max_deletions_per_namespace: int
     deletion_window_seconds: float

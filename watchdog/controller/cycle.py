@@ -29,6 +29,7 @@ from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
+from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.health import PodHealth
 from watchdog.controller.ledger import DeletionLedger
@@ -103,7 +104,9 @@ class Watchdog:
             completion_only_allowed=config.completion_only_window_seconds > 0, leader=leader, clock=clock,
             wall_clock=wall_clock, escalation=escalation,
             require_controller=config.require_controller, ledger=ledger,
-            events=EventRecorder(kube, self.metrics))
+            events=EventRecorder(kube, self.metrics), evidence=EvidenceKeeper(
+                kube, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes, clock=clock,
+                wall_clock=wall_clock))
         self.ledger = ledger
         self.quarantine = Quarantine.from_settings(config, kube, self.metrics, self.remediator.events, leader=leader,
                                                    clock=clock, wall_clock=wall_clock)
@@ -356,7 +359,8 @@ class Watchdog:
                 continue
             seen_for = self.clock() - pod.first_seen
             result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
-                                               signals=self._profiles[target.target].progress)
+                                               signals=self._profiles[target.target].progress,
+                                               history=tuple(engine.history or ()))
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

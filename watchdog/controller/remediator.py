@@ -11,14 +11,16 @@
    terminating, IP, owner, restart count);
 4. re-scrapes the engine once and aborts unless :func:`watchdog.core.confirm.not_confirmed` (the detector's own
    reading of evidence, busy and progress) confirms the stall: unknown now, idle now, or a counter moved;
-5. checks leadership once more, then deletes (or, with ``action: evict``, evicts through the Eviction API so
+5. checks leadership once more, writes the evidence (:mod:`watchdog.controller.evidence`: the episode's signal
+   history, the confirmation scrape's values, the log tail when enabled; in dry-run too, with the cycle's
+   values), then deletes (or, with ``action: evict``, evicts through the Eviction API so
    PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete) with ``preconditions.uid`` (a
    pod re-created under the same name is never hit) and the pod's own grace period unless configured; 404 and
    409 mean nothing to do; a refused request (4xx) is not retried; a LOST answer (timeout, 5xx: the server may
    have applied it) is charged to the budgets first (fail closed) and resolved with a GET: gone or terminating
    means deleted, with its Events;
-6. charges the budgets, records ``StalledPodDeleted`` Events on the pod and its top controller owner, and tells
-   the node escalation (if enabled) which node the pod ran on.
+6. charges the budgets, records ``StalledPodDeleted`` Events (pointing to the evidence) on the pod and its top
+   controller owner, and tells the node escalation (if enabled) which node the pod ran on.
 
 Events are best effort (:mod:`watchdog.adapters.events`): a failure is logged and counted, never raised, and never
 blocks the delete.
@@ -36,12 +38,14 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
+from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.core.confirm import not_confirmed
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import recheck
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, Outcome, stall_message
+from watchdog.core.evidence import Entry, pointer
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answer
@@ -93,7 +97,7 @@ class Remediator:
                  leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, escalation: Escalation | None = None,
                  events: EventRecorder | None = None, require_controller: bool = True,
-                 ledger: DeletionLedger | None = None) -> None:
+                 ledger: DeletionLedger | None = None, evidence: EvidenceKeeper | None = None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
         self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
         self.completion_only_allowed = completion_only_allowed
@@ -101,14 +105,17 @@ class Remediator:
         self.events = events or EventRecorder(kube, metrics)
         self.require_controller = require_controller
         self.ledger = ledger
+        self.evidence = evidence or EvidenceKeeper(kube, clock=clock, wall_clock=wall_clock)
 
     def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, *,
-                  seen_for_s: float = 0.0, signals: tuple[Selector, ...] = ()) -> Remediation:
+                  seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
+                  history: tuple[Entry, ...] = ()) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
         ``seen_for_s``: seconds (monotonic) this process has watched the pod; ``signals``: the profile's
-        progress signals, for the confirmation scrape (which ones are completion-only, which one moved).
-        Every outcome but ``skip`` is logged once, with its facts as fields."""
-        outcome = self._remediate(target, series, verdict, seen_for_s, signals)
+        progress signals, for the confirmation scrape (which ones are completion-only, which one moved);
+        ``history``: the episode's samples, for the evidence. Every outcome but ``skip`` is logged once, with its
+        facts as fields."""
+        outcome = self._remediate(target, series, verdict, seen_for_s, signals, history)
         if outcome.result != "skip":
             log.log(logging.WARNING if outcome.result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
                     "remediation %s: %s", outcome.result, outcome.detail,
@@ -117,7 +124,7 @@ class Remediator:
         return outcome
 
     def _remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
-                   signals: tuple[Selector, ...]) -> Remediation:
+                   signals: tuple[Selector, ...], history: tuple[Entry, ...]) -> Remediation:
         now = self.clock()
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
@@ -127,11 +134,19 @@ class Remediator:
             return Remediation("skip", decision.why)
         since = self._since(verdict, now)
 
+        kept = ""  # the evidence record's id, once written
+
         def evidence(outcome: Outcome, rule: str, why: str) -> str:
-            return stall_message(outcome, target.ref, series.key, verdict, since, rule=rule, why=why)
+            return stall_message(outcome, target.ref, series.key, verdict, since, rule=rule, why=why,
+                                 evidence=pointer(kept) if kept else "")
+
+        def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
+            return self.evidence.keep(target, verdict, history, outcome=outcome, final=final, final_from=final_from,
+                                      engine=series.key, signals=signals)
 
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
+            kept = keep("dry_run", series, "cycle")
             self.events.on_pod_and_owner(target, REASON_DRY_RUN, evidence("dry_run", "", decision.why))
             return self._done("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
         if decision.action == "defer":
@@ -150,6 +165,7 @@ class Remediator:
             return self._done("aborted", f"engine recovered before deletion: {why}")
         if not self.leader():
             return self._defer(target, series.key, "not_leader", "lost the leader Lease before acting", evidence)
+        kept = keep(self.action, fresh, "confirmation")  # right before the delete/evict call
         return self._remove(target, series.key, evidence, now)
 
     def _since(self, verdict: Verdict, now: float) -> dt.datetime:

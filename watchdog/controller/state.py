@@ -9,11 +9,13 @@ exported is dropped after one window without it (``drop_vanished``), and a pod n
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from watchdog.adapters.logs import facts
 from watchdog.core.detector import DetectorState, Sample, Verdict
+from watchdog.core.evidence import Entry, remember
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
 
@@ -26,13 +28,16 @@ MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule,
 class EngineState:
     """The detector, latest snapshot and verdict of one engine series. ``last_seen``: monotonic time the
     series was last in a successfully parsed body; ``in_episode``: a stall episode is open (it closes only when
-    the detector sees the engine idle or progressing — a failed scrape in between does not end it)."""
+    the detector sees the engine idle or progressing — a failed scrape in between does not end it);
+    ``history``: the samples of the current suspect/stalled episode (the evidence kept before a deletion), None
+    outside one (a healthy series holds none)."""
 
     detector: DetectorState
     last_seen: float
     last: EngineSnapshot | None = None
     verdict: Verdict | None = None
     in_episode: bool = False
+    history: deque[Entry] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +110,7 @@ class PodRecord:
             else:
                 sample = Sample(t, None)
             engine.verdict = engine.detector.observe(sample)
+            engine.history = remember(engine.history, sample, engine.verdict, engine.detector.signals)
             out.append(Observation(key, engine, engine.verdict, previous, snap is not None))
         return vanished, out
 

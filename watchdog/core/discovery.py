@@ -127,6 +127,14 @@ def _declared_ports(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [p for c in spec.get("containers") or [] for p in c.get("ports") or [] if p.get("containerPort")]
 
 
+def engine_container(pod: Mapping[str, Any], port: int) -> str:
+    """The name of the container declaring ``port`` (the engine's), else of the first container ("" if none)."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    owner = next((c for c in containers if any(p.get("containerPort") == port for p in c.get("ports") or [])),
+                 containers[0])
+    return str(owner.get("name") or "")
+
+
 def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
     """The metrics port for ``pod`` under ``target`` (see module docstring); None when the annotation names a
     port the pod does not declare."""
@@ -214,7 +222,7 @@ def discover(
                 port=port, path=target.path, target=target.name, profile=target.profile,
                 mode=modes[str(meta["namespace"])], restart_count=restarts, owner=controller_of(meta),
                 metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
-                node=(pod.get("spec") or {}).get("nodeName"),
+                node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
             ))
     return Discovery(targets, ready, skipped, modes)
 

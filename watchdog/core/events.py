@@ -52,13 +52,14 @@ def utc_stamp(when: dt.datetime) -> str:
 
 
 def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, since: dt.datetime | None, *,
-                  rule: str = "", why: str = "") -> str:
+                  rule: str = "", why: str = "", evidence: str = "") -> str:
     """The Event message for a decision on a stalled engine, facts first, so the head survives the 1 KiB cut:
     what (deleted, evicted, would delete, deferred), the pod and engine series, for how long no progress, the
     requests running (waiting), the frozen progress signals at their values, since when (UTC), then why: the
     stall rule (window, busy samples), plus ``why`` (the dry-run reason, a lost answer), or for a deferral the
-    ``rule`` and ``why`` that held it back. Built from the verdict's structured fields, never its reason
-    sentence; :func:`event_body` escapes control characters and cuts it."""
+    ``rule`` and ``why`` that held it back; last the short ``evidence`` pointer (where the full record is). Built
+    from the verdict's structured fields, never its reason sentence; :func:`event_body` escapes control
+    characters and cuts it."""
     if len(engine) > MAX_ENGINE_KEY:
         engine = engine[: MAX_ENGINE_KEY - 3] + "..."
     load = f"{number(verdict.running)} requests running"
@@ -74,7 +75,8 @@ def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, sin
         because = f"{stalled}; {why}" if why else stalled
     return (f"{_WHAT[outcome]} {pod}" + (f" engine {{{engine}}}" if engine else "")
             + f": no progress for {verdict.stalled_for_s:.0f} s, {load}, frozen {frozen}"
-            + (f" since {utc_stamp(since)}" if since is not None else "") + f". Why: {because}.")
+            + (f" since {utc_stamp(since)}" if since is not None else "") + f". Why: {because}."
+            + (f" {evidence}." if evidence else ""))
 
 
 def event_body(namespace: str, involved: dict[str, str], reason: str, message: str, instance: str,

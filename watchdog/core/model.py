@@ -73,6 +73,7 @@ class ScrapeTarget:
     metrics: Mapping[str, object] = field(default_factory=dict)
     created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC)
     node: str | None = None  # spec.nodeName
+    container: str = ""  # the engine container: the one declaring the metrics port, else the first
 
     @property
     def url(self) -> str:

@@ -30,9 +30,9 @@ def _intern(value: Any) -> Any:
 
 
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod as discovery reads it: identity, the two annotations, owners, hostNetwork, node, declared ports,
-    phase, IP, the Ready / ContainersReady / quarantine-gate conditions, the gate in ``readinessGates`` and
-    restart counts."""
+    """The pod as discovery reads it: identity, the two annotations, owners, hostNetwork, node, container names
+    and declared ports, phase, IP, the Ready / ContainersReady / quarantine-gate conditions, the gate in
+    ``readinessGates`` and restart counts."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     out_meta = _pick(meta, _META)
     annotations = meta.get("annotations") or {}
@@ -44,7 +44,8 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     out_spec = _pick(spec, ("hostNetwork", "nodeName"))
     if "containers" in spec:
         out_spec["containers"] = [
-            {"ports": [_pick(p, ("name", "containerPort")) for p in c["ports"] or []]} if "ports" in c else {}
+            _pick(c, ("name",)) | ({"ports": [_pick(p, ("name", "containerPort")) for p in c["ports"] or []]}
+                                   if "ports" in c else {})
             for c in spec["containers"] or []]
     if "readinessGates" in spec:
         out_spec["readinessGates"] = [_pick(g, ("conditionType",)) for g in spec["readinessGates"] or []
