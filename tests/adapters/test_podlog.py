@@ -10,6 +10,7 @@ import pytest
 
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.podlog import read_bounded
+from watchdog.core.evidence import log_tail
 
 
 class Drip:
@@ -31,6 +32,24 @@ def test_reads_to_the_end_or_the_limit() -> None:
     capped = Drip(10**9, chunk=100_000)
     assert len(read_bounded(capped, 40_000, time.monotonic() + 5)) == 40_000
     assert capped.asked == 3  # 16 KiB at a time, never past the limit
+
+
+class Lines:
+    """A response body of numbered lines, served in small reads."""
+
+    def __init__(self, count: int, width: int = 100) -> None:
+        self.body = b"".join(f"line {i:03d} ".encode().ljust(width - 1, b".") + b"\n" for i in range(count))
+
+    def read1(self, amt: int) -> bytes:
+        chunk, self.body = self.body[:min(amt, 700)], self.body[min(amt, 700):]
+        return chunk
+
+
+def test_the_newest_lines_are_kept_not_the_oldest() -> None:
+    raw = read_bounded(Lines(100), 1 << 20, time.monotonic() + 5, keep=4 * 1024)
+    text, cut = log_tail(raw, 1024)
+    assert cut and text.splitlines()[-1].startswith("line 099") and text.splitlines()[0].startswith("line 090")
+    assert len(text.encode()) <= 1024
 
 
 def test_a_dripping_log_is_cut_at_the_deadline() -> None:
@@ -66,13 +85,14 @@ def test_read_pod_log_asks_for_the_tail_and_reads_no_more_than_the_limit() -> No
     try:
         kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{server.server_address[1]}",
                                                      request_timeout_s=5))
-        assert kube.read_pod_log("ml", "p-0", "vllm", 200, 4096) == b"y" * 4096
+        assert kube.read_pod_log("ml", "p-0", "vllm", 200, 4096) == b"y" * 4096  # the newest 4096 of what came
         assert kube.api_requests == 1
     finally:
         server.shutdown()
     [path] = paths
     assert path.startswith("/api/v1/namespaces/ml/pods/p-0/log?")
-    assert sorted(path.split("?", 1)[1].split("&")) == ["container=vllm", "limitBytes=4096", "tailLines=200"]
+    # no limitBytes: the API server would keep the OLDEST bytes of the tail
+    assert sorted(path.split("?", 1)[1].split("&")) == ["container=vllm", "tailLines=200"]
 
 
 def test_read_pod_log_refused_is_a_one_line_kube_error() -> None:

@@ -391,10 +391,10 @@ class KubeClient:
         return "patched"
 
     def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
-        """The last ``lines`` lines of ``container``'s log (pods/log), at most ``limit_bytes``, within the request
-        timeout overall. Raises KubeError (403 without the RBAC, the kubelet unreachable, a timeout)."""
+        """The newest ``limit_bytes`` of the last ``lines`` lines of ``container``'s log (pods/log; no limitBytes:
+        the API would keep the oldest), reading at most 16 x that within the request timeout. Raises KubeError."""
         deadline = time.monotonic() + self._timeout
         data: bytes = self._call(f"read log of pod {namespace}/{name}", self._core.read_namespaced_pod_log, name,
-                                 namespace, container=container or None, tail_lines=lines, limit_bytes=limit_bytes,
-                                 _read=lambda resp: read_bounded(resp, limit_bytes, deadline))
+                                 namespace, container=container or None, tail_lines=lines,
+                                 _read=lambda resp: read_bounded(resp, 16 * limit_bytes, deadline, limit_bytes))
         return data

@@ -7,15 +7,18 @@ import time
 from typing import Any
 
 
-def read_bounded(resp: Any, limit: int, deadline: float) -> bytes:
-    """At most ``limit`` bytes of the urllib3 response ``resp``, read in chunks until its end, the limit or the
-    monotonic ``deadline`` (a log that drips slowly is cut there, never waited for)."""
-    chunks: list[bytes] = []
+def read_bounded(resp: Any, limit: int, deadline: float, keep: int | None = None) -> bytes:
+    """The urllib3 response ``resp`` read in chunks until its end, ``limit`` bytes or the monotonic ``deadline``
+    (a log that drips slowly is cut there, never waited for); only its LAST ``keep`` bytes are kept (None: all),
+    so a log tail keeps its newest lines whatever came before them."""
+    kept = bytearray()
     size = 0
     while size < limit and time.monotonic() < deadline:
         chunk = resp.read1(min(16384, limit - size))
         if not chunk:
             break
-        chunks.append(chunk)
         size += len(chunk)
-    return b"".join(chunks)
+        kept += chunk
+        if keep is not None and len(kept) > keep:
+            del kept[: len(kept) - keep]
+    return bytes(kept)

@@ -18,8 +18,8 @@ from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.profiles import Selector
 
 log = logging.getLogger("watchdog.controller.evidence")
-#: The server cuts the log tail at this many times the byte cap (the transfer's bound); the newest lines within
-#: the cap are kept.
+#: The log read keeps the newest bytes up to this many times the byte cap (so the record can tell a cut tail), the
+#: newest whole lines within the cap are then kept.
 TRANSFER_FACTOR = 4
 
 
