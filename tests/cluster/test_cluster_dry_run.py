@@ -53,4 +53,6 @@ def test_dry_run_then_enforce_deletes(scenario, watchdogs, release, kubectl, con
              timeout=25, describe=lambda: wd.log()[-3000:])
     (delete,) = audit(control_plane, rel.user, verb="delete", resource="pods", namespace=ns)
     assert delete["requestObject"]["preconditions"]["uid"] == uid
-    assert s.events_on(ns, "Pod", name, "StalledPodDeleted")
+    # The Event is created right after the DELETE: wait for it rather than race it.
+    wait_for("StalledPodDeleted Event on the pod", lambda: s.events_on(ns, "Pod", name, "StalledPodDeleted"),
+             timeout=15)

@@ -62,6 +62,7 @@ def test_evidence_record_before_the_deletion_bounded_with_the_log_unavailable(sc
     assert [h["age_s"] for h in history] == sorted((h["age_s"] for h in history), reverse=True)
     assert size < 16_384, size  # one bounded line
     # The Event points to it, short.
-    (event,) = s.events_on(ns, "Pod", name, "StalledPodDeleted")
+    (event,) = wait_for("StalledPodDeleted Event on the pod",  # created right after the DELETE: not raced
+                        lambda: s.events_on(ns, "Pod", name, "StalledPodDeleted"), timeout=15)
     assert re.search(rf"evidence: {re.escape(record['id'])} in the watchdog log\.$", event["message"]), event
     assert record["id"] == f"{uid[:8]}-{record['id'].split('-')[-1]}"
