@@ -1,7 +1,7 @@
 """A loopback stand-in for Prometheus' instant-query API (``POST /api/v1/query``), for the unit tiers.
 
 It evaluates the shapes of query the watchdog sends (watchdog/core/promql.py) from samples the test adds, as
-Prometheus does: ``sum|max|min by (labels) (<expr>)`` (optionally ``> N`` / ``== N``),
+Prometheus does: ``sum|max|min by (labels) (<expr>)``,
 ``last_over_time(name{l="v",l!="w"}[60s])`` (the newest
 sample in ``(time - range, time]``) and ``timestamp(name{...})`` (the newest sample's time within the 5-minute
 lookback), answered as a ``vector``; anything else is a ``bad_data`` error.
@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?")
-_FILTER = re.compile(r"(.*\)) (>|==) ([0-9.]+)")
 _AGGREGATE = re.compile(r"(sum|max|min) by \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
 _LATEST = re.compile(r"last_over_time\((.*)\[([0-9]+)s\]\)")
 _TIMESTAMP = re.compile(r"timestamp\((.*)\)")
@@ -99,11 +98,6 @@ class FakePrometheus:
 def evaluate(query: str, at: float, items: list[Item]) -> list[tuple[dict[str, str], float]] | None:
     """The rows of ``query`` at ``at`` over ``items`` ((labels incl. __name__, samples)), or None: not a query
     shape the watchdog sends."""
-    if match := _FILTER.fullmatch(query):
-        rows = evaluate(match.group(1), at, items)
-        bound = float(match.group(3))
-        return None if rows is None else [(labels, value) for labels, value in rows
-                                          if (value > bound if match.group(2) == ">" else value == bound)]
     if match := _AGGREGATE.fullmatch(query):
         inner = evaluate(match.group(3), at, items)
         if inner is None:

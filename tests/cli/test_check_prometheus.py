@@ -74,13 +74,18 @@ NEEDS_POD = "--prometheus URL needs --pod NAMESPACE/NAME and no TARGET"
     (["--prometheus", "URL", "--pod", "a/b", "extra-target"], NEEDS_POD),
     (["--prometheus", "URL", "--pod", "a/b", "--staleness", "0.5"],
      "--staleness must be in [1, 300] seconds (Prometheus' lookback delta)"),
-    (["--prometheus", "URL", "--pod", "a/b", "--tenant", "a\nb"], "--tenant must be 1-256 printable characters"),
+    (["--prometheus", "URL", "--pod", "a/b", "--tenant", "a\nb"],
+     "Prometheus tenant 'a\\nb' must be 1-256 printable characters"),
     (["--prometheus", "URL", "--pod", "a/b", "--pod-label", "namespace"],
-     "--namespace-label and --pod-label must differ"),
+     "--namespace-label/--pod-label: the namespace and pod labels must differ"),
     (["--prometheus", "URL", "--pod", "a/b", "--pod-label", "pod-name"],
-     "--pod-label 'pod-name' must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"),
+     "--namespace-label/--pod-label: 'pod-name' must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not "
+     "starting with __)"),
     (["--prometheus", "URL", "--pod", "a/b", "--username-file", "/u"],
-     "basic auth needs --username-file AND --password-file, and no --bearer-token-file"),
+     "Prometheus credentials: basic auth needs both a username file and a password file"),
+    (["--prometheus", "URL", "--pod", "a/b", "--username-file", "/u", "--password-file", "/p",
+      "--bearer-token-file", "/t"],
+     "Prometheus credentials: a bearer token file and basic auth exclude each other (one Authorization header)"),
 ])
 def test_usage_is_one_line(prom: FakePrometheus, capsys: pytest.CaptureFixture[str], argv: list[str],
                            said: str) -> None:

@@ -13,9 +13,12 @@ import pytest
 
 from tests.controller.test_cycle import NS, Rig, make_config, remediated, sample, states
 from tests.promfake import FakePrometheus
+from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.config.loader import ConfigError, load_config
 from watchdog.controller.cycle import CycleReport
-from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.controller.promsource import PrometheusSource, confirm_read
+from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
+from watchdog.core.profiles import get_profile
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, write_config
 
@@ -111,7 +114,22 @@ def test_a_sample_already_fed_is_not_fed_again(prig: PromRig) -> None:
     reports = [prig.cycle() for _ in range(2)]
     # the same sample three times would be 3 busy samples over 30 s: stalled. Fed once, it stays suspect.
     assert [states(r) for r in [first, *reports]] == [{"wedged": "suspect"}] * 3
+    assert [v.busy_samples for _, _, v in reports[-1].verdicts] == [1]  # one sample, however often it was read
     assert reports[-1].remediations == [] and prig.exists(prig.pods["wedged"])
+
+
+def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:
+    source = PrometheusSource(PrometheusClient(PrometheusLimits(prom.url, timeout_s=2.0)), 60, "namespace", "pod")
+    target = ScrapeTarget("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None)
+    labels = {"namespace": NS, "pod": "p", "engine": "0", "model_name": "m"}
+    prom.add("vllm:num_requests_running", labels, BASE - 5, 4)
+    prom.add("vllm:generation_tokens_total", labels, BASE - 5, 500)
+    prom.add("up", {"namespace": NS, "pod": "p"}, BASE - 5, 1)
+    outcome, parsed = confirm_read(source, get_profile("vllm"), target, BASE)
+    assert outcome == "ok" and parsed is not None and parsed.series[0].running == 4.0
+    assert confirm_read(source, get_profile("vllm"), target, BASE + 120) == ("prometheus_unknown", None)  # stale
+    prom.add("up", {"namespace": NS, "pod": "p"}, BASE - 2, 0)  # its scrapes fail since the stall was judged
+    assert confirm_read(source, get_profile("vllm"), target, BASE) == ("prometheus_unknown", None)
 
 
 def test_a_stale_series_is_unknown_and_unknown_is_never_evidence(prig: PromRig) -> None:
@@ -188,12 +206,12 @@ def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path
     ({"source": "prometheus", "prometheusUrl": "ftp://x"}, "must be http(s)://"),
     ({"prometheusUrl": "http://u:p@prom:9090"}, "must not carry credentials"),
     ({"prometheusPodLabel": "pod-name"}, "'pod-name' must be a Prometheus label name"),
-    ({"prometheusUsernameFile": "/u"}, "prometheusUsernameFile and prometheusPasswordFile go together"),
+    ({"prometheusUsernameFile": "/u"}, "basic auth needs both a username file and a password file"),
     ({"prometheusUsernameFile": "/u", "prometheusPasswordFile": "/p", "prometheusBearerTokenFile": "/t"},
      "exclude each other"),
     ({"prometheusTenant": "a\tb"}, "prometheusTenant 'a\\tb' must be 1-256 printable characters"),
     ({"prometheusStalenessSeconds": 600}, "prometheusStalenessSeconds"),
-    ({"prometheusPodLabel": "namespace"}, "prometheusNamespaceLabel and prometheusPodLabel are both 'namespace'"),
+    ({"prometheusPodLabel": "namespace"}, "the namespace and pod labels must differ"),
     ({"source": "prom"}, "is not one of scrape, prometheus"),
     ({"targets": [{"name": "t", "podSelector": "a=b", "source": "pods"}]}, "[0].source: 'pods' is not one of"),
     ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 2},

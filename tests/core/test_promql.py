@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from tests.promfake import Item, evaluate
 from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
-from watchdog.core.profiles import Profile, get_profile
+from watchdog.core.profiles import Profile, get_profile, label_name_problem
 from watchdog.core.promql import (
     PodKey,
     PodReading,
     Reading,
-    label_problem,
     plan,
     quote,
     reading_outcome,
@@ -27,7 +26,7 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     assert queries.slots[0] == ("sum by (namespace, pod, engine, model_name) "
                                 "(last_over_time(vllm:num_requests_running[60s]))")
     assert queries.slots[2] == ('sum by (namespace, pod, engine, model_name, reason) (last_over_time('
-                                'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s])) > 0')  # 0: no row
+                                'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]))')
     assert queries.time == "max by (namespace, pod) (timestamp(vllm:num_requests_running))"
     assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
@@ -40,8 +39,8 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     assert 'sglang:num_running_reqs{priority="",namespace="ns",pod="a\\"b\\\\c"}[60s]' in str(one.slots[0])
     assert one.up == 'min by (namespace, pod) (last_over_time(up{namespace="ns",pod="a\\"b\\\\c"}[60s]))'
     assert quote("x\ny") == '"x\\ny"'
-    assert label_problem("pod") is None and label_problem("kubernetes_pod_name") is None
-    assert label_problem("__name__") and label_problem("pod-name") and label_problem("")
+    assert label_name_problem("pod") is None and label_name_problem("kubernetes_pod_name") is None
+    assert label_name_problem("__name__") and label_name_problem("pod-name") and label_name_problem("")
 
 
 def test_url_problems() -> None:
@@ -63,6 +62,8 @@ vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="capacity"}
 vllm:generation_tokens_total{engine="0",model_name="m"} 123
 vllm:generation_tokens_total{engine="1",model_name="m"} 9
 vllm:engine_sleep_state{engine="1",model_name="m",sleep_state="awake"} 0
+vllm:num_requests_waiting_by_reason{engine="1",model_name="m",reason="deferred"} 0
+vllm:num_requests_waiting{engine="1",model_name="m"} 0
 """
 
 
@@ -103,7 +104,9 @@ def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
     assert pods[("ns", "a")].t == 1000.0 and pods[("ns", "b")].t == 990.0
     assert not pods[("ns", "a")].down
     alone = _read(VLLM, _items(EXPOSITION, {"namespace": "ns", "pod": "a"}, 1000.0), 1000.0)
-    assert alone[("ns", "a")].parsed.series == parse_exposition(EXPOSITION, VLLM).series
+    direct = parse_exposition(EXPOSITION, VLLM)
+    assert alone[("ns", "a")].parsed.series == direct.series
+    assert alone[("ns", "a")].parsed.found_families == direct.found_families  # 0-valued rows found too
     assert set(_read(VLLM, a + b, 1000.0, {"namespace": "ns", "pod": "b"})) == {("ns", "b")}
 
 

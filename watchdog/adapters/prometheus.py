@@ -33,7 +33,7 @@ import urllib3.exceptions
 
 from watchdog import __version__
 from watchdog.adapters.deadline import ACTIVE, DeadlineGuard, GuardedAdapter
-from watchdog.core.promql import Series, url_problem
+from watchdog.core.promql import Series, auth_problem, tenant_problem, url_problem
 
 __all__ = ["PrometheusClient", "PrometheusError", "PrometheusLimits"]
 
@@ -66,26 +66,25 @@ class PrometheusClient:
     """Instant queries against one Prometheus; thread-safe (a session per call)."""
 
     def __init__(self, limits: PrometheusLimits) -> None:
-        problem = url_problem(limits.url)
-        if problem:
+        if problem := url_problem(limits.url):
             raise ValueError(f"Prometheus URL {limits.url!r} {problem}")
+        if problem := auth_problem(limits.bearer_token_file, limits.username_file, limits.password_file):
+            raise ValueError(f"Prometheus credentials: {problem}")
+        if limits.tenant is not None and (problem := tenant_problem(limits.tenant)):
+            raise ValueError(f"Prometheus tenant {limits.tenant!r} {problem}")
         self.limits = limits
         self.endpoint = limits.url.rstrip("/") + "/api/v1/query"
-
-    def close(self) -> None:
-        """Nothing is kept between queries (one session per query)."""
 
     def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]:
         """``(index, rows)`` of each of ``queries`` as its answer arrives (at most 4 in flight), so the caller
         can fold one answer in and drop it before the next; raises the first :class:`PrometheusError`. All of
-        them together get ``timeout_s`` (one deadline for the batch, not one per query)."""
+        them together get ``timeout_s`` (one deadline for the batch, not one per query); the credential files are
+        read once per batch."""
         deadline = time.monotonic() + self.limits.timeout_s
-        if len(queries) <= 1:
-            yield from ((i, self.query(q, at, deadline)) for i, q in enumerate(queries))
-            return
-        with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(queries)),
+        headers = self._headers()
+        with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, max(1, len(queries))),
                                 thread_name_prefix="prometheus") as pool:
-            futures = {pool.submit(self.query, q, at, deadline): i for i, q in enumerate(queries)}
+            futures = {pool.submit(self._query, q, at, deadline, headers): i for i, q in enumerate(queries)}
             try:
                 for future in as_completed(futures):
                     yield futures[future], future.result()
@@ -93,11 +92,12 @@ class PrometheusClient:
                 for future in futures:
                     future.cancel()
 
-    def query(self, promql: str, at: float, deadline: float | None = None) -> list[Series]:
-        """Run ``promql`` as an instant query at ``at`` (Unix seconds), answered by ``deadline`` (monotonic;
-        default: ``timeout_s`` from now); the decoded rows."""
-        body = self._post(promql, at, time.monotonic() + self.limits.timeout_s if deadline is None else deadline)
-        return decode(body)
+    def query(self, promql: str, at: float) -> list[Series]:
+        """Run ``promql`` alone as an instant query at ``at`` (Unix seconds); the decoded rows."""
+        return self._query(promql, at, time.monotonic() + self.limits.timeout_s, self._headers())
+
+    def _query(self, promql: str, at: float, deadline: float, headers: dict[str, str]) -> list[Series]:
+        return decode(self._post(promql, at, deadline, headers))
 
     def _headers(self) -> dict[str, str]:
         limits = self.limits
@@ -112,7 +112,7 @@ class PrometheusClient:
             headers["X-Scope-OrgID"] = limits.tenant
         return headers
 
-    def _post(self, promql: str, at: float, deadline: float) -> bytes:
+    def _post(self, promql: str, at: float, deadline: float, headers: dict[str, str]) -> bytes:
         limits = self.limits
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -126,7 +126,7 @@ class PrometheusClient:
         session.mount("https://", adapter)
         response: requests.Response | None = None
         try:
-            request = requests.Request("POST", self.endpoint, headers=self._headers(),
+            request = requests.Request("POST", self.endpoint, headers=headers,
                                        data={"query": promql, "time": f"{at:.3f}"}).prepare()
             response = adapter.send(request, stream=True, timeout=(remaining, remaining),
                                     verify=limits.ca_file or True)

@@ -12,11 +12,13 @@ import sys
 import time
 
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
+from watchdog.config.settings import BY_NAME
 from watchdog.controller.promsource import PrometheusSource
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import label_problem, reading_outcome
+from watchdog.core.promql import pod_labels_problem, reading_outcome
 
 PROG = "vllm-watchdog check"
+STALENESS = BY_NAME["prometheus_staleness_seconds"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,23 +43,13 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     if args.target is not None or not namespace or not name or "/" in name:
         print(f"{PROG}: --prometheus URL needs --pod NAMESPACE/NAME and no TARGET", file=sys.stderr)
         return 2
-    if not 1 <= args.staleness <= 300:
-        print(f"{PROG}: --staleness must be in [1, 300] seconds (Prometheus' lookback delta)", file=sys.stderr)
-        return 2
-    if args.tenant is not None and not (0 < len(args.tenant) <= 256 and args.tenant.isprintable()):
-        print(f"{PROG}: --tenant must be 1-256 printable characters", file=sys.stderr)
-        return 2
-    if args.namespace_label == args.pod_label:
-        print(f"{PROG}: --namespace-label and --pod-label must differ", file=sys.stderr)
-        return 2
-    for flag, label in (("--namespace-label", args.namespace_label), ("--pod-label", args.pod_label)):
-        if problem := label_problem(label):
-            print(f"{PROG}: {flag} {label!r} {problem}", file=sys.stderr)
-            return 2
-    if (args.username_file is None) != (args.password_file is None) or (
-            args.username_file and args.bearer_token_file):
-        print(f"{PROG}: basic auth needs --username-file AND --password-file, and no --bearer-token-file",
+    low, high = STALENESS.minimum, STALENESS.maximum
+    if not low <= args.staleness <= high:
+        print(f"{PROG}: --staleness must be in [{low:g}, {high:g}] seconds (Prometheus' lookback delta)",
               file=sys.stderr)
+        return 2
+    if problem := pod_labels_problem(args.namespace_label, args.pod_label):
+        print(f"{PROG}: --namespace-label/--pod-label: {problem}", file=sys.stderr)
         return 2
     try:
         client = PrometheusClient(PrometheusLimits(

@@ -9,7 +9,7 @@ from typing import Any
 from watchdog.config.selectors import show
 from watchdog.config.settings import BY_NAME
 from watchdog.core.model import Target
-from watchdog.core.promql import label_problem, url_problem
+from watchdog.core.promql import auth_problem, pod_labels_problem, tenant_problem, url_problem
 
 SOURCES = BY_NAME["source"].choices
 
@@ -25,21 +25,13 @@ def source_checks(v: Mapping[str, Any], targets: Sequence[Target]) -> list[str]:
                         "http://prometheus.monitoring:9090)")
     if url is not None and (problem := url_problem(str(url))):
         problems.append(f"prometheusUrl {show(url)} {problem}")
-    for name in ("prometheus_namespace_label", "prometheus_pod_label"):
-        if problem := label_problem(str(v[name])):
-            problems.append(f"{BY_NAME[name].key} {show(v[name])} {problem}")
-    if v["prometheus_namespace_label"] == v["prometheus_pod_label"]:
-        problems.append(f"prometheusNamespaceLabel and prometheusPodLabel are both {show(v['prometheus_pod_label'])}: "
-                        "a pod is found by two labels")
-    user, password = v["prometheus_username_file"], v["prometheus_password_file"]
-    if (user is None) != (password is None):
-        problems.append("prometheusUsernameFile and prometheusPasswordFile go together (basic auth needs both)")
-    elif user is not None and v["prometheus_bearer_token_file"] is not None:
-        problems.append("prometheusBearerTokenFile and basic auth (prometheusUsernameFile) exclude each other: "
-                        "Prometheus takes one Authorization header")
-    tenant = v["prometheus_tenant"]
-    if tenant is not None and (not str(tenant) or not str(tenant).isprintable() or len(str(tenant)) > 256):
-        problems.append(f"prometheusTenant {show(tenant)} must be 1-256 printable characters")
+    if problem := pod_labels_problem(str(v["prometheus_namespace_label"]), str(v["prometheus_pod_label"])):
+        problems.append(f"prometheusNamespaceLabel/prometheusPodLabel: {problem}")
+    if problem := auth_problem(v["prometheus_bearer_token_file"], v["prometheus_username_file"],
+                               v["prometheus_password_file"]):
+        problems.append(f"prometheusBearerTokenFile/prometheusUsernameFile/prometheusPasswordFile: {problem}")
+    if v["prometheus_tenant"] is not None and (problem := tenant_problem(str(v["prometheus_tenant"]))):
+        problems.append(f"prometheusTenant {show(v['prometheus_tenant'])} {problem}")
     if users and v["prometheus_timeout_seconds"] >= v["scrape_interval_seconds"]:
         problems.append(f"prometheusTimeoutSeconds ({v['prometheus_timeout_seconds']:g}) must be shorter than "
                         f"scrapeIntervalSeconds ({v['scrape_interval_seconds']:g})")

@@ -136,7 +136,7 @@ class Watchdog:
 
     def close(self) -> None:
         self.fanout.close()
-        for closing in (self.scraper, self.listing, self.prometheus.client if self.prometheus else None):
+        for closing in (self.scraper, self.listing):
             if closing is not None:
                 closing.close()
 

@@ -56,7 +56,6 @@ class Querier(Protocol):
     PrometheusError."""
 
     def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]: ...
-    def close(self) -> None: ...
 
 
 class Escalation(Protocol):

@@ -22,7 +22,7 @@ from watchdog.config.settings import Settings
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import PodKey, PodReading, Reading, plan, reading_outcome
+from watchdog.core.promql import Plan, PodKey, PodReading, Reading, plan, reading_outcome
 
 if TYPE_CHECKING:  # types only: `check --prometheus` must not import the Kubernetes client
     from watchdog.controller.ports import Querier
@@ -37,7 +37,6 @@ class FleetReading:
 
     pods: dict[Profile, dict[PodKey, PodReading]]
     error: str = ""
-    queries: int = 0
 
 
 def client_from(config: Settings) -> PrometheusClient:
@@ -57,6 +56,7 @@ class PrometheusSource:
         self.staleness_s = staleness_s
         self.namespace_label = namespace_label
         self.pod_label = pod_label
+        self._fleet_plans: dict[Profile, Plan] = {}  # the fleet queries depend on the profile and settings only
 
     @classmethod
     def from_settings(cls, config: Settings, client: Querier) -> PrometheusSource:
@@ -75,9 +75,16 @@ class PrometheusSource:
             return fleet.error
         return fleet.pods[profile].get((namespace, name))
 
+    def _plan(self, profile: Profile, restrict: dict[str, str] | None) -> Plan:
+        if restrict is not None:
+            return plan(profile, self.staleness_s, self.namespace_label, self.pod_label, restrict)
+        if profile not in self._fleet_plans:
+            self._fleet_plans[profile] = plan(profile, self.staleness_s, self.namespace_label, self.pod_label)
+        return self._fleet_plans[profile]
+
     def _read(self, profiles: set[Profile], at: float, restrict: dict[str, str] | None) -> FleetReading:
-        readings = [Reading(p, plan(p, self.staleness_s, self.namespace_label, self.pod_label, restrict),
-                            self.namespace_label, self.pod_label) for p in sorted(profiles, key=lambda p: p.name)]
+        readings = [Reading(p, self._plan(p, restrict), self.namespace_label, self.pod_label)
+                    for p in sorted(profiles, key=lambda p: p.name)]
         unique = list(dict.fromkeys(q for r in readings for q in r.plan.queries()))
         try:
             for index, rows in self.client.query_each(unique, at):  # each answer folded in, then dropped
@@ -85,8 +92,8 @@ class PrometheusSource:
                     reading.add(unique[index], rows)
                 del rows
         except PrometheusError as exc:
-            return FleetReading({}, str(exc), len(unique))
-        return FleetReading({r.profile: r.pods() for r in readings}, "", len(unique))
+            return FleetReading({}, str(exc))
+        return FleetReading({r.profile: r.pods() for r in readings})
 
 
 #: What the cycle gets per pod: (scrape outcome, parsed signals or None, sample time on the monotonic clock or

@@ -60,7 +60,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.profiles import Profile, Selector
 
-__all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "engine_series", "parse_exposition",
+__all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "engine_series", "escape_label_value",
+           "parse_exposition",
            "signal_slots"]
 
 Labels = tuple[tuple[str, str], ...]
@@ -84,7 +85,7 @@ class EngineSnapshot:
     @property
     def key(self) -> str:
         """Stable human string of ``labels``, e.g. ``engine="0",model_name="m"`` (``''`` when unlabeled)."""
-        return ",".join(f'{name}="{_escape(value)}"' for name, value in self.labels)
+        return ",".join(f'{name}="{escape_label_value(value)}"' for name, value in self.labels)
 
     def as_dict(self, profile: Profile) -> dict[str, object]:
         """``{"labels": {...}, "running": ..., "waiting": ..., "progress": {selector: value}, "paused": ...}``."""
@@ -137,7 +138,8 @@ LIMITS = ParseLimits()
 """The bounds every caller uses (generous for real expositions; issue 11 items 7 and 8)."""
 
 
-def _escape(value: str) -> str:
+def escape_label_value(value: str) -> str:
+    """A label value as the exposition format and PromQL write it inside double quotes."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 

@@ -29,11 +29,19 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["PROFILES", "Profile", "Selector", "custom_profile", "get_profile", "parse_selector", "target_profile"]
+__all__ = ["PROFILES", "Profile", "Selector", "custom_profile", "get_profile", "label_name_problem", "parse_selector",
+           "target_profile"]
 
 SignalKind = Literal["counter", "gauge"]
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def label_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a usable Prometheus label name (``__`` names are reserved), or None."""
+    if not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
+        return "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"
+    return None
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(!=|=)\s*"([^"\\]*)"\s*(?:,|$)')
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 
@@ -310,7 +318,7 @@ def _check_field(where: str, key: str, value: object) -> object:
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise ValueError(f"{where} must be a list of label names, got {value!r}")
         for label in value:
-            if not isinstance(label, str) or not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
+            if not isinstance(label, str) or label_name_problem(label):
                 raise ValueError(f"{where}: {label!r} is not a valid label name")
         return tuple(dict.fromkeys(value))
     if key == "metrics_path":

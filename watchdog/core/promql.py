@@ -28,16 +28,26 @@ down. The confirmation before a deletion runs the same queries restricted to one
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from watchdog.core.parsing import Labels, ParseResult, engine_series, signal_slots
-from watchdog.core.profiles import Profile, Selector
+from watchdog.core.parsing import Labels, ParseResult, engine_series, escape_label_value, signal_slots
+from watchdog.core.profiles import Profile, Selector, label_name_problem
 
-__all__ = ["Plan", "PodKey", "PodReading", "Reading", "Series", "label_problem", "plan", "reading_outcome",
-           "url_problem"]
+__all__ = [
+    "Plan",
+    "PodKey",
+    "PodReading",
+    "Reading",
+    "Series",
+    "auth_problem",
+    "plan",
+    "pod_labels_problem",
+    "reading_outcome",
+    "tenant_problem",
+    "url_problem",
+]
 
 #: One row of an instant query's answer: its labels, the evaluation time and the value.
 Series = tuple[Mapping[str, str], float, float]
@@ -60,20 +70,31 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def quote(value: str) -> str:
-    """A PromQL double-quoted string literal of ``value``."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
-_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-
-
-def label_problem(name: str) -> str | None:
-    """Why ``name`` is not a Prometheus label name usable in a ``by`` clause, or None."""
-    if not _LABEL.fullmatch(name) or name.startswith("__"):
-        return "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"
+def auth_problem(bearer_token_file: str | None, username_file: str | None, password_file: str | None) -> str | None:
+    """Why these credential files are not one way to authenticate to Prometheus, or None."""
+    if (username_file is None) != (password_file is None):
+        return "basic auth needs both a username file and a password file"
+    if username_file is not None and bearer_token_file is not None:
+        return "a bearer token file and basic auth exclude each other (one Authorization header)"
     return None
+
+
+def tenant_problem(tenant: str) -> str | None:
+    """Why ``tenant`` cannot be an X-Scope-OrgID header value, or None."""
+    return None if 0 < len(tenant) <= 256 and tenant.isprintable() else "must be 1-256 printable characters"
+
+
+def pod_labels_problem(namespace_label: str, pod_label: str) -> str | None:
+    """Why the two labels cannot identify a pod's series, or None."""
+    for label in (namespace_label, pod_label):
+        if problem := label_name_problem(label):
+            return f"{label!r} {problem}"
+    return "the namespace and pod labels must differ" if namespace_label == pod_label else None
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string literal of ``value`` (escaped as the exposition format does)."""
+    return f'"{escape_label_value(value)}"'
 
 
 def _seconds(value: float) -> str:
@@ -89,6 +110,12 @@ def _selector(metric: str, matchers: Sequence[str]) -> str:
 
 def _restrict(restrict: Mapping[str, str] | None) -> list[str]:
     return [f"{name}={quote(value)}" for name, value in sorted((restrict or {}).items())]
+
+
+def _series(selector: Selector, restrict: Mapping[str, str] | None) -> str:
+    """``selector`` as a PromQL series selector, plus ``restrict``'s equality matchers."""
+    matchers = [f"{name}{'=' if equal else '!='}{quote(value)}" for name, value, equal in selector.match]
+    return _selector(selector.metric, [*matchers, *_restrict(restrict)])
 
 
 def _by(labels: Sequence[str]) -> str:
@@ -110,36 +137,24 @@ class Plan:
 
 
 def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
-               restrict: Mapping[str, str] | None = None, keep_only: str = "") -> str:
-    """The query of one signal slot (see the module docstring); ``restrict``: extra equality matchers;
-    ``keep_only``: a comparison (``> 0``) that drops rows the parser would read as no value anyway."""
-    matchers = [f"{name}{'=' if equal else '!='}{quote(value)}" for name, value, equal in selector.match]
-    latest = f"last_over_time({_selector(selector.metric, [*matchers, *_restrict(restrict)])}[{_seconds(staleness_s)}])"
+               restrict: Mapping[str, str] | None = None) -> str:
+    """The query of one signal slot (see the module docstring); ``restrict``: extra equality matchers."""
+    latest = f"last_over_time({_series(selector, restrict)}[{_seconds(staleness_s)}])"
     keep = list(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels),
                                *(name for name, _, _ in selector.match)]))
     collapse = [name for name in sorted(profile.collapse_labels) if name not in keep]
-    query = f"sum by ({_by(keep)}) ({latest})" if not collapse else \
-        f"max by ({_by(keep)}) (sum by ({_by([*keep, *collapse])}) ({latest}))"
-    return f"{query} {keep_only}" if keep_only else query
-
-
-def _keep_only(profile: Profile) -> list[str]:
-    """Per signal slot, the rows worth sending: an ignored-waiting gauge at 0 means exactly what no row means
-    (nothing to subtract; parsing.engine_series), so Prometheus leaves those out -- on an ordinary fleet all of
-    them. (A paused gauge at 0 would too for the decision, but it is shown as 0, not as absent.)"""
-    return ["", "", *["> 0"] * len(profile.waiting_ignored), *[""] * (len(signal_slots(profile)) - 2
-                                                                      - len(profile.waiting_ignored))]
+    if not collapse:
+        return f"sum by ({_by(keep)}) ({latest})"
+    return f"max by ({_by(keep)}) (sum by ({_by([*keep, *collapse])}) ({latest}))"
 
 
 def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
          restrict: Mapping[str, str] | None = None) -> Plan:
     """The queries of ``profile`` for the whole fleet, or for one pod with ``restrict``."""
-    slots = tuple(None if s is None else slot_query(s, profile, staleness_s, namespace_label, pod_label, restrict, f)
-                  for s, f in zip(signal_slots(profile), _keep_only(profile), strict=True))
-    running = profile.running
-    matchers = [f"{name}{'=' if equal else '!='}{quote(value)}" for name, value, equal in running.match]
+    slots = tuple(None if s is None else slot_query(s, profile, staleness_s, namespace_label, pod_label, restrict)
+                  for s in signal_slots(profile))
     pods = _by([namespace_label, pod_label])
-    time = f"max by ({pods}) (timestamp({_selector(running.metric, [*matchers, *_restrict(restrict)])}))"
+    time = f"max by ({pods}) (timestamp({_series(profile.running, restrict)}))"
     up_matchers = _restrict(restrict) or [f'{pod_label}!=""']
     up = f"min by ({pods}) (last_over_time({_selector('up', up_matchers)}[{_seconds(staleness_s)}]))"
     return Plan(slots, time, up)
@@ -178,7 +193,6 @@ class Reading:
         self.engine_labels = sorted(profile.engine_labels)
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
-        self.found: dict[PodKey, int] = {}  # bit i: slot i had a row
         self.times: dict[PodKey, float] = {}
         self.down: set[PodKey] = set()
 
@@ -193,9 +207,8 @@ class Reading:
             self.down.update(key for labels, _, value in rows
                              if (key := _pod(labels, namespace_label, pod_label)) is not None and not value > 0)
         width, names = len(self.plan.slots), self.engine_labels
-        slots, found = self.slots, self.found
+        slots = self.slots
         for index in (i for i, q in enumerate(self.plan.slots) if q == query):
-            bit = 1 << index
             for labels, _, value in rows:  # the hot loop: one row per pod and engine series
                 namespace, name = labels.get(namespace_label), labels.get(pod_label)
                 if not namespace or not name:
@@ -204,8 +217,6 @@ class Reading:
                 engines = slots.get(pod)
                 if engines is None:
                     engines = slots[pod] = {}
-                    found[pod] = 0
-                found[pod] |= bit
                 engine = tuple([(n, labels[n]) for n in names if labels.get(n)])
                 row = engines.get(engine)
                 if row is None:
@@ -217,7 +228,8 @@ class Reading:
         """Every pod with a slot row: its reading."""
         out = {}
         for pod, engines in self.slots.items():
-            found = [m for i, m in enumerate(self.metrics) if m is not None and self.found[pod] >> i & 1]
+            found = [m for i, m in enumerate(self.metrics)
+                     if m is not None and any(row[i] is not None for row in engines.values())]
             out[pod] = PodReading(engine_series(engines, self.profile, found), self.times.get(pod), pod in self.down)
         return out
 
