@@ -129,9 +129,17 @@ leaderElectionNamespace) left out, which the watchdog reads as unset, and the ch
 {{- include "vllm-stall-watchdog.config" . | fromJson | toYaml }}
 {{- end }}
 
+{{/* "true" when config.source or any target's source is prometheus (the watchdog queries Prometheus). */}}
+{{- define "vllm-stall-watchdog.usesPrometheus" -}}
+{{- $uses := eq (toString .Values.config.source) "prometheus" }}
+{{- range .Values.config.targets }}{{ if eq (toString .source) "prometheus" }}{{ $uses = true }}{{ end }}{{ end }}
+{{- $uses }}
+{{- end }}
+
 {{/* Fail early, with a message, on values the schema cannot express: the chart's copy of the cross-setting
 checks of watchdog/config/loader.py `_cross_checks` (single-setting rules such as breakerFraction <= 1 and the
 nodeTaint format live in values.schema.json). tests/test_helm.py checks that the watchdog agrees. */}}
+
 {{- define "vllm-stall-watchdog.validate" -}}
 {{- if not (hasKey .Values "podDisruptionBudget") }}
 {{- fail "these values lack podDisruptionBudget, securityContexts and probes: they are an older chart's (helm upgrade --reuse-values renders a new chart with the old chart's defaults, which would drop the restricted securityContext and the probes). Upgrade once with --reset-then-reuse-values (Helm >= 3.14) or with your values given again (-f), then --reuse-values works again." }}
@@ -156,8 +164,7 @@ nodeTaint format live in values.schema.json). tests/test_helm.py checks that the
 {{- if and (eq (toString $c.action) "quarantine") (not $c.quarantine) }}
 {{- fail "config.action=quarantine needs config.quarantine=true (the readiness gate is its only remedy)" }}
 {{- end }}
-{{- $prometheus := eq (toString $c.source) "prometheus" }}
-{{- range $c.targets }}{{ if eq (toString .source) "prometheus" }}{{ $prometheus = true }}{{ end }}{{ end }}
+{{- $prometheus := eq (include "vllm-stall-watchdog.usesPrometheus" .) "true" }}
 {{- if and $prometheus (not $c.prometheusUrl) }}
 {{- fail "config.source=prometheus (globally or on a target) needs config.prometheusUrl (e.g. http://prometheus-operated.monitoring:9090)" }}
 {{- end }}
