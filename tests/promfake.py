@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
+from prometheus_client.parser import text_string_to_metric_families
+
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?")
 _AGGREGATE = re.compile(r"(sum|max|min) by \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
 _LATEST = re.compile(r"last_over_time\((.*)\[([0-9]+)s\]\)")
@@ -79,6 +81,13 @@ class FakePrometheus:
         self.server.shutdown()
         self.server.server_close()
 
+    def feed(self, text: str, labels: Mapping[str, str], t: float) -> None:
+        """Every sample of the exposition ``text``, as Prometheus stores it after scraping it at ``t`` with the
+        target ``labels`` added."""
+        with self.lock:
+            for key, samples in stored(text, labels, t):
+                self.series.setdefault(key, []).extend(samples)
+
     def add(self, name: str, labels: Mapping[str, str], t: float, value: float) -> None:
         """One sample of the series ``name{labels}`` at ``t`` (Unix seconds)."""
         key = frozenset({**labels, "__name__": name}.items())
@@ -93,6 +102,13 @@ class FakePrometheus:
             return 400, json.dumps({"status": "error", "errorType": "bad_data", "error": f"parse: {query}"}).encode()
         result = [{"metric": labels, "value": [at, _text(value)]} for labels, value in rows]
         return 200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+
+def stored(text: str, labels: Mapping[str, str], t: float) -> list[Item]:
+    """The series of the exposition ``text`` (prometheus_client's parser) as Prometheus stores them after one
+    scrape at ``t`` that adds the target ``labels``."""
+    return [(frozenset({**s.labels, **labels, "__name__": s.name}.items()), [(t, s.value)])
+            for family in text_string_to_metric_families(text) for s in family.samples]
 
 
 def evaluate(query: str, at: float, items: list[Item]) -> list[tuple[dict[str, str], float]] | None:

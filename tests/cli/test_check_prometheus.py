@@ -28,21 +28,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def feed_exposition(prom: FakePrometheus, path: Path, labels: dict[str, str], t: float) -> None:
-    """Every sample line of ``path`` as Prometheus would store it after scraping the pod at ``t``."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    for family in text_string_to_metric_families(path.read_text()):
-        for s in family.samples:
-            prom.add(s.name, {**s.labels, **labels}, t, s.value)
-
-
 def test_json_is_the_same_as_check_on_the_pods_own_body(prom: FakePrometheus,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     body = FIXTURES / "vllm-v1-created-lookalikes.prom"
     now = time.time()
-    feed_exposition(prom, body, {"namespace": "llm", "pod": "llama-0", "instance": "10.1.2.3:8000"}, now - 5)
-    feed_exposition(prom, body, {"namespace": "llm", "pod": "llama-1"}, now - 5)
+    prom.feed(body.read_text(), {"namespace": "llm", "pod": "llama-0", "instance": "10.1.2.3:8000"}, now - 5)
+    prom.feed(body.read_text(), {"namespace": "llm", "pod": "llama-1"}, now - 5)
     prom.add("up", {"namespace": "llm", "pod": "llama-0"}, now - 5, 1)
     code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/llama-0", "--format", "json")
     assert (code, err) == (0, "")
@@ -56,7 +47,7 @@ def test_json_is_the_same_as_check_on_the_pods_own_body(prom: FakePrometheus,
 
 def test_text_up_zero_and_missing_pod(prom: FakePrometheus, capsys: pytest.CaptureFixture[str]) -> None:
     now = time.time()
-    feed_exposition(prom, FIXTURES / "vllm-v1-created-lookalikes.prom", {"namespace": "llm", "pod": "p"}, now - 5)
+    prom.feed((FIXTURES / "vllm-v1-created-lookalikes.prom").read_text(), {"namespace": "llm", "pod": "p"}, now - 5)
     prom.add("up", {"namespace": "llm", "pod": "p"}, now - 3, 0)
     code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/p")
     assert code == 1

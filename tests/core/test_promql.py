@@ -3,7 +3,7 @@ aggregation as a scraped body (one rule, core/parsing.py)."""
 
 from __future__ import annotations
 
-from tests.promfake import Item, evaluate
+from tests.promfake import Item, evaluate, stored
 from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
 from watchdog.core.profiles import Profile, get_profile, label_name_problem
 from watchdog.core.promql import (
@@ -69,14 +69,7 @@ vllm:num_requests_waiting{engine="1",model_name="m"} 0
 
 def _items(text: str, extra: dict[str, str], t: float) -> list[Item]:
     """The series of an exposition as Prometheus stores them after scraping it at ``t`` (and at ``t - 30``)."""
-    out: list[Item] = []
-    for line in text.splitlines():
-        head, value = line.rsplit(" ", 1)
-        name, _, inner = head.partition("{")
-        labels = dict(pair.split("=") for pair in inner.rstrip("}").split(",")) if inner else {}
-        labels = {k: v.strip('"') for k, v in labels.items()}
-        out.append((frozenset({**labels, **extra, "__name__": name}.items()), [(t - 30, -1.0), (t, float(value))]))
-    return out
+    return [(key, [(t - 30, -1.0), *samples]) for key, samples in stored(text, extra, t)]
 
 
 def _read(profile: Profile, items: list[Item], at: float, restrict: dict[str, str] | None = None,
