@@ -20,16 +20,33 @@ SELECTOR = "app=vllm"
 
 
 class Flaky(KubeClient):
-    """The real client; ``broken`` makes every WATCH fail to open as a dropped connection would."""
+    """The real client; ``broken`` makes every WATCH fail to open as a dropped connection would,
+    ``fails_in_stream`` makes every WATCH open and then fail (the API server's in-stream 504)."""
 
     broken = False
+    fails_in_stream = False
 
     def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int) -> WatchStream:
         if self.broken:
             with self._count_lock:
                 self._count += 1
             raise KubeError(f"watch {resource}", 0, "ConnectionResetError: connection reset by peer")
-        return super().watch(resource, label_selector, resource_version, timeout_s)
+        stream = super().watch(resource, label_selector, resource_version, timeout_s)
+        if self.fails_in_stream:
+            stream.close()
+            return _FailingStream(stream.what)  # type: ignore[return-value]
+        return stream
+
+
+class _FailingStream:
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        raise KubeError(self.what, 504, "Too large resource version")
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture
@@ -222,6 +239,23 @@ def test_a_cache_failing_for_longer_than_stale_s_refuses_to_answer(srv: Emulator
     with pytest.raises(KubeError, match=r"^watch pods 'app=vllm': cache stale: LIST/WATCH failing for 0 s: "):
         cache.list_pods(SELECTOR)
     kube.broken = False
+    until(lambda: informer.failing_since is None)
+    assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
+
+
+def test_watches_that_open_and_then_fail_make_the_cache_stale_too(srv: EmulatorServer, kube: Flaky,
+                                                                 cache: PodCache,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    srv.create_pod(pod("llm-0", app="vllm"))
+    assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
+    monkeypatch.setattr(podcache, "STALE_S", 0.3)
+    kube.fails_in_stream = True  # from the next WATCH on (the emulator ends each watch within a second)
+    informer = cache.informers[("pods", SELECTOR)]
+    until(lambda: informer.failing_since is not None)
+    time.sleep(0.5)  # ~10 watches opened and failed meanwhile
+    with pytest.raises(KubeError, match=r"cache stale: LIST/WATCH failing for \d+ s: .*HTTP 504 Too large resource version"):
+        cache.list_pods(SELECTOR)
+    kube.fails_in_stream = False
     until(lambda: informer.failing_since is None)
     assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
 

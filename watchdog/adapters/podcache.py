@@ -135,15 +135,17 @@ class Informer:
         timeout = random.randint(*self.watch_s)
         timeout = max(1, min(timeout, int(self._relist_at - self.clock()) + 1))  # end it for the resync
         self._stream = stream = self.kube.watch(self.resource, self.selector, self.resource_version, timeout)
-        self.failing_since, opened, events = None, self.clock(), 0
+        opened, events = self.clock(), 0
         try:
             for event in stream:
                 self._apply(event)
+                self.failing_since = None  # the watch delivers (an open stream alone proves nothing)
                 events += 1
                 if self._stopping.is_set():
                     return
             if not events and timeout > 1 and self.clock() - opened < 1:  # client-go's "very short watch"
                 raise KubeError(stream.what, 0, f"the API server ended the watch at once, asked for {timeout} s")
+            self.failing_since = None  # ended as the API server ends every watch
         except KubeError as exc:
             if exc.status != 410:
                 raise
