@@ -41,3 +41,16 @@ def test_nothing_happens_when_the_client_is_already_imported() -> None:
         print(lean_client(), len([m for m in sys.modules if m.startswith("kubernetes.client.models.")]) > 500)
     """)
     assert out == "False True"
+
+
+def test_a_layout_it_does_not_know_falls_back_to_the_ordinary_import() -> None:
+    out = run("""
+        import sys
+        from watchdog.adapters import kubeimport
+        kubeimport._CLASSES = (*kubeimport._CLASSES, ("api.no_such_api", "NoSuchApi"))  # a client it does not know
+        assert kubeimport.lean_client() is False
+        assert not [m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes.")]  # nothing half-done
+        from kubernetes import client
+        print(hasattr(client, "V1Pod"), client.CoreV1Api.__name__)
+    """)
+    assert out == "True CoreV1Api"

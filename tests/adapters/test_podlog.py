@@ -1,4 +1,4 @@
-"""The bounded log read: at most the byte limit, never past the deadline."""
+"""The bounded log read: the newest bytes up to the limit, never past the deadline."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class Drip:
     def __init__(self, total: int, chunk: int = 1000, pause: float = 0.0) -> None:
         self.left, self.chunk, self.pause, self.asked = total, chunk, pause, 0
 
+    def shutdown(self) -> None:  # what the deadline guard calls on a urllib3 response
+        self.pause = 0.0
+
     def read1(self, amt: int) -> bytes:
         self.asked += 1
         time.sleep(self.pause)
@@ -27,11 +30,11 @@ class Drip:
         return b"x" * n
 
 
-def test_reads_to_the_end_or_the_limit() -> None:
-    assert read_bounded(Drip(2500), 10_000, time.monotonic() + 5) == b"x" * 2500
-    capped = Drip(10**9, chunk=100_000)
-    assert len(read_bounded(capped, 40_000, time.monotonic() + 5)) == 40_000
-    assert capped.asked == 3  # 16 KiB at a time, never past the limit
+def test_reads_to_the_end_and_holds_at_most_the_limit() -> None:
+    assert read_bounded(Drip(2500), time.monotonic() + 5, 10_000) == b"x" * 2500
+    long = Drip(1_000_000, chunk=100_000)
+    assert len(read_bounded(long, time.monotonic() + 5, 40_000)) == 40_000
+    assert long.asked == 63  # 16 KiB at a time to the end: the newest bytes are at the end
 
 
 class Lines:
@@ -46,16 +49,48 @@ class Lines:
 
 
 def test_the_newest_lines_are_kept_not_the_oldest() -> None:
-    raw = read_bounded(Lines(100), 1 << 20, time.monotonic() + 5, keep=4 * 1024)
+    raw = read_bounded(Lines(100), time.monotonic() + 5, 1024 + 1)
     text, cut = log_tail(raw, 1024)
     assert cut and text.splitlines()[-1].startswith("line 099") and text.splitlines()[0].startswith("line 090")
     assert len(text.encode()) <= 1024
+    raw = read_bounded(Lines(500, width=200), time.monotonic() + 5, 1024 + 1)  # 100 KB: far past the cap
+    assert log_tail(raw, 1024)[0].splitlines()[-1].startswith("line 499")
 
 
 def test_a_dripping_log_is_cut_at_the_deadline() -> None:
     started = time.monotonic()
-    data = read_bounded(Drip(10**9, chunk=10, pause=0.05), 10**6, started + 0.3)
+    data = read_bounded(Drip(10**9, chunk=10, pause=0.05), started + 0.3, 10**6)
     assert time.monotonic() - started < 0.5 and 0 < len(data) <= 80
+
+
+def test_a_log_that_falls_silent_is_cut_at_the_deadline_with_what_arrived() -> None:
+    silent = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            for i in range(5):  # a line every 0.1 s for 0.45 s ...
+                self.wfile.write(f"line {i}\n".encode())
+                self.wfile.flush()
+                time.sleep(0.1)
+            silent.wait(10)  # ... then nothing: a read started at 0.45 s would wait its own 0.5 s timeout
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{server.server_address[1]}",
+                                                     request_timeout_s=0.5))
+        started = time.monotonic()
+        assert kube.read_pod_log("ml", "p-0", "vllm", 200, 4096) == b"".join(f"line {i}\n".encode() for i in range(5))
+        assert time.monotonic() - started < 0.75  # the request timeout, not up to twice it
+    finally:
+        silent.set()
+        server.shutdown()
 
 
 def serve(status: int, body: bytes) -> tuple[http.server.ThreadingHTTPServer, list[str]]:
@@ -80,7 +115,7 @@ def serve(status: int, body: bytes) -> tuple[http.server.ThreadingHTTPServer, li
     return server, paths
 
 
-def test_read_pod_log_asks_for_the_tail_and_reads_no_more_than_the_limit() -> None:
+def test_read_pod_log_asks_for_the_tail_and_keeps_no_more_than_the_limit() -> None:
     server, paths = serve(200, b"y" * 100_000)
     try:
         kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{server.server_address[1]}",

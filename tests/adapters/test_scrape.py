@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -12,6 +13,7 @@ import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -219,6 +221,17 @@ def test_refused_is_retried_once_then_reported(monkeypatch: pytest.MonkeyPatch) 
     assert CountingConnection.connects == 2
 
 
+def test_refused_is_not_retried_when_the_deadline_leaves_no_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scrape, "HTTPConnection", CountingConnection)
+    monkeypatch.setattr(CountingConnection, "connects", 0)
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    error = reason_of(Scraper(ScrapeLimits(deadline_s=0.09, connect_timeout_s=0.09)), f"http://127.0.0.1:{port}/m")
+    assert error.reason == "refused" and CountingConnection.connects == 1  # < 2 x 50 ms left: no retry
+
+
 def test_reset_then_success_uses_the_retry(serve: Callable[[Handler], str]) -> None:
     seen = Seen()
     url = serve(answer(seen, None, http("200 OK", BODY)))
@@ -269,6 +282,33 @@ def drip(headers_first: bool) -> Handler:
     return handler
 
 
+TLS = Path(__file__).parents[1] / "fixtures" / "tls"
+
+
+def tls(handler: Handler) -> Handler:
+    """``handler`` behind TLS with the fixture's self-signed certificate for 127.0.0.1."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(TLS / "localhost.crt", TLS / "localhost.key")
+
+    def wrapped(conn: socket.socket, stop: threading.Event) -> None:
+        try:
+            secure = context.wrap_socket(conn, server_side=True)
+        except (ssl.SSLError, OSError):  # the client refused our certificate
+            return
+        handler(secure, stop)
+
+    return wrapped
+
+
+def test_https_is_verified_against_certifis_bundle(serve: Callable[[Handler], str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    url = serve(tls(respond(BODY))).replace("http://", "https://")
+    error = reason_of(Scraper(), url)  # self-signed: not in certifi's bundle
+    assert error.reason == "connection" and "CERTIFICATE_VERIFY_FAILED" in str(error)
+    monkeypatch.setattr(scrape.certifi, "where", lambda: str(TLS / "localhost.crt"))  # now it is trusted
+    assert Scraper().fetch(url) == BODY
+
+
 def timed(scraper: Scraper, url: str) -> tuple[ScrapeError, float]:
     start = time.monotonic()
     error = reason_of(scraper, url)
@@ -291,6 +331,22 @@ def test_drip_one_byte_a_second_times_out_at_the_deadline(serve: Callable[[Handl
 def test_ten_megabyte_body_is_too_large(serve: Callable[[Handler], str]) -> None:
     error, _elapsed = timed(Scraper(), serve(respond(b"#" * (10 * 1024 * 1024))))
     assert error.reason == "too_large" and "8388608" in str(error)
+
+
+def stalls_after(sent: int) -> Handler:
+    """Promises 10 MiB, sends ``sent`` bytes of it, then nothing."""
+    def handler(conn: socket.socket, stop: threading.Event) -> None:
+        _read_request(conn)
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {10 * 1024 * 1024}\r\n\r\n".encode() + b"#" * sent)
+        stop.wait(10)
+
+    return handler
+
+
+def test_the_cap_stops_the_read_as_the_bytes_arrive(serve: Callable[[Handler], str]) -> None:
+    # 3 KB over a 2 KB cap, then silence: too large at once, not a timeout after everything (never) arrived
+    error, elapsed = timed(Scraper(ScrapeLimits(max_bytes=2000, deadline_s=2.0)), serve(stalls_after(3000)))
+    assert (error.reason, elapsed < 1.0) == ("too_large", True)
 
 
 def test_gzip_bomb_stops_at_the_cap_with_bounded_memory(serve: Callable[[Handler], str]) -> None:

@@ -349,7 +349,8 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     setup_logging(config.log_format, config.log_level)
     kube = TimedKube.from_settings(KubeSettings(host=spec["emulator"], request_timeout_s=config.api_timeout_seconds))
     assert isinstance(kube, TimedKube)
-    # As ``run`` wires it: namespaces and pods from the watch-based cache (its LIST happens in the warm-up cycle).
+    # Namespaces and pods from the watch-based cache as ``run`` has them (wiring.wire), but its informers start in
+    # the warm-up cycle and may take 120 s for their first LIST (the emulator's 10,000 pods), not apiTimeoutSeconds.
     watchdog = Watchdog(config, kube, listing=PodCache(kube, first_sync_wait_s=120))
     rss_start_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports + setup, no cycle yet
     interval, cycles = spec["interval"], spec["cycles"]

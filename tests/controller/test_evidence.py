@@ -13,7 +13,7 @@ from test_remediator import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, ope
 
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
-from watchdog.controller.evidence import TRANSFER_FACTOR, EvidenceKeeper
+from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.remediator import Remediator
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import DetectorState
@@ -55,7 +55,7 @@ def test_the_evidence_is_written_right_before_the_delete(api: EmulatorServer, ku
     with caplog.at_level(logging.INFO):
         assert remediator(kube).remediate(target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY).result == "deleted"
     assert seen_at_delete == [1]  # the record existed when the DELETE was sent
-    assert reads == [(NS, target.name, "vllm", 100, TRANSFER_FACTOR * 1024)]  # the engine container, bounded
+    assert reads == [(NS, target.name, "vllm", 100, 1024 + 1)]  # the engine container, bounded (+1: a cut shows)
     [line] = records(caplog)
     eid = f"{target.uid[:8]}-{int(WALL)}"
     assert line.levelno == logging.WARNING

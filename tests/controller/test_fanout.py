@@ -91,7 +91,7 @@ def test_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
     assert max(healthy) < 0.45  # every healthy pod finished while the slow ones still hung
 
 
-@pytest.mark.parametrize("workers", [0, 3])
+@pytest.mark.parametrize("workers", [0, 1, 3])
 def test_slowest_first(workers: int) -> None:
     fanout = Fanout(workers, deadline_s=3.0)
     order: list[str] = []
@@ -109,4 +109,6 @@ def test_slowest_first(workers: int) -> None:
             f.result(5)
     finally:
         fanout.close()
-    assert len(order) == 5
+    assert sorted(order) == [f"uid-{i}" for i in range(5)]
+    if workers == 1:  # one worker runs them in the order they were started
+        assert order == ["uid-3", "uid-1", "uid-2", "uid-0", "uid-4"]

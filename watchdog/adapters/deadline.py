@@ -4,8 +4,8 @@ A per-read timeout alone restarts with every dripped byte, so a server sending o
 out. Each fetch arms a :class:`DeadlineGuard`; one thread (:data:`DEADLINES`) fires every guard at its deadline
 and shuts the socket of that fetch down, which wakes any blocked read. The scraper attaches its connection's
 socket itself; :class:`GuardedAdapter` is the ``requests`` transport adapter (Prometheus queries) whose urllib3
-connections attach their socket to the calling thread's guard (:data:`ACTIVE`). :func:`set_read_timeout` lets
-the next read wait at most the time left.
+connections attach their socket to the calling thread's guard (:data:`ACTIVE`); the pod-log read attaches its
+urllib3 response.
 """
 
 from __future__ import annotations
@@ -22,25 +22,20 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 
-def set_read_timeout(sock: socket.socket | None, seconds: float) -> None:
-    """Let the next read of ``sock`` wait at most ``seconds`` (the time left until the deadline)."""
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.settimeout(max(0.001, seconds))
-
-
 class DeadlineGuard:
-    """Shuts down the socket of the current request when the deadline passes (armed per fetch)."""
+    """Shuts down the socket of the current request when the deadline passes (armed per fetch). What it is attached
+    to: the socket, or a urllib3 response (``shutdown()``: the socket it reads from, which a response whose
+    connection was handed over to it no longer shows)."""
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.fired = False
-        self._sock: socket.socket | None = None
+        self._sock: Any = None  # socket.socket or urllib3 HTTPResponse
         self._done = False
         self._lock = threading.Lock()
         DEADLINES.arm(self)
 
-    def attach(self, sock: socket.socket | None) -> None:
+    def attach(self, sock: Any) -> None:
         with self._lock:
             self._sock = sock
             if self.fired:
@@ -55,8 +50,11 @@ class DeadlineGuard:
 
     def _shutdown(self) -> None:
         if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(Exception):  # best effort: nothing may stop the one thread firing every guard
+                if isinstance(self._sock, socket.socket):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                else:
+                    self._sock.shutdown()
 
     def disarm(self) -> None:
         with self._lock:

@@ -171,22 +171,28 @@ class KubeClient:
         """API requests sent by this client so far (including failed ones)."""
         return self._count
 
-    def _call(self, what: str, fn: Any, *args: Any, _read: Callable[[Any], bytes] | None = None, **kwargs: Any) -> Any:
-        """Run one API call; return the decoded JSON body (``_read``: the bytes it reads off the response instead).
-        Raise KubeError (ApiException keeps its status)."""
+    @contextlib.contextmanager
+    def _request(self, what: str) -> Iterator[None]:
+        """One API request: counted, and its failure as KubeError (ApiException keeps its status)."""
         with self._count_lock:
             self._count += 1
         try:
-            resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
-            try:
-                data = resp.data if _read is None else _read(resp)
-            finally:
-                resp.release_conn()
+            yield
         except ApiException as e:
             raise KubeError(what, e.status or 0, str(e.reason or "error"), _message(e.body)) from e
         except urllib3.exceptions.HTTPError as e:
             reason = getattr(e, "reason", None) or e
             raise KubeError(what, 0, f"{type(reason).__name__}: {reason}") from e
+
+    def _call(self, what: str, fn: Any, *args: Any, _read: Callable[[Any], bytes] | None = None, **kwargs: Any) -> Any:
+        """Run one API call; return the decoded JSON body (``_read``: the bytes it reads off the response instead).
+        Raise KubeError (ApiException keeps its status)."""
+        with self._request(what):
+            resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
+            try:
+                data = resp.data if _read is None else _read(resp)
+            finally:
+                resp.release_conn()
         if _read is not None:
             return data
         try:
@@ -218,17 +224,11 @@ class KubeClient:
         """Open one WATCH (counted as a request) from ``resource_version``, with bookmarks; the API server ends it
         after ``timeout_s``, and a silent connection is given up ``timeout_s`` + 30 s after its last byte."""
         what = f"watch {resource} {label_selector!r}"
-        with self._count_lock:
-            self._count += 1
-        try:
+        with self._request(what):
             resp = self._listing(resource)(
                 label_selector=label_selector, resource_version=resource_version, watch=True,
                 allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
                 _request_timeout=(self._timeout, timeout_s + 30))
-        except ApiException as e:
-            raise KubeError(what, e.status or 0, str(e.reason or "error"), _message(e.body)) from e
-        except urllib3.exceptions.HTTPError as e:
-            raise KubeError(what, 0, f"{type(getattr(e, 'reason', None) or e).__name__}: {e}") from e
         return WatchStream(what, resp)
 
     def _listing(self, resource: Watched) -> Any:
@@ -392,9 +392,9 @@ class KubeClient:
 
     def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
         """The newest ``limit_bytes`` of the last ``lines`` lines of ``container``'s log (pods/log; no limitBytes:
-        the API would keep the oldest), reading at most 16 x that within the request timeout. Raises KubeError."""
+        the API would keep the oldest), read within the request timeout. Raises KubeError."""
         deadline = time.monotonic() + self._timeout
         data: bytes = self._call(f"read log of pod {namespace}/{name}", self._core.read_namespaced_pod_log, name,
                                  namespace, container=container or None, tail_lines=lines,
-                                 _read=lambda resp: read_bounded(resp, 16 * limit_bytes, deadline, limit_bytes))
+                                 _read=lambda resp: read_bounded(resp, deadline, limit_bytes))
         return data

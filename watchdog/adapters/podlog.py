@@ -6,19 +6,30 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import urllib3.exceptions
 
-def read_bounded(resp: Any, limit: int, deadline: float, keep: int | None = None) -> bytes:
-    """The urllib3 response ``resp`` read in chunks until its end, ``limit`` bytes or the monotonic ``deadline``
-    (a log that drips slowly is cut there, never waited for); only its LAST ``keep`` bytes are kept (None: all),
-    so a log tail keeps its newest lines whatever came before them."""
+from watchdog.adapters.deadline import DeadlineGuard
+
+
+def read_bounded(resp: Any, deadline: float, keep: int) -> bytes:
+    """The last ``keep`` bytes of the urllib3 response ``resp``, read in chunks until its end or the monotonic
+    ``deadline``: the scrapes' deadline guard shuts the socket down then, so neither a log that drips nor one that
+    falls silent is waited for (what arrived is kept). How much arrives at all is bounded by the request's
+    ``tailLines`` (the container runtime splits lines at 16 KiB); only ``keep`` bytes are ever held."""
+    guard = DeadlineGuard(deadline)
+    guard.attach(resp)
     kept = bytearray()
-    size = 0
-    while size < limit and time.monotonic() < deadline:
-        chunk = resp.read1(min(16384, limit - size))
-        if not chunk:
-            break
-        size += len(chunk)
-        kept += chunk
-        if keep is not None and len(kept) > keep:
-            del kept[: len(kept) - keep]
+    try:
+        while time.monotonic() < deadline:
+            chunk = resp.read1(16384)
+            if not chunk:
+                break
+            kept += chunk
+            if len(kept) > keep:
+                del kept[: len(kept) - keep]
+    except (urllib3.exceptions.HTTPError, OSError):
+        if not guard.fired:
+            raise
+    finally:
+        guard.disarm()
     return bytes(kept)

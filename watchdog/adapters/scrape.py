@@ -27,6 +27,7 @@ Thread-safe: nothing is shared between fetches but the limits and the TLS contex
 
 from __future__ import annotations
 
+import functools
 import re
 import ssl
 import threading
@@ -43,7 +44,7 @@ from urllib3.response import BaseHTTPResponse
 from urllib3.util.ssl_ import create_urllib3_context
 
 from watchdog import __version__
-from watchdog.adapters.deadline import DeadlineGuard, set_read_timeout
+from watchdog.adapters.deadline import DeadlineGuard
 from watchdog.adapters.inflate import Inflater
 from watchdog.adapters.scrape_errors import REASONS, ScrapeError, ScrapeLimits
 
@@ -78,17 +79,16 @@ class Scraper:
         self.limits = limits or ScrapeLimits()
         self._tls: ssl.SSLContext | None = None
         self._lock = threading.Lock()
+        self._retrying = tenacity.Retrying(  # refused/reset once more after 50 ms (if _attempt says the time allows)
+            retry=tenacity.retry_if_exception_type(_Retryable), wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
+            stop=tenacity.stop_after_attempt(2), reraise=True)
 
     def fetch(self, url: str) -> bytes:
         """GET ``url``; return the body (bytes, gzip undone). Raises :class:`ScrapeError`."""
         target = _check_url(url)
         deadline = time.monotonic() + self.limits.deadline_s
-        retrying = tenacity.Retrying(  # refused/reset once more after 50 ms, if the deadline leaves room
-            retry=tenacity.retry_if_exception_type(_Retryable), wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
-            stop=lambda state: state.attempt_number >= 2 or deadline - time.monotonic() < 2 * _RETRY_PAUSE_S,
-            reraise=True)
         try:
-            return retrying(self._attempt, target, deadline)
+            return self._retrying(self._attempt, target, deadline)
         except _Retryable as exc:
             raise exc.error from None
 
@@ -125,7 +125,8 @@ class Scraper:
             raise
         except (urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
             error = self._map_error(exc, guard)
-            if error.reason in ("refused", "connection") and _is_refused_or_reset(exc):
+            if error.reason in ("refused", "connection") and _is_refused_or_reset(exc) \
+                    and deadline - time.monotonic() >= 2 * _RETRY_PAUSE_S:  # a retry has room before the deadline
                 raise _Retryable(error) from exc
             raise error from exc
         finally:
@@ -149,7 +150,6 @@ class Scraper:
         while True:
             if time.monotonic() >= guard.deadline or guard.fired:
                 raise ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s")
-            set_read_timeout(conn.sock, guard.deadline - time.monotonic())
             chunk = response.read1(_CHUNK, decode_content=False)
             if not chunk:
                 break
@@ -161,10 +161,7 @@ class Scraper:
             raise ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s")
         if inflater is not None:
             inflater.finish()
-        body = b"".join(parts)
-        if len(body) > cap:
-            raise ScrapeError("too_large", f"too large: body above {cap} bytes")
-        return body
+        return b"".join(parts)  # within the cap: counted on the wire, and by the Inflater after inflating
 
     def _map_error(self, exc: BaseException, guard: DeadlineGuard) -> ScrapeError:
         if guard.fired or isinstance(exc, urllib3.exceptions.ReadTimeoutError):
@@ -184,6 +181,7 @@ def redact(url: str) -> str:
     return re.sub(r"(?<=://)[^/@]*@", "***@", url)
 
 
+@functools.lru_cache(maxsize=16384)  # a pod's URL is the same every cycle
 def _check_url(url: str) -> _Url:
     try:
         parts = urlsplit(url)

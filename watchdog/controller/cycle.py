@@ -92,7 +92,8 @@ class Watchdog:
                  escalation: Escalation | None = None, ledger: DeletionLedger | None = None,
                  brake: Brake | None = None, prometheus: Querier | None = None, listing: Listing | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
-        self.listing = listing  # namespaces and pods from here when set (the watch-based cache), else from kube
+        self.listing = listing  # the watch-based cache (closed with the watchdog), when set
+        self.lister: Listing | KubeApi = listing or kube  # where namespaces and pods come from each cycle
         self.metrics = metrics or new_metrics()
         self.scraper = scraper or Scraper(ScrapeLimits(
             connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
@@ -155,10 +156,9 @@ class Watchdog:
     def _cycle(self) -> CycleReport:
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
-        with _gc_paused():  # the pod LISTs are dropped before the garbage collector would see them
-            source = self.listing or self.kube
-            namespaces = source.list_namespaces(self.namespace_selector)
-            pods_by_target = [(t, source.list_pods(t.pod_selector)) for t in self.config.targets]
+        with _gc_paused():  # LISTed pods (no cache: run --once, tests) are dropped before a collection sees them
+            namespaces = self.lister.list_namespaces(self.namespace_selector)
+            pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
             found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
                              require_controller=self.config.require_controller,
                              allow_loopback=self.config.allow_loopback_pod_ips)

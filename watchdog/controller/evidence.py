@@ -18,9 +18,6 @@ from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.profiles import Selector
 
 log = logging.getLogger("watchdog.controller.evidence")
-#: The log read keeps the newest bytes up to this many times the byte cap (so the record can tell a cut tail), the
-#: newest whole lines within the cap are then kept.
-TRANSFER_FACTOR = 4
 
 
 class EvidenceKeeper:
@@ -55,7 +52,7 @@ class EvidenceKeeper:
             return "log not kept (evidenceLogLines is 0)", False
         try:
             raw = self.kube.read_pod_log(target.namespace, target.name, target.container, self.log_lines,
-                                         TRANSFER_FACTOR * self.log_bytes)
+                                         self.log_bytes + 1)  # one byte more: the record can tell a cut
         except Exception as exc:  # KubeError: 403 without the RBAC, no kubelet, a timeout; anything else alike
             return f"log unavailable: {exc}", False
         return log_tail(raw, self.log_bytes)

@@ -33,8 +33,8 @@ from watchdog.core.vocab import ENGINE_STATES
 
 MAX_PODS = 2000
 MAX_SERIES = 4000
+Episodes = Callable[[str, str], tuple[str | None, list[str]]]  # (uid, series) -> (acted, deferring rules)
 #: Worst first: the order pods and engine series are listed in.
-Episodes = Callable[[str, str], tuple[str | None, list[str]]]
 SEVERITY = ("stalled", "suspect", "unknown", "paused", "progressing", "idle")
 
 

@@ -19,6 +19,11 @@ def status_response(code: int, reason: str, message: str, details: dict[str, Any
     return aiohttp.web.json_response(body, status=code)
 
 
+def not_found(details: dict[str, Any]) -> aiohttp.web.Response:
+    """404 for the object ``details`` names (``kind``: the plural, ``name``)."""
+    return status_response(404, "NotFound", f'{details["kind"]} "{details["name"]}" not found', details)
+
+
 def eviction_is_blocked(blocked: bool | Collection[str], namespace: str | None, name: str | None) -> bool:
     """``blocked`` is True (every eviction), False, or a collection of ``"namespace/name"`` pod references."""
     return blocked if isinstance(blocked, bool) else f"{namespace}/{name}" in blocked

@@ -32,7 +32,7 @@ from kmock._internal import enums, references, rendering
 
 from watchdog.demo.emulator.client import SEED_HEADER, EmulatorClient, EmulatorError
 from watchdog.demo.emulator.paths import true  # importing it patches kmock's request parsing
-from watchdog.demo.emulator.responses import EVICTED, eviction_is_blocked, status_response
+from watchdog.demo.emulator.responses import EVICTED, eviction_is_blocked, not_found, status_response
 from watchdog.demo.emulator.selectors import (
     fields_match,
     labels_of,
@@ -209,7 +209,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             stored = self._object(request)
             if stored is None:
-                return status_response(404, "NotFound", f'{details["kind"]} "{request.name}" not found', details)
+                return not_found(details)
             meta = stored.raw.get("metadata") or {}
             new_meta = body.setdefault("metadata", {})
             if new_meta.get("resourceVersion") not in (None, "", meta.get("resourceVersion")):
@@ -313,7 +313,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             stored = self._object(request)
             if stored is None:
-                return status_response(404, "NotFound", f'{details["kind"]} "{request.name}" not found', details)
+                return not_found(details)
             meta = request.data.setdefault("metadata", {})
             if meta.get("resourceVersion") != (stored.raw.get("metadata") or {}).get("resourceVersion"):
                 return status_response(409, "Conflict", f'Operation cannot be fulfilled on {request.resource.plural} '
