@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -289,3 +292,53 @@ def test_node_taints_are_sent_as_a_json_merge_patch(srv: EmulatorServer, kube: K
     kube.patch_node_taints("gpu-1", [taint], rv)
     assert calls[0][0] == {"metadata": {"resourceVersion": rv}, "spec": {"taints": [taint]}}
     assert calls[0][1]["_content_type"] == "application/merge-patch+json"
+
+
+def answering(status: int, body: dict[str, Any]) -> tuple[http.server.ThreadingHTTPServer, list[tuple[str, bytes]]]:
+    """A loopback API server answering every PATCH with ``status`` and ``body``; the (path, body) it got."""
+    seen: list[tuple[str, bytes]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PATCH(self) -> None:
+            seen.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+UID_IMMUTABLE = {"kind": "Status", "code": 422, "reason": "Invalid",
+                 "message": 'Pod "p" is invalid: metadata.uid: Invalid value: "u-1": field is immutable'}
+
+
+@pytest.mark.parametrize(("status", "body", "result"), [
+    (200, {"kind": "Pod"}, "patched"),
+    (404, {"kind": "Status", "code": 404, "message": 'pods "p" not found'}, "not_found"),
+    (409, {"kind": "Status", "code": 409, "message": "conflict"}, "conflict"),
+    (422, UID_IMMUTABLE, "conflict"),  # the name now belongs to another pod
+    (422, {"kind": "Status", "code": 422, "message": "status.conditions[0].status: Unsupported value"}, None),
+])
+def test_the_gate_condition_patch_carries_the_uid(status: int, body: dict[str, Any], result: str | None) -> None:
+    server, seen = answering(status, body)
+    try:
+        kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{server.server_address[1]}"))
+        condition = {"type": "vllm-watchdog.io/engine-progressing", "status": "False"}
+        if result is None:
+            with pytest.raises(KubeError, match="Unsupported value"):
+                kube.patch_pod_condition("ml", "p", "u-1", condition)
+        else:
+            assert kube.patch_pod_condition("ml", "p", "u-1", condition) == result
+    finally:
+        server.shutdown()
+    [(path, sent)] = seen
+    assert path == "/api/v1/namespaces/ml/pods/p/status"
+    assert json.loads(sent) == {"metadata": {"uid": "u-1"}, "status": {"conditions": [condition]}}

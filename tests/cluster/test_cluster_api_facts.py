@@ -96,6 +96,27 @@ def test_delete_uid_precondition_enforced(scenario, release, control_plane):
     assert not s.pod(ns, pod["metadata"]["name"])["metadata"].get("deletionTimestamp")
 
 
+def test_a_status_patch_carrying_another_uid_is_refused_as_uid_immutable(scenario, control_plane):
+    """What the readiness gate's patch relies on (KubeClient.patch_pod_condition maps exactly this to
+    "conflict"): pods/status with a metadata.uid that is not the pod's is a 422 naming metadata.uid, and nothing
+    is written; with the pod's own uid it is applied."""
+    s = scenario("facts-status-uid")
+    ns = s.namespace("x", None)
+    s.deployment(ns, "engine", 1, grace_s=1)
+    (pod,) = s.ready_pods(ns, "engine", 1)
+    path = f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/status"
+    condition = {"type": "vllm-watchdog.io/engine-progressing", "status": "False"}
+    patch = {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}, "status": {"conditions": [condition]}}
+    status, body = s.api.request("PATCH", path, patch, content_type="application/strategic-merge-patch+json",
+                                 ok=(422,))
+    assert status == 422 and "metadata.uid" in body["message"], body
+    assert condition["type"] not in {c["type"] for c in s.pod(ns, pod["metadata"]["name"])["status"]["conditions"]}
+    patch["metadata"]["uid"] = pod["metadata"]["uid"]
+    s.api.request("PATCH", path, patch, content_type="application/strategic-merge-patch+json")
+    got = {c["type"]: c["status"] for c in s.pod(ns, pod["metadata"]["name"])["status"]["conditions"]}
+    assert got[condition["type"]] == "False"
+
+
 def test_eviction_without_pdb_writes_disruption_target(scenario, release, control_plane):
     s = scenario("facts-evict")
     ns = s.namespace("x", None)

@@ -215,6 +215,17 @@ def test_event_body_keeps_short_messages() -> None:
     assert body["metadata"] == {"generateName": "p.", "namespace": "ml"}
 
 
+def test_action_quarantine_removes_nothing_at_the_choke_point(api: EmulatorServer, kube_client: KubeClient) -> None:
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    target, rescrape = target_of(api, seeded["pod"]), Rescrape()
+    rem = Remediator(kube_client, open_policy(), rescrape, new_metrics(), action="quarantine")
+    before = len(api.emulator.request_log)
+    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    assert (outcome.result, rescrape.calls) == ("skip", 0)  # not even the confirmation scrape
+    assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
+    assert api.emulator.request_log[before:] == []  # no API request at all: no delete, no eviction, no Event
+
+
 # -- dry-run -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("namespace", "dry_run"), [(NS, True), ("obs", False)])
 def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_client: KubeClient, namespace: str,

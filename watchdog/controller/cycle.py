@@ -352,8 +352,6 @@ class Watchdog:
             self.policy.episode_over(target.uid, key)
 
     def _act(self, target: ScrapeTarget, pod: PodRecord, report: CycleReport) -> None:
-        if self.config.action == "quarantine":  # drain through the readiness gate only, never remove
-            return
         for _key, engine in sorted(pod.engines.items()):
             if engine.verdict is None or not engine.verdict.stalled or engine.last is None:
                 continue

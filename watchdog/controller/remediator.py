@@ -125,6 +125,8 @@ class Remediator:
 
     def _remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
                    signals: tuple[Selector, ...], history: tuple[Entry, ...]) -> Remediation:
+        if self.action == "quarantine":  # drain through the readiness gate only: this choke point removes nothing
+            return Remediation("skip", "action quarantine: the readiness gate drains, nothing is removed")
         now = self.clock()
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
@@ -175,6 +177,8 @@ class Remediator:
         return dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
 
     def _remove(self, target: ScrapeTarget, key: str, evidence: Say, now: float) -> Remediation:
+        if self.action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
+            raise AssertionError(f"action {self.action!r} removes nothing")
         verb = "evict" if self.action == "evict" else "delete"
         try:
             if verb == "evict":
