@@ -87,6 +87,22 @@ def test_a_log_that_cannot_be_read_never_stops_the_deletion(api: EmulatorServer,
     assert line.__dict__["evidence"]["log"] == f"log unavailable: {failure}"
 
 
+def test_evidence_that_cannot_be_written_never_stops_the_deletion(api: EmulatorServer, kube_client: KubeClient,
+                                                                  caplog: pytest.LogCaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    target = target_of(api, seed_deployment(api, NS, "llama", "10.0.0.5", 8000)["pod"])
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("the record could not be built")
+
+    monkeypatch.setattr("watchdog.controller.evidence.build_record", broken)
+    with caplog.at_level(logging.INFO):
+        outcome = remediator(kube_client, lines=0).remediate(target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY)
+    assert outcome.result == "deleted" and api.get_pod(NS, target.name) is None
+    assert [r.getMessage() for r in records(caplog)] == [f"evidence for {target.ref} could not be written"]
+    assert "evidence:" not in " ".join(e["message"] for e in api.list_events(NS))  # no pointer to nothing
+
+
 def test_dry_run_keeps_the_evidence_with_the_cycles_values(api: EmulatorServer, kube_client: KubeClient,
                                                            caplog: pytest.LogCaptureFixture) -> None:
     target = target_of(api, seed_deployment(api, NS, "llama", "10.0.0.5", 8000)["pod"])

@@ -64,11 +64,11 @@ class Rig:
         self.policy = DeletionPolicy(Rails(), started=0.0)
         self.q = Quarantine(self.kube, self.metrics, EventRecorder(self.kube, self.metrics),
                             rails or QuarantineRails(quarantine_after_seconds=60.0), enabled=True,
-                            leader=lambda: self.is_leader, clock=self.clock, wall_clock=lambda: 1.7e9)
+                            clock=self.clock, wall_clock=lambda: 1.7e9)
 
     def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[ScrapeTarget, PodRecord]]) -> list[str]:
         self.q.observe([(None, pods)])
-        return self.q.run(judged, self.policy)
+        return self.q.run(judged, self.policy, self.is_leader)
 
     def metric(self, name: str, **labels: str) -> float | None:
         return self.metrics.registry.get_sample_value(name, labels)
@@ -132,6 +132,36 @@ def test_owner_share_holds_within_one_cycle() -> None:
     rig.cycle(pods, [(target(u), record("stalled", 130.0)) for u in "abc"])
     assert rig.statuses() == [("pod-a", "False"), ("pod-b", "False")]
     assert rig.metric("vllm_watchdog_quarantine_held_total", rule="owner_share") == 1
+
+
+def test_owner_share_counts_the_drains_of_earlier_cycles() -> None:
+    rig = Rig()  # fraction 0.5 of 4 pods: 2 may be drained, whichever cycle drained them
+    pods = [listed(u) for u in "abcd"]
+    rig.cycle(pods, [(target("a"), record("stalled", 130.0))])
+    rig.cycle(pods, [(target("b"), record("stalled", 130.0))])  # the LIST still shows a as True: written wins
+    rig.cycle(pods, [(target(u), record("stalled", 130.0)) for u in "cd"])
+    assert rig.statuses() == [("pod-a", "False"), ("pod-b", "False")]
+    assert rig.metric("vllm_watchdog_quarantine_held_total", rule="owner_share") == 2
+
+
+def test_a_namespace_breaker_holds_the_drain_there() -> None:
+    rig = Rig()
+    rig.policy.begin_cycle(1000.0, watched=10, bad=0, namespaces={"ns": (3, 3)})  # its breaker opens
+    assert rig.policy.namespace_breaker_open("ns", rig.clock())
+    rig.cycle([listed(u) for u in "ab"], [(target("a"), record("stalled", 130.0))])
+    assert rig.patches == []
+    assert rig.metric("vllm_watchdog_quarantine_held_total", rule="namespace_breaker") == 1
+
+
+def test_a_new_leader_starts_from_the_listing_not_from_what_it_wrote_before() -> None:
+    rig = Rig()
+    pods = [listed(u) for u in "ab"]
+    rig.cycle(pods, [(target("a"), record("stalled", 130.0))])  # wrote a=False
+    rig.is_leader = False
+    rig.cycle(pods, [])  # another replica leads meanwhile, and released a (the listing shows True)
+    rig.is_leader = True
+    rig.cycle(pods, [(target("a"), record("stalled", 130.0))])
+    assert rig.statuses() == [("pod-a", "False"), ("pod-a", "False")]  # written again: it did not trust its memory
 
 
 def test_dry_run_namespace_only_admits_and_releases_unless_opted_in() -> None:

@@ -45,7 +45,7 @@ from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot, ParseResult, parse_exposition
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import Profile, target_profile
-from watchdog.core.vocab import ENGINE_STATES
+from watchdog.core.vocab import ENGINE_STATES, SETTLED_STATES
 
 log = logging.getLogger("watchdog.controller.cycle")
 
@@ -109,8 +109,8 @@ class Watchdog:
                 kube, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes, clock=clock,
                 wall_clock=wall_clock))
         self.ledger = ledger
-        self.quarantine = Quarantine.from_settings(config, kube, self.metrics, self.remediator.events, leader=leader,
-                                                   clock=clock, wall_clock=wall_clock)
+        self.quarantine = Quarantine.from_settings(config, kube, self.metrics, self.remediator.events, clock=clock,
+                                                   wall_clock=wall_clock)
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.fanout = Fanout(config.workers, config.scrape_deadline_seconds)  # workers 0: sized by the fleet
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
@@ -200,7 +200,7 @@ class Watchdog:
                 self.policy.owner_ready(target.owner_key, pod.first_seen)
 
         self._rails_for_cycle(health, {str(n.get("metadata", {}).get("name")) for n in namespaces})
-        self.quarantine.run(judged, self.policy)  # the readiness gate first: it drains before any deletion
+        self.quarantine.run(judged, self.policy, self._was_leader)  # the gate first: it drains before any deletion
         for target, pod in judged:
             try:
                 self._act(target, pod, report)
@@ -347,7 +347,7 @@ class Watchdog:
         if state == "stalled" and not engine.in_episode:
             engine.in_episode = True
             self.metrics.stalls.inc()
-        elif state in ("idle", "paused", "progressing"):
+        elif state in SETTLED_STATES:
             engine.in_episode = False
             self.policy.episode_over(target.uid, key)
 

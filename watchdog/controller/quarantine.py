@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from watchdog.adapters.events import EventRecorder
@@ -26,7 +26,7 @@ from watchdog.adapters.metrics import Metrics
 from watchdog.config.settings import Settings
 from watchdog.controller.ports import Clock, KubeApi
 from watchdog.controller.state import PodRecord
-from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, utc_stamp
+from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.policy import DeletionPolicy
 from watchdog.core.quarantine import (
@@ -43,28 +43,27 @@ from watchdog.core.quarantine import (
 )
 
 log = logging.getLogger("watchdog.controller.quarantine")
-_STATUS: Mapping[Change, str] = {"admitted": "True", "quarantined": "False", "released": "True"}
 
 
 def _evidence(pod: PodRecord) -> str:
-    """The worst engine series of ``pod`` in one phrase (stalled before suspect, then the longest stall)."""
+    """The worst engine series of ``pod`` in one phrase (stalled before suspect, then the longest stall); its
+    key is pod-controlled: escaped (the condition message, the Event and the log carry it)."""
     known = [(key, e.verdict) for key, e in sorted(pod.engines.items()) if e.verdict is not None]
     if not known:
         return "no engine series known"
     key, v = max(known, key=lambda kv: (kv[1].state == "stalled", kv[1].stalled_for_s))
     running = "unknown" if v.running is None else f"{v.running:g}"
-    engine = f"engine {{{key[:120]}}} " if key else "engine "
-    return f"{engine}{v.state}: no progress for {v.stalled_for_s:.0f} s, {running} requests running"
+    engine = escape_controls(engine_phrase(key).strip() or "engine")
+    return f"{engine} {v.state}: no progress for {v.stalled_for_s:.0f} s, {running} requests running"
 
 
 class Quarantine:
     """The readiness gate writer; inert (``enabled`` False) unless the setting ``quarantine`` is on."""
 
     def __init__(self, kube: KubeApi, metrics: Metrics, events: EventRecorder, rails: QuarantineRails, *,
-                 enabled: bool, leader: Callable[[], bool], clock: Clock = time.monotonic,
-                 wall_clock: Clock = time.time) -> None:
+                 enabled: bool, clock: Clock = time.monotonic, wall_clock: Clock = time.time) -> None:
         self.kube, self.metrics, self.events, self.rails = kube, metrics, events, rails
-        self.enabled, self.leader, self.clock, self.wall_clock = enabled, leader, clock, wall_clock
+        self.enabled, self.clock, self.wall_clock = enabled, clock, wall_clock
         self.fleet = Fleet({}, {}, {})
         self.written: dict[str, str] = {}  # pod UID -> gate status this replica last wrote while leader
         self._held: set[tuple[str, str]] = set()  # (pod UID, rule) already logged and counted
@@ -72,10 +71,10 @@ class Quarantine:
 
     @classmethod
     def from_settings(cls, config: Settings, kube: KubeApi, metrics: Metrics, events: EventRecorder, *,
-                      leader: Callable[[], bool], clock: Clock, wall_clock: Clock) -> Quarantine:
+                      clock: Clock, wall_clock: Clock) -> Quarantine:
         rails = QuarantineRails(config.quarantine_after_seconds, config.quarantine_max_owner_fraction,
                                 config.quarantine_in_dry_run, config.dry_run)
-        return cls(kube, metrics, events, rails, enabled=config.quarantine, leader=leader, clock=clock,
+        return cls(kube, metrics, events, rails, enabled=config.quarantine, clock=clock,
                    wall_clock=wall_clock)
 
     def observe(self, pods_by_target: Iterable[tuple[Any, Iterable[Mapping[str, Any]]]]) -> None:
@@ -88,11 +87,12 @@ class Quarantine:
         pod = self.fleet.gated.get(uid)
         return self.written.get(uid, pod.condition if pod is not None else None)
 
-    def run(self, judged: Sequence[tuple[ScrapeTarget, PodRecord]], policy: DeletionPolicy) -> list[str]:
-        """Move each judged gated pod's condition towards what its engines ask for; return the refs changed."""
+    def run(self, judged: Sequence[tuple[ScrapeTarget, PodRecord]], policy: DeletionPolicy, leader: bool,
+            ) -> list[str]:
+        """Move each judged gated pod's condition towards what its engines ask for; return the refs changed.
+        ``leader``: this replica holds the Lease this cycle (the cycle's own reading of it)."""
         if not self.enabled:
             return []
-        leader = self.leader()
         if not leader or not self._was_leader:
             self.written.clear()  # a standby writes nothing; a new leader starts from the LIST
         self._was_leader = leader
@@ -150,7 +150,7 @@ class Quarantine:
             log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, result,
                      extra=facts(target, result=result))
             return False
-        self.written[target.uid] = _STATUS[change]
+        self.written[target.uid] = condition["status"]
         self.metrics.quarantine_changes.labels(change).inc()
         log.log(logging.INFO if change == "admitted" else logging.WARNING, "readiness gate of %s %s: %s=%s (%s)",
                 target.ref, change, GATE_CONDITION, condition["status"], evidence,
@@ -159,10 +159,7 @@ class Quarantine:
             reason = REASON_QUARANTINED if change == "quarantined" else REASON_RELEASED
             what = ("taken out of its Services' endpoints" if change == "quarantined" else
                     "back in its Services' endpoints")
-            self._event(target, reason, f"Pod {target.ref} {what}: readiness gate {GATE_CONDITION}="
-                                        f"{condition['status']}; {evidence}.")
+            self.events.on_pod_and_owner(target, reason, f"Pod {target.ref} {what}: readiness gate "
+                                                         f"{GATE_CONDITION}={condition['status']}; {evidence}.")
         self._held = {k for k in self._held if k[0] != target.uid}
         return True
-
-    def _event(self, target: ScrapeTarget, reason: str, message: str) -> None:
-        self.events.on_pod_and_owner(target, reason, message)

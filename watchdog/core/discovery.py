@@ -106,8 +106,16 @@ def _scrapable_ip(text: Any, allow_loopback: bool = False) -> bool:
     return is_scrapable(text, allow_loopback=allow_loopback)
 
 
+def condition(status: Mapping[str, Any], kind: str) -> str | None:
+    """The ``status`` ("True", "False", ...) of the pod condition of type ``kind``, or None when absent."""
+    for c in status.get("conditions") or []:
+        if c.get("type") == kind:
+            return str(c.get("status"))
+    return None
+
+
 def _is_ready(status: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return condition(status, "Ready") == "True"
 
 
 def has_gate(pod: Mapping[str, Any]) -> bool:
@@ -119,8 +127,7 @@ def has_gate(pod: Mapping[str, Any]) -> bool:
 def _gated_and_loaded(pod: Mapping[str, Any]) -> bool:
     """The pod declares the readiness gate and its containers are ready (its model is loaded): it is not Ready
     until the watchdog admits it (:mod:`watchdog.core.quarantine`), so it is judged from here on."""
-    return has_gate(pod) and any(c.get("type") == "ContainersReady" and c.get("status") == "True"
-                                 for c in (pod.get("status") or {}).get("conditions") or [])
+    return has_gate(pod) and condition(pod.get("status") or {}, "ContainersReady") == "True"
 
 
 def _declared_ports(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -51,6 +51,13 @@ def utc_stamp(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def engine_phrase(engine: str) -> str:
+    """`` engine {<key>}`` for a message (the key cut to MAX_ENGINE_KEY), or "" for the one unlabelled series."""
+    if len(engine) > MAX_ENGINE_KEY:
+        engine = engine[: MAX_ENGINE_KEY - 3] + "..."
+    return f" engine {{{engine}}}" if engine else ""
+
+
 def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, since: dt.datetime | None, *,
                   rule: str = "", why: str = "", evidence: str = "") -> str:
     """The Event message for a decision on a stalled engine, facts first, so the head survives the 1 KiB cut:
@@ -60,8 +67,6 @@ def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, sin
     ``rule`` and ``why`` that held it back; last the short ``evidence`` pointer (where the full record is). Built
     from the verdict's structured fields, never its reason sentence; :func:`event_body` escapes control
     characters and cuts it."""
-    if len(engine) > MAX_ENGINE_KEY:
-        engine = engine[: MAX_ENGINE_KEY - 3] + "..."
     load = f"{number(verdict.running)} requests running"
     if verdict.waiting is not None:
         load += f" ({number(verdict.waiting)} waiting)"
@@ -73,7 +78,7 @@ def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, sin
         because = f"{stalled}; dry-run, {why}"
     else:
         because = f"{stalled}; {why}" if why else stalled
-    return (f"{_WHAT[outcome]} {pod}" + (f" engine {{{engine}}}" if engine else "")
+    return (f"{_WHAT[outcome]} {pod}" + engine_phrase(engine)
             + f": no progress for {verdict.stalled_for_s:.0f} s, {load}, frozen {frozen}"
             + (f" since {utc_stamp(since)}" if since is not None else "") + f". Why: {because}."
             + (f" {evidence}." if evidence else ""))

@@ -24,11 +24,11 @@ from watchdog.core.detector import Sample, Verdict
 from watchdog.core.events import MAX_ENGINE_KEY, utc_stamp
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.profiles import Selector
+from watchdog.core.vocab import EPISODE_STATES
 
 #: Samples kept per engine series in an episode (the newest win): at the default 15 s interval, 8 minutes.
 HISTORY_LEN = 32
 #: The verdicts that open or continue an episode's history; any other state (idle, paused, progressing) ends it.
-_EPISODE = frozenset({"suspect", "stalled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ def remember(history: deque[Entry] | None, sample: Sample, verdict: Verdict,
              signals: tuple[Selector, ...]) -> deque[Entry] | None:
     """The history after ``sample`` (judged ``verdict``): opened by a suspect or stalled verdict, continued by
     those and by unknown ones (a failed scrape inside the episode is evidence too), dropped (None) by any other."""
-    if verdict.state not in _EPISODE and (history is None or verdict.state != "unknown"):
+    if verdict.state not in EPISODE_STATES and (history is None or verdict.state != "unknown"):
         return None
     if history is None:
         history = deque(maxlen=HISTORY_LEN)

@@ -54,6 +54,11 @@ class OwnerRef:
     uid: str
 
 
+def owner_key(namespace: str, owner: OwnerRef | None) -> str | None:
+    """``namespace/Kind/name`` of a pod's controller owner: the unit of the per-owner rules (deletion, drain)."""
+    return f"{namespace}/{owner.kind}/{owner.name}" if owner else None
+
+
 @dataclass(frozen=True)
 class ScrapeTarget:
     """One pod to scrape this cycle. ``url`` is ``http://{ip}:{port}{path}``; ``mode`` comes from the
@@ -87,4 +92,4 @@ class ScrapeTarget:
     @property
     def owner_key(self) -> str | None:
         """``namespace/Kind/name`` of the controller owner (the unit of the per-owner deletion rule)."""
-        return f"{self.namespace}/{self.owner.kind}/{self.owner.name}" if self.owner else None
+        return owner_key(self.namespace, self.owner)

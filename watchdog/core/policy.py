@@ -192,8 +192,7 @@ class DeletionPolicy:
         if self.breaker_open(now):
             return Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled at once, "
                                                 "more likely a network or monitoring fault")
-        until = self._namespace_breakers.get(namespace)
-        if until is not None and now < until:
+        if self.namespace_breaker_open(namespace, now):
             return Decision("defer", "namespace_breaker", f"the breaker of namespace {namespace} is open: too many "
                                                           "of its pods look stalled or cannot be judged")
         if not self.budget_known:

@@ -26,16 +26,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watchdog.core.discovery import controller_of, has_gate
-from watchdog.core.model import GATE_CONDITION
-from watchdog.core.vocab import QuarantineChange, QuarantineHold
+from watchdog.core.discovery import condition, controller_of, has_gate
+from watchdog.core.model import GATE_CONDITION, owner_key
+from watchdog.core.vocab import SETTLED_STATES, QuarantineChange, QuarantineHold
 
 __all__ = ["GATE_CONDITION", "Fleet", "GatedPod", "Hold", "OwnerShare", "QuarantineRails", "change_for",
            "drain_hold", "gate_condition", "read_fleet", "wanted"]
 #: The condition's ``reason`` for each status the watchdog writes.
 REASON_PROGRESSING = "EngineProgressing"
 REASON_QUARANTINED = "EngineStalled"
-GOOD_STATES = frozenset({"idle", "paused", "progressing"})
 
 Want = Literal["drain", "release", "hold"]
 Change = QuarantineChange
@@ -81,17 +80,9 @@ class Hold:
     why: str
 
 
-def _condition(status: Mapping[str, Any], kind: str) -> str | None:
-    for c in status.get("conditions") or []:
-        if c.get("type") == kind:
-            return str(c.get("status"))
-    return None
-
-
 def owner_key_of(meta: Mapping[str, Any]) -> str | None:
     """``namespace/Kind/name`` of the pod's controller owner (as :attr:`ScrapeTarget.owner_key`)."""
-    ref = controller_of(meta)
-    return f"{meta.get('namespace')}/{ref.kind}/{ref.name}" if ref else None
+    return owner_key(str(meta.get("namespace")), controller_of(meta))
 
 
 def read_fleet(pods: Iterable[Mapping[str, Any]]) -> Fleet:
@@ -107,12 +98,12 @@ def read_fleet(pods: Iterable[Mapping[str, Any]]) -> Fleet:
             continue
         seen.add(uid)
         owner = owner_key_of(meta)
-        ready = _condition(status, "Ready") == "True"
+        ready = condition(status, "Ready") == "True"
         if owner is not None:
             owner_pods[owner] += 1
             owner_ready[owner] += ready
         if has_gate(pod):
-            gated[uid] = GatedPod(uid, owner, ready, _condition(status, GATE_CONDITION))
+            gated[uid] = GatedPod(uid, owner, ready, condition(status, GATE_CONDITION))
     return Fleet(gated, dict(owner_pods), dict(owner_ready))
 
 
@@ -123,7 +114,7 @@ def wanted(states: Iterable[tuple[str, float]], after_s: float) -> Want:
     seen = list(states)
     if any(s == "stalled" or (s == "suspect" and t >= after_s) for s, t in seen):
         return "drain"
-    if seen and all(s in GOOD_STATES for s, _ in seen):
+    if seen and all(s in SETTLED_STATES for s, _ in seen):
         return "release"
     return "hold"
 

@@ -36,6 +36,9 @@ QuarantineChange = Literal["admitted", "quarantined", "released"]
 QuarantineHold = Literal["dry_run", "paused", "breaker", "namespace_breaker", "owner_share", "last_ready"]
 
 ENGINE_STATES: tuple[EngineState, ...] = get_args(EngineState)
+#: The states of a stall episode (the detector's clock runs), and those that end one (unknown does neither).
+EPISODE_STATES: frozenset[EngineState] = frozenset({"suspect", "stalled"})
+SETTLED_STATES: frozenset[EngineState] = frozenset({"idle", "paused", "progressing"})
 SCRAPE_OUTCOMES: tuple[ScrapeOutcome, ...] = get_args(ScrapeOutcome)
 SCRAPE_ERRORS: frozenset[ScrapeOutcome] = frozenset(SCRAPE_OUTCOMES) - {"ok", "prometheus_unknown",
                                                                          "prometheus_error"}
