@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import watchdog.adapters.scrape as scrape
+from watchdog.adapters import connect
 from watchdog.adapters.scrape import REASONS, ScrapeError, ScrapeLimits, Scraper
 
 BODY = b'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
@@ -201,7 +201,7 @@ def test_cap_applies_to_plain_body(serve: Callable[[Handler], str]) -> None:
     assert len(Scraper(limits).fetch(serve(answer(Seen(), http("200 OK", b"x" * 2000))))) == 2000
 
 
-class CountingConnection(scrape.HTTPConnection):
+class CountingConnection(connect.HTTPConnection):
     connects = 0
 
     def connect(self) -> None:
@@ -210,7 +210,7 @@ class CountingConnection(scrape.HTTPConnection):
 
 
 def test_refused_is_retried_once_then_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scrape, "HTTPConnection", CountingConnection)
+    monkeypatch.setattr(connect, "HTTPConnection", CountingConnection)
     monkeypatch.setattr(CountingConnection, "connects", 0)
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
@@ -222,7 +222,7 @@ def test_refused_is_retried_once_then_reported(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_refused_is_not_retried_when_the_deadline_leaves_no_room(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scrape, "HTTPConnection", CountingConnection)
+    monkeypatch.setattr(connect, "HTTPConnection", CountingConnection)
     monkeypatch.setattr(CountingConnection, "connects", 0)
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
@@ -305,7 +305,7 @@ def test_https_is_verified_against_certifis_bundle(serve: Callable[[Handler], st
     url = serve(tls(respond(BODY))).replace("http://", "https://")
     error = reason_of(Scraper(), url)  # self-signed: not in certifi's bundle
     assert error.reason == "connection" and "CERTIFICATE_VERIFY_FAILED" in str(error)
-    monkeypatch.setattr(scrape.certifi, "where", lambda: str(TLS / "localhost.crt"))  # now it is trusted
+    monkeypatch.setattr(connect.certifi, "where", lambda: str(TLS / "localhost.crt"))  # now it is trusted
     assert Scraper().fetch(url) == BODY
 
 

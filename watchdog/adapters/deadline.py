@@ -2,10 +2,8 @@
 
 A per-read timeout alone restarts with every dripped byte, so a server sending one byte a second never times
 out. Each fetch arms a :class:`DeadlineGuard`; one thread (:data:`DEADLINES`) fires every guard at its deadline
-and shuts the socket of that fetch down, which wakes any blocked read. The scraper attaches its connection's
-socket itself; :class:`GuardedAdapter` is the ``requests`` transport adapter (Prometheus queries) whose urllib3
-connections attach their socket to the calling thread's guard (:data:`ACTIVE`); the pod-log read attaches its
-urllib3 response.
+and shuts the socket of that fetch down, which wakes any blocked read. The scraper and the Prometheus client
+attach their connection's socket once connected; the pod-log read attaches its urllib3 response.
 """
 
 from __future__ import annotations
@@ -16,10 +14,6 @@ import socket
 import threading
 import time
 from typing import Any
-
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 
 class DeadlineGuard:
@@ -87,36 +81,3 @@ class _Deadlines:
 
 
 DEADLINES = _Deadlines()
-ACTIVE = threading.local()  # .guard: the DeadlineGuard of this thread's fetch in progress
-
-
-class _GuardMixin:
-    sock: socket.socket | None
-
-    def getresponse(self) -> Any:
-        guard = getattr(ACTIVE, "guard", None)
-        if guard is not None:
-            guard.attach(self.sock)
-        return super().getresponse()  # type: ignore[misc]
-
-
-class _GuardedHTTPConnection(_GuardMixin, HTTPConnection):
-    pass
-
-
-class _GuardedHTTPSConnection(_GuardMixin, HTTPSConnection):
-    pass
-
-
-class _GuardedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _GuardedHTTPConnection
-
-
-class _GuardedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _GuardedHTTPSConnection
-
-
-class GuardedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}

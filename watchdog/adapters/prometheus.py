@@ -8,11 +8,12 @@ server is cut by the same deadline guard as a scrape), sends a body over ``max_b
 error``, adds ``warnings`` (a partial answer: Thanos/Mimir with a store down) or sends anything that is not
 the documented JSON.
 
-The request: no redirects, nothing from the environment (``trust_env`` off: no proxies, netrc or CA bundle
-variables), ``Accept-Encoding: identity`` (no decompression at all), ``Authorization: Bearer <token>`` read
-from ``bearer_token_file`` at every query (a projected token rotates), else ``Basic`` from ``username_file`` and
-``password_file`` (a mounted ``kubernetes.io/basic-auth`` Secret; also re-read), ``X-Scope-OrgID: <tenant>``
-for multi-tenant engines (Mimir, Cortex), TLS verified against ``ca_file`` when set (else the system store).
+The request, on the scraper's bare connection (:mod:`watchdog.adapters.connect`) under the same deadline guard:
+no redirects, nothing from the environment (no proxies, netrc or CA bundle variables), ``Accept-Encoding:
+identity`` (no decompression at all), ``Authorization: Bearer <token>`` read from ``bearer_token_file`` for
+every batch of queries (a projected token rotates), else ``Basic`` from ``username_file`` and ``password_file``
+(a mounted ``kubernetes.io/basic-auth`` Secret; also re-read), ``X-Scope-OrgID: <tenant>`` for multi-tenant
+engines (Mimir, Cortex), TLS verified against ``ca_file`` when set, else certifi's bundle.
 :meth:`query_each` runs several queries at once (one thread each, at most 4), answers as they arrive.
 """
 
@@ -22,17 +23,20 @@ import base64
 import json
 import math
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from http.client import HTTPException
 from typing import Any
 
-import requests
 import urllib3.exceptions
+from urllib3.connection import HTTPConnection
+from urllib3.response import BaseHTTPResponse
 
 from watchdog import __version__
-from watchdog.adapters.deadline import ACTIVE, DeadlineGuard, GuardedAdapter
+from watchdog.adapters.connect import connection
+from watchdog.adapters.deadline import DeadlineGuard
 from watchdog.core.promql import Series, auth_problem, tenant_problem, url_problem
 
 __all__ = ["PrometheusClient", "PrometheusError", "PrometheusLimits"]
@@ -63,7 +67,7 @@ class PrometheusLimits:
 
 
 class PrometheusClient:
-    """Instant queries against one Prometheus; thread-safe (a session per call)."""
+    """Instant queries against one Prometheus; thread-safe (a connection per query)."""
 
     def __init__(self, limits: PrometheusLimits) -> None:
         if problem := url_problem(limits.url):
@@ -73,7 +77,9 @@ class PrometheusClient:
         if limits.tenant is not None and (problem := tenant_problem(limits.tenant)):
             raise ValueError(f"Prometheus tenant {limits.tenant!r} {problem}")
         self.limits = limits
-        self.endpoint = limits.url.rstrip("/") + "/api/v1/query"
+        parts = urllib.parse.urlsplit(limits.url.rstrip("/") + "/api/v1/query")
+        self._scheme, self._host, self._path = parts.scheme, str(parts.hostname), parts.path
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
 
     def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]:
         """``(index, rows)`` of each of ``queries`` as its answer arrives (at most 4 in flight), so the caller
@@ -118,33 +124,30 @@ class PrometheusClient:
         if remaining <= 0:
             raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s")
         guard = DeadlineGuard(deadline)
-        ACTIVE.guard = guard
-        session = requests.Session()
-        session.trust_env = False
-        adapter = GuardedAdapter(pool_connections=1, pool_maxsize=1, max_retries=0)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        response: requests.Response | None = None
+        conn: HTTPConnection | None = None
         try:
-            request = requests.Request("POST", self.endpoint, headers=headers,
-                                       data={"query": promql, "time": f"{at:.3f}"}).prepare()
-            response = adapter.send(request, stream=True, timeout=(remaining, remaining),
-                                    verify=limits.ca_file or True)
-            return self._read(response, guard)
+            conn = connection(self._scheme, self._host, self._port, remaining, limits.ca_file)
+            conn.connect()
+            guard.attach(conn.sock)
+            conn.timeout = max(0.001, deadline - time.monotonic())
+            form = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"}).encode()
+            conn.request("POST", self._path, body=form, headers=headers, preload_content=False,
+                         decode_content=False)
+            return self._read(conn.getresponse(), guard)
         except PrometheusError:
             raise
-        except (requests.RequestException, urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
-            if guard.fired or isinstance(exc, requests.exceptions.Timeout):
+        except (urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
+            timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(
+                exc, urllib3.exceptions.NewConnectionError)  # urllib3 files a refused connection under timeouts
+            if guard.fired or timed_out:
                 raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s") from None
             raise PrometheusError(f"Prometheus {limits.url} unreachable: {_why(exc)}") from None
         finally:
-            ACTIVE.guard = None
             guard.disarm()
-            if response is not None:
-                response.close()
-            session.close()
+            if conn is not None:
+                conn.close()
 
-    def _read(self, response: requests.Response, guard: DeadlineGuard) -> bytes:
+    def _read(self, response: BaseHTTPResponse, guard: DeadlineGuard) -> bytes:
         cap = self.limits.max_bytes
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("identity", ""):
@@ -154,7 +157,7 @@ class PrometheusClient:
         while True:
             if guard.fired or time.monotonic() >= guard.deadline:
                 raise PrometheusError(f"Prometheus {self.limits.url}: no answer within {self.limits.timeout_s:g} s")
-            chunk = response.raw.read1(_CHUNK, decode_content=False)
+            chunk = response.read1(_CHUNK, decode_content=False)
             if not chunk:
                 break
             size += len(chunk)
@@ -164,11 +167,11 @@ class PrometheusClient:
         if guard.fired:
             raise PrometheusError(f"Prometheus {self.limits.url}: no answer within {self.limits.timeout_s:g} s")
         body = b"".join(parts)
-        if not 200 <= response.status_code < 300:
+        if not 200 <= response.status < 300:
             detail = _error_text(body)
-            raise PrometheusError(f"Prometheus answered HTTP {response.status_code}"
+            raise PrometheusError(f"Prometheus answered HTTP {response.status}"
                                   + (f": {detail}" if detail else "")
-                                  + (" (redirect not followed)" if 300 <= response.status_code < 400 else ""))
+                                  + (" (redirect not followed)" if 300 <= response.status < 400 else ""))
         return body
 
 

@@ -29,21 +29,18 @@ from __future__ import annotations
 
 import functools
 import re
-import ssl
-import threading
 import time
 from dataclasses import dataclass
 from http.client import HTTPException
 from urllib.parse import urlsplit
 
-import certifi
 import tenacity
 import urllib3.exceptions
-from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connection import HTTPConnection
 from urllib3.response import BaseHTTPResponse
-from urllib3.util.ssl_ import create_urllib3_context
 
 from watchdog import __version__
+from watchdog.adapters.connect import connection
 from watchdog.adapters.deadline import DeadlineGuard
 from watchdog.adapters.inflate import Inflater
 from watchdog.adapters.scrape_errors import REASONS, ScrapeError, ScrapeLimits
@@ -77,8 +74,6 @@ class Scraper:
 
     def __init__(self, limits: ScrapeLimits | None = None) -> None:
         self.limits = limits or ScrapeLimits()
-        self._tls: ssl.SSLContext | None = None
-        self._lock = threading.Lock()
         self._retrying = tenacity.Retrying(  # refused/reset once more after 50 ms (if _attempt says the time allows)
             retry=tenacity.retry_if_exception_type(_Retryable), wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
             stop=tenacity.stop_after_attempt(2), reraise=True)
@@ -95,19 +90,6 @@ class Scraper:
     def close(self) -> None:
         """Nothing to release: every scrape opens and closes its own connection. The scraper stays usable."""
 
-    def _connection(self, target: _Url, connect_timeout: float) -> HTTPConnection:
-        if target.scheme == "http":
-            return HTTPConnection(target.host, target.port, timeout=connect_timeout)
-        return HTTPSConnection(target.host, target.port, timeout=connect_timeout, ssl_context=self._tls_context())
-
-    def _tls_context(self) -> ssl.SSLContext:
-        with self._lock:
-            if self._tls is None:  # certifi's bundle, not the system's or $SSL_CERT_FILE (as requests did)
-                context = create_urllib3_context()
-                context.load_verify_locations(cafile=certifi.where())
-                self._tls = context
-            return self._tls
-
     def _attempt(self, target: _Url, deadline: float) -> bytes:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -115,12 +97,12 @@ class Scraper:
         guard = DeadlineGuard(deadline)
         conn: HTTPConnection | None = None
         try:
-            conn = self._connection(target, min(self.limits.connect_timeout_s, remaining))
+            conn = connection(target.scheme, target.host, target.port, min(self.limits.connect_timeout_s, remaining))
             conn.connect()
             guard.attach(conn.sock)
             conn.timeout = max(0.001, deadline - time.monotonic())  # every read from here on: the time left
             conn.request("GET", target.path, headers=_HEADERS, preload_content=False, decode_content=False)
-            return self._read_body(conn, conn.getresponse(), guard)
+            return self._read_body(conn.getresponse(), guard)
         except ScrapeError:
             raise
         except (urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
@@ -134,7 +116,7 @@ class Scraper:
             if conn is not None:
                 conn.close()
 
-    def _read_body(self, conn: HTTPConnection, response: BaseHTTPResponse, guard: DeadlineGuard) -> bytes:
+    def _read_body(self, response: BaseHTTPResponse, guard: DeadlineGuard) -> bytes:
         if not 200 <= response.status < 300:
             detail = f"HTTP {response.status} {response.reason or ''}".strip()
             if 300 <= response.status < 400:

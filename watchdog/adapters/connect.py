@@ -1,0 +1,30 @@
+"""I/O: one bare HTTP/1.1 connection (urllib3's, the transport ``requests`` uses underneath) for the scraper and
+the Prometheus client: no pool (neither reuses connections: pods and Prometheus are asked once per cycle), no
+proxy, netrc or CA variables from the environment, HTTPS verified against ``ca_file`` or else certifi's bundle
+(as ``requests`` did). The callers bound the request with a :class:`~watchdog.adapters.deadline.DeadlineGuard`
+attached to the socket once connected."""
+
+from __future__ import annotations
+
+import ssl
+from functools import lru_cache
+
+import certifi
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.util.ssl_ import create_urllib3_context
+
+
+def connection(scheme: str, host: str, port: int, connect_timeout_s: float,
+               ca_file: str | None = None) -> HTTPConnection:
+    """A not yet connected ``http``/``https`` connection to ``host``:``port``."""
+    if scheme == "http":
+        return HTTPConnection(host, port, timeout=connect_timeout_s)
+    return HTTPSConnection(host, port, timeout=connect_timeout_s, ssl_context=tls_context(ca_file or certifi.where()))
+
+
+@lru_cache(maxsize=8)
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """A verifying TLS client context trusting ``ca_file`` only (built once per file: it is read-only after)."""
+    context = create_urllib3_context()
+    context.load_verify_locations(cafile=ca_file)
+    return context
