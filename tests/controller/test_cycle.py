@@ -3,7 +3,9 @@ vLLM pods on 127.0.0.x, and a fake monotonic clock advanced 15 s per cycle so wi
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -345,3 +347,40 @@ def test_a_pod_that_never_answered_is_one_unknown_engine_and_its_failure_and_rec
         assert (record.outcome, record.outcome_since, record.scraped_at, record.scrape_detail) == ("ok", 60.0, 75.0, "")
     finally:
         rig.close()
+
+
+class _Cyclic:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_cycle_runs_without_automatic_collections_and_frees_its_cyclic_garbage_at_the_end(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig.deployment("busy", rig.sim("127.0.0.7", "progressing"))
+    seen: list[bool] = []
+    garbage: list[weakref.ref[_Cyclic]] = []
+    original = Watchdog._judge
+
+    def judge(self: Watchdog, *args: Any) -> Any:
+        seen.append(gc.isenabled())  # inside the cycle, in the middle of judging
+        garbage.append(weakref.ref(_Cyclic()))  # unreachable at once, freed only by a collection
+        return original(self, *args)
+
+    monkeypatch.setattr(Watchdog, "_judge", judge)
+    assert gc.isenabled()
+    report = rig.cycle()
+    assert report.scrapes == {"ok": 1}
+    assert seen == [False]
+    assert gc.isenabled()  # restored
+    assert len(garbage) == 1 and garbage[0]() is None  # the collection at the end of the cycle freed it
+
+    gc.disable()  # a caller that paused collections itself keeps them paused, and nothing is collected for it
+    try:
+        rig.cycle()
+        assert not gc.isenabled()
+        assert garbage[1]() is not None
+    finally:
+        gc.enable()
+        gc.collect()

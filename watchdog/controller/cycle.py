@@ -72,8 +72,16 @@ def rails_from(config: Settings) -> Rails:
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside. A pod LIST decodes into ~100 containers per pod (no reference
-    cycles: reference counting frees them); collections while they lived cost 10% of a 2,000-pod cycle's CPU."""
+    """No automatic cyclic garbage collection inside.
+
+    A cycle allocates hundreds of thousands of short-lived containers (LISTed pods, Prometheus answers: one dict
+    per row, parsed bodies) that reference counting frees; automatic collections while they live scanned them
+    again and again (a fifth of a 10,000-series Prometheus cycle's CPU, 10% of a 2,000-pod LIST cycle). At the
+    end one collection of the youngest generation -- where everything the cycle allocated still is, no
+    collection having run -- frees the cyclic garbage the cycle made (exceptions with tracebacks, connections),
+    so memory stays bounded by one cycle's work; it costs what the cycle's survivors cost to traverse once.
+    Process-wide: the scrape threads and informers run paused while a cycle is running. A caller that paused
+    collections itself keeps them paused, and nothing is collected for it."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -81,6 +89,7 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+            gc.collect(0)
 
 
 class Watchdog:
@@ -146,7 +155,8 @@ class Watchdog:
         """Discover, scrape, detect and act once. Raises only when discovery itself fails (KubeError)."""
         self.last_started = self.clock()
         try:
-            return self._cycle()
+            with _gc_paused():
+                return self._cycle()
         finally:
             self.last_ended = self.clock()
 
@@ -156,15 +166,14 @@ class Watchdog:
     def _cycle(self) -> CycleReport:
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
-        with _gc_paused():  # LISTed pods (no cache: run --once, tests) are dropped before a collection sees them
-            namespaces = self.lister.list_namespaces(self.namespace_selector)
-            pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
-            found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
-                             require_controller=self.config.require_controller,
-                             allow_loopback=self.config.allow_loopback_pod_ips)
-            live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
-            self.quarantine.observe(pods_by_target)
-            del pods_by_target
+        namespaces = self.lister.list_namespaces(self.namespace_selector)
+        pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
+        found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
+                         require_controller=self.config.require_controller,
+                         allow_loopback=self.config.allow_loopback_pod_ips)
+        live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
+        self.quarantine.observe(pods_by_target)
+        del pods_by_target
         self.ever_ready = (self.ever_ready | found.ready_uids) & live
         self._forget_gone({t.uid for t in found.targets})
         report.pods, report.skipped = len(found.targets), found.skipped

@@ -195,6 +195,8 @@ class Reading:
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
         self.times: dict[PodKey, float] = {}
         self.down: set[PodKey] = set()
+        self._identity = (namespace_label, pod_label, *self.engine_labels)  # what names one engine series
+        self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
     def add(self, query: str, rows: Sequence[Series]) -> None:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored)."""
@@ -206,23 +208,31 @@ class Reading:
         if query == self.plan.up:
             self.down.update(key for labels, _, value in rows
                              if (key := _pod(labels, namespace_label, pod_label)) is not None and not value > 0)
-        width, names = len(self.plan.slots), self.engine_labels
-        slots = self.slots
-        for index in (i for i, q in enumerate(self.plan.slots) if q == query):
-            for labels, _, value in rows:  # the hot loop: one row per pod and engine series
-                namespace, name = labels.get(namespace_label), labels.get(pod_label)
-                if not namespace or not name:
+        indexes = [i for i, q in enumerate(self.plan.slots) if q == query]
+        if not indexes:
+            return
+        rows_of, row_of, get = self.slots, self._rows, self._row
+        for labels, _, value in rows:  # the hot loop: one row per pod and engine series
+            ident = tuple(map(labels.get, self._identity))
+            row = row_of.get(ident)
+            if row is None:
+                row = row_of[ident] = get(ident, rows_of)
+                if row is None:  # no pod labels: ignored
                     continue
-                pod = (namespace, name)
-                engines = slots.get(pod)
-                if engines is None:
-                    engines = slots[pod] = {}
-                engine = tuple([(n, labels[n]) for n in names if labels.get(n)])
-                row = engines.get(engine)
-                if row is None:
-                    row = engines[engine] = [None] * width
+            for index in indexes:
                 previous = row[index]
                 row[index] = value if previous is None else previous + value
+
+    def _row(self, ident: tuple[str | None, ...], rows_of: dict[PodKey, dict[Labels, list[float | None]]]
+             ) -> list[float | None] | None:
+        """The values of the engine series ``ident`` (pod labels, then engine labels) names, or None without
+        both pod labels."""
+        namespace, name, *engine_values = ident
+        if not namespace or not name:
+            return None
+        engines = rows_of.setdefault((namespace, name), {})
+        engine = tuple((n, v) for n, v in zip(self.engine_labels, engine_values, strict=True) if v)
+        return engines.setdefault(engine, [None] * len(self.plan.slots))
 
     def pods(self) -> dict[PodKey, PodReading]:
         """Every pod with a slot row: its reading."""
