@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.promfake import FakePrometheus
-from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits, decode
+from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits, decode, decode_values
 
 
 @pytest.fixture
@@ -47,16 +47,30 @@ def test_a_vector_answer_gives_its_rows(prom: FakePrometheus) -> None:
 def test_query_each_gives_every_answer_with_its_index_and_stops_at_the_first_failure(prom: FakePrometheus) -> None:
     prom.add("a", {}, 10.0, 1)
     prom.add("b", {}, 10.0, 2)
-    answers = dict(client(prom).query_each([f"sum by (x) (last_over_time({n}[60s]))" for n in "bac"], 20.0))
-    assert {i: [value for _, _, value in rows] for i, rows in answers.items()} == {0: [2.0], 1: [1.0], 2: []}
+    prom.add("a", {"x": "1", "y": "2"}, 10.0, 3)
+    queries = [(f"sum by (x, y) (last_over_time({n}[60s]))", ("y", "z", "x")) for n in "bac"]
+    answers = dict(client(prom).query_each(queries, 20.0))
+    assert {i: sorted(rows, key=str) for i, rows in answers.items()} == {  # the values of the labels asked for
+        0: [((None, None, None), 20.0, 2.0)], 1: [(("2", None, "1"), 20.0, 3.0), ((None, None, None), 20.0, 1.0)],
+        2: []}
     with pytest.raises(PrometheusError, match="bad_data"):
-        dict(client(prom).query_each(["sum by (x) (last_over_time(a[60s]))", "not promql"], 20.0))
+        dict(client(prom).query_each([("sum by (x) (last_over_time(a[60s]))", ()), ("not promql", ())], 20.0))
 
 
 def test_decoding_a_vector_row() -> None:
     body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"pod": "p"}, "value": [12.5, "+Inf"]}]}}).encode()
     assert decode(body) == [({"pod": "p"}, 12.5, float("inf"))]
+
+
+def test_decoding_only_the_values_of_the_labels_asked_for() -> None:
+    rows = [{"metric": {"pod": "p", "namespace": "n", "job": {"not": "a string"}}, "value": [1, "2"]},
+            {"metric": {"namespace": "m"}, "value": [1, "NaN"]}]
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
+    (p, m) = decode_values(body, ("namespace", "pod", "pod"))  # a label the answer does not read is never checked
+    assert p == (("n", "p", "p"), 1.0, 2.0) and m[0] == ("m", None, None) and m[2] != m[2]
+    with pytest.raises(PrometheusError, match=r"not \{metric.*\$\[0\]\.metric\.job"):
+        decode_values(body, ("job",))  # a label it reads must hold a string
 
 
 def test_the_bearer_token_is_read_from_its_file_at_every_query(prom: FakePrometheus, tmp_path: Path) -> None:
@@ -101,6 +115,7 @@ UP = 'min by (pod) (last_over_time(up{pod!=""}[60s]))'
     (200, json.dumps({"status": "success", "warnings": ["store down"],
                       "data": {"resultType": "vector", "result": []}}).encode(), "warnings"),
     (200, b"<html>not json</html>", "not JSON"),
+    (200, b"[1, 2]", "not a JSON object"),
     (200, json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}).encode(),
      "not a vector"),
     (200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode(),
@@ -143,7 +158,7 @@ def test_a_slow_or_absent_prometheus_fails_within_the_timeout(prom: FakePromethe
 
 def test_one_deadline_bounds_the_whole_batch_of_queries(prom: FakePrometheus) -> None:
     prom.delay_s = 0.4  # each answer: 0.4 s; 8 queries, 4 in flight: 0.8 s in all
-    queries = [f"sum by (x) (last_over_time(m{i}[60s]))" for i in range(8)]
+    queries = [(f"sum by (x) (last_over_time(m{i}[60s]))", ("x",)) for i in range(8)]
     start = time.monotonic()
     with pytest.raises(PrometheusError, match=r"no answer within 0\.6 s"):
         dict(client(prom, timeout_s=0.6).query_each(queries, 1.0))
@@ -153,8 +168,14 @@ def test_one_deadline_bounds_the_whole_batch_of_queries(prom: FakePrometheus) ->
 
 def test_a_deeply_nested_answer_and_a_refused_connection_are_one_line(prom: FakePrometheus) -> None:
     prom.fail = (200, b"[" * 100_000 + b"]" * 100_000)
-    with pytest.raises(PrometheusError, match="not JSON"):
+    with pytest.raises(PrometheusError, match="not a JSON object"):
         client(prom).query(UP, 1.0)
+    for nested in (b'{"status": "success", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                   b'{"status": "success", "data": {"resultType": "vector", "result": ' + b"[" * 100_000
+                   + b"]" * 100_000 + b"}}"):
+        prom.fail = (200, nested)
+        with pytest.raises(PrometheusError, match=r"not JSON|nested too deep|not \{metric"):
+            client(prom).query(UP, 1.0)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -7,6 +7,7 @@ from tests.promfake import Item, evaluate, stored
 from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
 from watchdog.core.profiles import Profile, get_profile, label_name_problem
 from watchdog.core.promql import (
+    Plan,
     PodKey,
     PodReading,
     Reading,
@@ -30,6 +31,8 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     assert queries.time == "max by (namespace, pod) (timestamp(vllm:num_requests_running))"
     assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
+    assert queries.labels_of(str(queries.slots[2])) == ("namespace", "pod", "engine", "model_name")  # not reason
+    assert queries.labels_of(queries.time) == queries.labels_of(queries.up) == ("namespace", "pod")
     sglang = plan(SGLANG, 90.5, "ns", "name")
     assert sglang.slots[0] == (
         "max by (ns, name, dp_rank, engine_type, model_name, priority) (sum by (ns, name, dp_rank, engine_type, "
@@ -72,14 +75,19 @@ def _items(text: str, extra: dict[str, str], t: float) -> list[Item]:
     return [(key, [(t - 30, -1.0), *samples]) for key, samples in stored(text, extra, t)]
 
 
+def _values(labels: dict[str, str], queries: Plan, query: str) -> tuple[str | None, ...]:
+    """A row's labels as the Prometheus client hands them over: the values of the names the query is read by."""
+    return tuple(labels.get(name) for name in queries.labels_of(query))
+
+
 def _read(profile: Profile, items: list[Item], at: float, restrict: dict[str, str] | None = None,
           ) -> dict[PodKey, PodReading]:
     queries = plan(profile, 60, "namespace", "pod", restrict)
-    reading = Reading(profile, queries, "namespace", "pod")
+    reading = Reading(profile, queries)
     for query in queries.queries():
         rows = evaluate(query, at, items)
         assert rows is not None, query
-        reading.add(query, [(labels, at, value) for labels, value in rows])
+        reading.add(query, [(_values(labels, queries, query), at, value) for labels, value in rows])
     return reading.pods()
 
 
@@ -148,13 +156,18 @@ def test_reading_outcomes() -> None:
 def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots_with_rows() -> None:
     waiting = next(i for i, s in enumerate(signal_slots(VLLM)) if s is not None and s.metric.endswith("by_reason"))
     queries = plan(VLLM, 60, "namespace", "pod")
-    reading = Reading(VLLM, queries, "namespace", "pod")
+    reading = Reading(VLLM, queries)
     pod = {"namespace": "n", "pod": "p", "engine": "0"}
-    reading.add(str(queries.slots[0]), [(pod, 9.0, 2.0)])
-    reading.add(str(queries.slots[1]), [(pod, 9.0, 7.0)])
-    reading.add(str(queries.slots[waiting]), [({**pod, "reason": "deferred"}, 9.0, 1.0),
-                                              ({**pod, "reason": "deferred", "x": "y"}, 9.0, 3.0)])
-    reading.add("something else", [(pod, 9.0, 100.0)])
+
+    def add(query: str | None, rows: list[tuple[dict[str, str], float, float]]) -> None:
+        assert query is not None
+        reading.add(query, [(_values(labels, queries, query), t, v) for labels, t, v in rows])
+
+    add(queries.slots[0], [(pod, 9.0, 2.0)])
+    add(queries.slots[1], [(pod, 9.0, 7.0)])
+    add(queries.slots[waiting], [({**pod, "reason": "deferred"}, 9.0, 1.0),
+                                 ({**pod, "reason": "deferred", "x": "y"}, 9.0, 3.0)])
+    add("something else", [(pod, 9.0, 100.0)])
     (series,) = reading.pods()[("n", "p")].parsed.series
     assert (series.running, series.waiting) == (2.0, 3.0)  # 7 waiting minus 1 + 3 deferred
     assert reading.pods()[("n", "p")].parsed.found_families == {

@@ -14,13 +14,19 @@ identity`` (no decompression at all), ``Authorization: Bearer <token>`` read fro
 every batch of queries (a projected token rotates), else ``Basic`` from ``username_file`` and ``password_file``
 (a mounted ``kubernetes.io/basic-auth`` Secret; also re-read), ``X-Scope-OrgID: <tenant>`` for multi-tenant
 engines (Mimir, Cortex), TLS verified against ``ca_file`` when set, else certifi's bundle.
-:meth:`query_each` runs several queries at once (one thread each, at most 4), answers as they arrive.
+:meth:`query_each` runs several queries at once (one thread each, at most 4), answers as they arrive, each row
+carrying only the values of the label names asked for.
+
+Decoding (``msgspec``, typed): the answer's envelope first, then its rows straight into small frozen structs of
+the wanted labels' values -- the other labels are skipped unread, every wanted value is checked to be a string,
+every row to be ``{metric: {...}, value: [time, "value"]}``. About 5 ms for the 1.5 MiB answer of 10,000 engine
+series where ``json.loads`` plus a check per row took ~30 ms (docs/scaling.md).
 """
 
 from __future__ import annotations
 
 import base64
-import json
+import functools
 import math
 import time
 import urllib.parse
@@ -30,6 +36,7 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from typing import Any
 
+import msgspec
 import urllib3.exceptions
 from urllib3.connection import HTTPConnection
 from urllib3.response import BaseHTTPResponse
@@ -81,16 +88,21 @@ class PrometheusClient:
         self._scheme, self._host, self._path = parts.scheme, str(parts.hostname), parts.path
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
 
-    def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]:
-        """``(index, rows)`` of each of ``queries`` as its answer arrives (at most 4 in flight), so the caller
-        can fold one answer in and drop it before the next; raises the first :class:`PrometheusError`. All of
-        them together get ``timeout_s`` (one deadline for the batch, not one per query); the credential files are
-        read once per batch."""
+    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float
+                   ) -> Iterator[tuple[int, list[Series]]]:
+        """``(index, rows)`` of each of ``queries`` -- (PromQL, the label names whose values its rows carry) --
+        as its answer arrives (at most 4 in flight), so the caller can fold one answer in and drop it before the
+        next; raises the first :class:`PrometheusError`. All of them together get ``timeout_s`` (one deadline for
+        the batch, not one per query); the credential files are read once per batch."""
         deadline = time.monotonic() + self.limits.timeout_s
         headers = self._headers()
+
+        def one(promql: str, labels: tuple[str, ...]) -> list[Series]:
+            return decode_values(self._post(promql, at, deadline, headers), labels)
+
         with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, max(1, len(queries))),
                                 thread_name_prefix="prometheus") as pool:
-            futures = {pool.submit(self._query, q, at, deadline, headers): i for i, q in enumerate(queries)}
+            futures = {pool.submit(one, q, labels): i for i, (q, labels) in enumerate(queries)}
             try:
                 for future in as_completed(futures):
                     yield futures[future], future.result()
@@ -98,12 +110,9 @@ class PrometheusClient:
                 for future in futures:
                     future.cancel()
 
-    def query(self, promql: str, at: float) -> list[Series]:
-        """Run ``promql`` alone as an instant query at ``at`` (Unix seconds); the decoded rows."""
-        return self._query(promql, at, time.monotonic() + self.limits.timeout_s, self._headers())
-
-    def _query(self, promql: str, at: float, deadline: float, headers: dict[str, str]) -> list[Series]:
-        return decode(self._post(promql, at, deadline, headers))
+    def query(self, promql: str, at: float) -> list[tuple[dict[str, str], float, float]]:
+        """Run ``promql`` alone as an instant query at ``at`` (Unix seconds); the rows with all their labels."""
+        return decode(self._post(promql, at, time.monotonic() + self.limits.timeout_s, self._headers()))
 
     def _headers(self) -> dict[str, str]:
         limits = self.limits
@@ -214,46 +223,98 @@ def _short(exc: BaseException) -> str:
 
 def _error_text(body: bytes) -> str:
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
+        doc = _ANSWER.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return ""
-    if isinstance(doc, dict) and isinstance(doc.get("error"), str):
-        return f"{doc.get('errorType', '')}: {doc['error'][:200]}"
+    if isinstance(doc.error, str):
+        return f"{doc.errorType or ''}: {doc.error[:200]}"
     return ""
 
 
-def decode(body: bytes) -> list[Series]:
-    """The rows of one ``/api/v1/query`` answer; raises :class:`PrometheusError` on anything else than a
-    successful ``vector`` answer without warnings (the watchdog's queries all aggregate: never a matrix)."""
+class _Data(msgspec.Struct):
+    resultType: Any = None  # Prometheus' field names
+    result: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # decoded once known to be a vector
+
+
+class _Answer(msgspec.Struct):
+    status: Any = None
+    data: _Data | None = None
+    warnings: Any = None
+    errorType: Any = None
+    error: Any = None
+
+
+_ANSWER = msgspec.json.Decoder(_Answer)
+_LIST: Any = list  # list[<a struct type made at run time>]: a type mypy cannot check
+
+
+def _rows_decoder(metric: Any) -> msgspec.json.Decoder[list[Any]]:
+    """A decoder of result rows ``{metric: <metric>, value: [time, "value"]}``."""
+    row = msgspec.defstruct("Row", [("metric", metric), ("value", tuple[float, str])], gc=False)
+    return msgspec.json.Decoder(_LIST[row])
+
+
+_ROWS = _rows_decoder(dict[str, str])
+
+
+@functools.lru_cache(maxsize=32)
+def _rows_of(labels: tuple[str, ...]) -> msgspec.json.Decoder[list[Any]]:
+    """A decoder of result rows keeping only the values of ``labels`` (the others are skipped unread), as a
+    frozen struct whose fields are those labels in that order."""
+    names = list(dict.fromkeys(labels))
+    fields = [(f"l{i}", str | None, None) for i in range(len(names))]
+    metric = msgspec.defstruct("Labels", fields, rename={f"l{i}": n for i, n in enumerate(names)}, frozen=True,
+                               gc=False)
+    return _rows_decoder(metric)
+
+
+def decode(body: bytes) -> list[tuple[dict[str, str], float, float]]:
+    """The rows of one ``/api/v1/query`` answer, each with all its labels; raises :class:`PrometheusError` on
+    anything else than a successful ``vector`` answer without warnings (see :func:`decode_values`)."""
+    return [(row.metric, t, value) for row, t, value in _decode(body, _ROWS)]
+
+
+def decode_values(body: bytes, labels: tuple[str, ...]) -> list[Series]:
+    """The rows of one ``/api/v1/query`` answer, each with the values of ``labels`` (None where a row has no
+    such label; the other labels are never decoded); raises :class:`PrometheusError` on anything else than a
+    successful ``vector`` answer without warnings (the watchdog's queries all aggregate: never a matrix), or a
+    row that is not ``{metric: {label: "value", ...}, value: [time, "value"]}``."""
+    names = tuple(dict.fromkeys(labels))
+    rows = _decode(body, _rows_of(names))
+    astuple = msgspec.structs.astuple
+    if names == labels:
+        return [(astuple(row.metric), t, value) for row, t, value in rows]
+    order = [names.index(label) for label in labels]
+    return [(tuple(astuple(row.metric)[i] for i in order), t, value) for row, t, value in rows]
+
+
+def _decode(body: bytes, rows_decoder: msgspec.json.Decoder[list[Any]]) -> list[tuple[Any, float, float]]:
     try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        doc = _ANSWER.decode(body)
+    except msgspec.ValidationError:  # a subclass of DecodeError: valid JSON of another shape
+        raise PrometheusError("Prometheus answer is not a JSON object") from None
+    except (msgspec.DecodeError, RecursionError):
         raise PrometheusError("Prometheus answer is not JSON (or nested too deep)") from None
-    if not isinstance(doc, dict):
-        raise PrometheusError("Prometheus answer is not a JSON object")
-    if doc.get("status") != "success":
-        raise PrometheusError(f"Prometheus answered status {doc.get('status')!r}: "
-                              f"{str(doc.get('errorType', ''))[:50]}: {str(doc.get('error', ''))[:200]}")
-    if doc.get("warnings"):
-        raise PrometheusError(f"Prometheus answered with warnings (a partial answer): {str(doc['warnings'])[:200]}")
-    data = doc.get("data")
-    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+    if doc.status != "success":
+        raise PrometheusError(f"Prometheus answered status {doc.status!r}: "
+                              f"{str(doc.errorType or '')[:50]}: {str(doc.error or '')[:200]}")
+    if doc.warnings:
+        raise PrometheusError(f"Prometheus answered with warnings (a partial answer): {str(doc.warnings)[:200]}")
+    data = doc.data
+    if data is None or not data.result:
         raise PrometheusError("Prometheus answer has no data.result list")
-    if data.get("resultType") != "vector":
-        raise PrometheusError(f"Prometheus answered a {data.get('resultType')!r}, not a vector")
-    return [_row(item) for item in data["result"]]
-
-
-def _row(item: Any) -> Series:
+    if data.resultType != "vector":
+        raise PrometheusError(f"Prometheus answered a {data.resultType!r}, not a vector")
     try:
-        labels, (t, text) = item["metric"], item["value"]
-        value, t = float(text), float(t)
-        "".join(labels.values())  # every label value is a string (a TypeError otherwise): one C-level pass
-    except (TypeError, KeyError, ValueError, AttributeError):
+        rows = rows_decoder.decode(data.result)
+        out = [(row, row.value[0], float(row.value[1])) for row in rows]
+    except msgspec.ValidationError as exc:
+        raise PrometheusError(f"{_BAD_ROW}: {str(exc)[:200]}") from None
+    except (msgspec.DecodeError, RecursionError, ValueError):
         raise PrometheusError(_BAD_ROW) from None
-    if type(text) is not str or not math.isfinite(t):
-        raise PrometheusError(_BAD_ROW)
-    return labels, t, value
+    if not all(math.isfinite(t) for _, t, _ in out):
+        raise PrometheusError(f"{_BAD_ROW}: a time that is not a finite number")
+    return out
 
 
 _BAD_ROW = 'Prometheus answer has a row that is not {metric: {label: "value", ...}, value: [time, "value"]}'

@@ -52,10 +52,11 @@ class Fetcher(Protocol):
 
 
 class Querier(Protocol):
-    """Instant queries to Prometheus (adapters.prometheus.PrometheusClient): decoded series per query, or
-    PrometheusError."""
+    """Instant queries to Prometheus (adapters.prometheus.PrometheusClient): per (query, label names) the decoded
+    rows, each with the values of those labels, or PrometheusError."""
 
-    def query_each(self, queries: Sequence[str], at: float) -> Iterator[tuple[int, list[Series]]]: ...
+    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float
+                   ) -> Iterator[tuple[int, list[Series]]]: ...
 
 
 class Escalation(Protocol):

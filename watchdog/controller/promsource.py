@@ -83,13 +83,14 @@ class PrometheusSource:
         return self._fleet_plans[profile]
 
     def _read(self, profiles: set[Profile], at: float, restrict: dict[str, str] | None) -> FleetReading:
-        readings = [Reading(p, self._plan(p, restrict), self.namespace_label, self.pod_label)
-                    for p in sorted(profiles, key=lambda p: p.name)]
-        unique = list(dict.fromkeys(q for r in readings for q in r.plan.queries()))
+        readings = [Reading(p, self._plan(p, restrict)) for p in sorted(profiles, key=lambda p: p.name)]
+        unique = list(dict.fromkeys((q, r.plan.labels_of(q)) for r in readings for q in r.plan.queries()))
         try:
             for index, rows in self.client.query_each(unique, at):  # each answer folded in, then dropped
+                query, labels = unique[index]
                 for reading in readings:
-                    reading.add(unique[index], rows)
+                    if reading.plan.labels_of(query) == labels:
+                        reading.add(query, rows)
                 del rows
         except PrometheusError as exc:
             return FleetReading({}, str(exc))

@@ -49,8 +49,9 @@ __all__ = [
     "url_problem",
 ]
 
-#: One row of an instant query's answer: its labels, the evaluation time and the value.
-Series = tuple[Mapping[str, str], float, float]
+#: One row of an instant query's answer: the values of the label names the query's rows are read by
+#: (:meth:`Plan.labels_of`; None where the row has no such label), the evaluation time and the value.
+Series = tuple[tuple[str | None, ...], float, float]
 PodKey = tuple[str, str]  # (namespace, pod name)
 
 
@@ -125,15 +126,22 @@ def _by(labels: Sequence[str]) -> str:
 @dataclass(frozen=True)
 class Plan:
     """The instant queries of one profile: ``slots[i]`` for signal slot ``i`` (None: the slot has no selector),
-    ``time`` the pods' newest running sample times, ``up`` their targets' health."""
+    ``time`` the pods' newest running sample times, ``up`` their targets' health. ``identity``: the label names
+    that name one engine series in a slot's rows (namespace, pod, then the engine labels, sorted)."""
 
     slots: tuple[str | None, ...]
     time: str
     up: str
+    identity: tuple[str, ...] = ()
 
     def queries(self) -> list[str]:
         """Every query of the plan, each once."""
         return list(dict.fromkeys([self.up, self.time, *(q for q in self.slots if q is not None)]))
+
+    def labels_of(self, query: str) -> tuple[str, ...]:
+        """The label names whose values :meth:`Reading.add` reads from ``query``'s rows: namespace and pod for the
+        time and ``up`` queries, :attr:`identity` for a slot's."""
+        return self.identity[:2] if query in (self.time, self.up) else self.identity
 
 
 def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
@@ -157,7 +165,7 @@ def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: 
     time = f"max by ({pods}) (timestamp({_series(profile.running, restrict)}))"
     up_matchers = _restrict(restrict) or [f'{pod_label}!=""']
     up = f"min by ({pods}) (last_over_time({_selector('up', up_matchers)}[{_seconds(staleness_s)}]))"
-    return Plan(slots, time, up)
+    return Plan(slots, time, up, (namespace_label, pod_label, *sorted(profile.engine_labels)))
 
 
 @dataclass(frozen=True)
@@ -171,66 +179,59 @@ class PodReading:
     down: bool = False
 
 
-def _pod(labels: Mapping[str, str], namespace_label: str, pod_label: str) -> PodKey | None:
-    namespace, pod = labels.get(namespace_label), labels.get(pod_label)
-    return (namespace, pod) if namespace and pod else None
-
-
 class Reading:
     """The answers to one profile's :class:`Plan`, folded in as they arrive (:meth:`add`; the rows can be dropped
     right after), then :meth:`pods`: per (namespace, pod) its engine series, sample time and ``up``.
 
     A slot row is already one engine series of one pod (the query summed and took the largest as the parser
-    does); rows of one slot that differ only by a label of the selector's matchers are summed, as the parser
-    sums over labels no engine is keyed by. The engine series then go through the parser's own last step
-    (:func:`watchdog.core.parsing.engine_series`: label sets without running dropped, waiting minus ignored,
-    paused and awake folded, the series bound). Rows without both pod labels are ignored; pods that appear only
-    in the time or ``up`` answers are left out (no signal: unknown)."""
+    does); rows of one slot that differ only by a label of the selector's matchers (not read: see
+    :meth:`Plan.labels_of`) are summed, as the parser sums over labels no engine is keyed by. The engine series
+    then go through the parser's own last step (:func:`watchdog.core.parsing.engine_series`: label sets without
+    running dropped, waiting minus ignored, paused and awake folded, the series bound). Rows without both pod
+    labels are ignored; pods that appear only in the time or ``up`` answers are left out (no signal: unknown)."""
 
-    def __init__(self, profile: Profile, queries: Plan, namespace_label: str, pod_label: str) -> None:
+    def __init__(self, profile: Profile, queries: Plan) -> None:
         self.profile, self.plan = profile, queries
-        self.labels = (namespace_label, pod_label)
-        self.engine_labels = sorted(profile.engine_labels)
+        self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
         self.times: dict[PodKey, float] = {}
         self.down: set[PodKey] = set()
-        self._identity = (namespace_label, pod_label, *self.engine_labels)  # what names one engine series
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
     def add(self, query: str, rows: Sequence[Series]) -> None:
-        """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored)."""
-        namespace_label, pod_label = self.labels
+        """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
+        values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
-            for labels, _, value in rows:
-                if (key := _pod(labels, namespace_label, pod_label)) is not None and math.isfinite(value):
-                    self.times[key] = value
+            for (namespace, name), _, value in rows:
+                if namespace and name and math.isfinite(value):
+                    self.times[(namespace, name)] = value
         if query == self.plan.up:
-            self.down.update(key for labels, _, value in rows
-                             if (key := _pod(labels, namespace_label, pod_label)) is not None and not value > 0)
+            self.down.update((namespace, name) for (namespace, name), _, value in rows
+                             if namespace and name and not value > 0)
         indexes = [i for i, q in enumerate(self.plan.slots) if q == query]
         if not indexes:
             return
-        rows_of, row_of, get = self.slots, self._rows, self._row
-        for labels, _, value in rows:  # the hot loop: one row per pod and engine series
-            ident = tuple(map(labels.get, self._identity))
+        row_of, new = self._rows, self._row
+        for ident, _, value in rows:  # the hot loop: one row per pod and engine series
             row = row_of.get(ident)
             if row is None:
-                row = row_of[ident] = get(ident, rows_of)
-                if row is None:  # no pod labels: ignored
+                if ident in row_of:  # no pod labels: ignored
+                    continue
+                row = row_of[ident] = new(ident)
+                if row is None:
                     continue
             for index in indexes:
                 previous = row[index]
                 row[index] = value if previous is None else previous + value
 
-    def _row(self, ident: tuple[str | None, ...], rows_of: dict[PodKey, dict[Labels, list[float | None]]]
-             ) -> list[float | None] | None:
+    def _row(self, ident: tuple[str | None, ...]) -> list[float | None] | None:
         """The values of the engine series ``ident`` (pod labels, then engine labels) names, or None without
         both pod labels."""
         namespace, name, *engine_values = ident
         if not namespace or not name:
             return None
-        engines = rows_of.setdefault((namespace, name), {})
+        engines = self.slots.setdefault((namespace, name), {})
         engine = tuple((n, v) for n, v in zip(self.engine_labels, engine_values, strict=True) if v)
         return engines.setdefault(engine, [None] * len(self.plan.slots))
 
