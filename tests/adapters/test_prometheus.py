@@ -126,6 +126,8 @@ UP = 'min by (pod) (last_over_time(up{pod!=""}[60s]))'
         {"metric": {"pod": 1}, "value": [1, "2"]}]}}).encode(), "not {metric: {label"),
     (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {}, "value": [1, "x"]}]}}).encode(), "not {metric"),
+    (200, b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1e999, "1"]}]}}',
+     "not {metric"),  # a time that is no finite number
     (302, b"", "redirect not followed"),
 ])
 def test_every_bad_answer_is_one_line(prom: FakePrometheus, status: int, body: bytes, message: str) -> None:

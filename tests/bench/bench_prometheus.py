@@ -120,6 +120,7 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     setup_logging(config.log_format, config.log_level)
     kube = KubeClient.from_settings(KubeSettings(host=spec["emulator"], request_timeout_s=config.api_timeout_seconds))
     watchdog = Watchdog(config, kube, listing=PodCache(kube, first_sync_wait_s=120))  # as `run` does
+    sections = _time_sections() if spec.get("sections") else None
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     interval, records = spec["interval"], []
     t0 = time.monotonic()
@@ -133,8 +134,38 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
                         "scrapes": dict(report.scrapes), "engines": dict(report.engines),
                         "remediations": len(report.remediations)})
     watchdog.close()
+    if sections is not None:  # CPU seconds per cycle of each section, over the measured cycles and the warm-up
+        print("sections (CPU s per cycle, thread time): " + ", ".join(
+            f"{name} {seconds / len(records):.3f}" for name, seconds in sections.items()), file=sys.stderr)
     return {"records": records, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "rss_start_mib": rss_start}
+
+
+def _time_sections() -> dict[str, float]:
+    """Wrap the cycle's main steps to add up their thread CPU time (the main thread's; the Prometheus answers
+    are decoded in the client's threads, so 'read' holds their folding, not their decoding)."""
+    import watchdog.controller.cycle as cycle
+
+    totals: dict[str, float] = {}
+
+    def timed(name: str, owner: Any, attribute: str) -> None:
+        inner = getattr(owner, attribute)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                totals[name] = totals.get(name, 0.0) + time.thread_time() - start
+
+        setattr(owner, attribute, wrapper)
+
+    for name, owner, attribute in (("discover", cycle, "discover"), ("read", cycle, "fleet_reads"),
+                                   ("judge", cycle.Watchdog, "_judge"), ("act", cycle.Watchdog, "_act"),
+                                   ("status", cycle, "snapshot"), ("publish", cycle.Watchdog, "_publish"),
+                                   ("cycle", cycle.Watchdog, "run_cycle")):
+        timed(name, owner, attribute)
+    return totals
 
 
 def measure(args: argparse.Namespace, emulator: str, source: str, prom_url: str, tmp: Path) -> dict[str, Any]:
@@ -146,7 +177,7 @@ def measure(args: argparse.Namespace, emulator: str, source: str, prom_url: str,
     if source == "prometheus":
         settings.update(prometheus_url=prom_url, prometheus_timeout_seconds=min(5.0, args.interval * 0.6))
     spec = {"emulator": emulator, "settings": settings, "interval": args.interval, "cycles": args.cycles,
-            "profile": args.profile}
+            "profile": args.profile, "sections": args.sections}
     spec_path, out_path = tmp / f"side-{source}.json", tmp / f"side-{source}.out.json"
     spec_path.write_text(json.dumps(spec))
     with open(tmp / f"side-{source}.log", "ab") as log:
@@ -166,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prom-interval", type=float, default=5.0, help="Prometheus scrape interval, s (5)")
     parser.add_argument("--sources", default="prometheus,scrape", help="which sources to measure (%(default)s)")
     parser.add_argument("--profile", action="store_true", help="cProfile the watchdog side (top 30 in its log)")
+    parser.add_argument("--sections", action="store_true",
+                        help="print the watchdog's CPU per cycle in each step (discover, read, judge, ...) in its log")
     parser.add_argument("--side", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--pods", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -187,6 +187,13 @@ class TestUnknown:
         samples = frozen(4) + [busy(4 * STEP, None, 900)] + frozen(5, start=5 * STEP)  # type: ignore[arg-type]
         assert detect(samples).stalled
 
+    def test_counter_back_with_a_new_value_after_a_missing_scrape_is_progress(self) -> None:
+        # the baseline is the last KNOWN value: generation 500, missing, then 501 moved (a gap never erases it)
+        samples = frozen(4) + [busy(4 * STEP, None, 900), busy(5 * STEP, 501, 900)]  # type: ignore[arg-type]
+        v = verdicts(samples)
+        assert [x.state for x in v[-2:]] == ["suspect", "progressing"]
+        assert "generation_tokens moving" in v[-1].reason
+
 
 class TestTimeGoingBackwards:
     def test_time_going_backwards_rebaselines(self) -> None:

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import base64
 import functools
-import math
+import sys
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from http.client import HTTPException
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import urllib3.exceptions
@@ -49,6 +49,7 @@ from watchdog.core.promql import Series, auth_problem, tenant_problem, url_probl
 __all__ = ["PrometheusClient", "PrometheusError", "PrometheusLimits"]
 
 _CHUNK = 64 * 1024
+L = TypeVar("L")
 _MAX_PARALLEL = 4
 
 
@@ -246,11 +247,12 @@ class _Answer(msgspec.Struct):
 
 _ANSWER = msgspec.json.Decoder(_Answer)
 _LIST: Any = list  # list[<a struct type made at run time>]: a type mypy cannot check
+_TIME = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]  # finite, checked in C
 
 
 def _rows_decoder(metric: Any) -> msgspec.json.Decoder[list[Any]]:
     """A decoder of result rows ``{metric: <metric>, value: [time, "value"]}``."""
-    row = msgspec.defstruct("Row", [("metric", metric), ("value", tuple[float, str])], gc=False)
+    row = msgspec.defstruct("Row", [("metric", metric), ("value", tuple[_TIME, str])], gc=False)
     return msgspec.json.Decoder(_LIST[row])
 
 
@@ -259,11 +261,10 @@ _ROWS = _rows_decoder(dict[str, str])
 
 @functools.lru_cache(maxsize=32)
 def _rows_of(labels: tuple[str, ...]) -> msgspec.json.Decoder[list[Any]]:
-    """A decoder of result rows keeping only the values of ``labels`` (the others are skipped unread), as a
-    frozen struct whose fields are those labels in that order."""
-    names = list(dict.fromkeys(labels))
-    fields = [(f"l{i}", str | None, None) for i in range(len(names))]
-    metric = msgspec.defstruct("Labels", fields, rename={f"l{i}": n for i, n in enumerate(names)}, frozen=True,
+    """A decoder of result rows keeping only the values of ``labels`` (unique; the others are skipped unread),
+    as a frozen struct whose fields are those labels in that order."""
+    fields = [(f"l{i}", str | None, None) for i in range(len(labels))]
+    metric = msgspec.defstruct("Labels", fields, rename={f"l{i}": n for i, n in enumerate(labels)}, frozen=True,
                                gc=False)
     return _rows_decoder(metric)
 
@@ -271,7 +272,7 @@ def _rows_of(labels: tuple[str, ...]) -> msgspec.json.Decoder[list[Any]]:
 def decode(body: bytes) -> list[tuple[dict[str, str], float, float]]:
     """The rows of one ``/api/v1/query`` answer, each with all its labels; raises :class:`PrometheusError` on
     anything else than a successful ``vector`` answer without warnings (see :func:`decode_values`)."""
-    return [(row.metric, t, value) for row, t, value in _decode(body, _ROWS)]
+    return _decode(body, _ROWS, lambda metric: metric)
 
 
 def decode_values(body: bytes, labels: tuple[str, ...]) -> list[Series]:
@@ -280,15 +281,14 @@ def decode_values(body: bytes, labels: tuple[str, ...]) -> list[Series]:
     successful ``vector`` answer without warnings (the watchdog's queries all aggregate: never a matrix), or a
     row that is not ``{metric: {label: "value", ...}, value: [time, "value"]}``."""
     names = tuple(dict.fromkeys(labels))
-    rows = _decode(body, _rows_of(names))
-    astuple = msgspec.structs.astuple
     if names == labels:
-        return [(astuple(row.metric), t, value) for row, t, value in rows]
+        return _decode(body, _rows_of(names), msgspec.structs.astuple)
     order = [names.index(label) for label in labels]
-    return [(tuple(astuple(row.metric)[i] for i in order), t, value) for row, t, value in rows]
+    return _decode(body, _rows_of(names), lambda metric: tuple(msgspec.structs.astuple(metric)[i] for i in order))
 
 
-def _decode(body: bytes, rows_decoder: msgspec.json.Decoder[list[Any]]) -> list[tuple[Any, float, float]]:
+def _decode(body: bytes, rows_decoder: msgspec.json.Decoder[list[Any]], labels_of: Callable[[Any], L],
+            ) -> list[tuple[L, float, float]]:
     try:
         doc = _ANSWER.decode(body)
     except msgspec.ValidationError:  # a subclass of DecodeError: valid JSON of another shape
@@ -305,16 +305,12 @@ def _decode(body: bytes, rows_decoder: msgspec.json.Decoder[list[Any]]) -> list[
         raise PrometheusError("Prometheus answer has no data.result list")
     if data.resultType != "vector":
         raise PrometheusError(f"Prometheus answered a {data.resultType!r}, not a vector")
-    try:
-        rows = rows_decoder.decode(data.result)
-        out = [(row, row.value[0], float(row.value[1])) for row in rows]
+    try:  # the one pass over the rows in Python: their labels, time and value
+        return [(labels_of(row.metric), row.value[0], float(row.value[1])) for row in rows_decoder.decode(data.result)]
     except msgspec.ValidationError as exc:
         raise PrometheusError(f"{_BAD_ROW}: {str(exc)[:200]}") from None
     except (msgspec.DecodeError, RecursionError, ValueError):
         raise PrometheusError(_BAD_ROW) from None
-    if not all(math.isfinite(t) for _, t, _ in out):
-        raise PrometheusError(f"{_BAD_ROW}: a time that is not a finite number")
-    return out
 
 
 _BAD_ROW = 'Prometheus answer has a row that is not {metric: {label: "value", ...}, value: [time, "value"]}'

@@ -326,12 +326,13 @@ class Watchdog:
                      extra=facts(target, engine=key, reason="vanished"))
             self.policy.episode_over(target.uid, key)
         present: set[str] = set()
+        ref, listed = target.ref, report.verdicts
+        report.engines.update([seen.verdict.state for seen in observations])
         for seen in observations:
             verdict = seen.verdict
             if seen.present:
                 present.add(verdict.state)
-            report.engines[verdict.state] += 1
-            report.verdicts.append((target.ref, seen.key, verdict))
+            listed.append((ref, seen.key, verdict))
             if verdict.state != seen.previous:
                 # "suspect -> stalled: 21 requests running ..." (the reason names its state; unknown's does not)
                 said = verdict.reason

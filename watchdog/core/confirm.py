@@ -38,11 +38,21 @@ def known(value: float | None) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
+def known_all(values: Sequence[float | None]) -> list[float | None]:
+    """:func:`known` of each of ``values`` (one pass: the detector's per-sample hot path)."""
+    return [float(v) if v is not None and 0 <= v < math.inf else None for v in values]
+
+
 def missing_evidence(signals: Signals) -> str | None:
     """Why ``signals`` is no evidence at all (running unknown, or every progress signal unknown), else None."""
-    if known(signals.running) is None:
+    return missing_among(known(signals.running), known_all(signals.progress))
+
+
+def missing_among(running: float | None, progress: Sequence[float | None]) -> str | None:
+    """:func:`missing_evidence` of values already made :func:`known`."""
+    if running is None:
         return "running"
-    if all(known(value) is None for value in signals.progress):
+    if all(value is None for value in progress):
         return "every progress signal"
     return None
 

@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from watchdog.core.confirm import is_paused, known, live_evidence, load, missing_evidence, signal_name
+from watchdog.core.confirm import is_paused, known, known_all, live_evidence, load, missing_among, signal_name
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import EngineState
 
@@ -143,15 +143,15 @@ class DetectorState:
 
     def _reset(self) -> None:
         self._last_t: float | None = None
-        self._baseline: dict[int, float] = {}
+        self._baseline: list[float | None] = []  # per progress signal its last known value (None: never)
         self._clock_start: float | None = None  # None: not busy (idle) or nothing seen yet
         self._busy_samples = 0
 
     def observe(self, sample: Sample) -> Verdict:
         """Take the next sample of this engine series and return the verdict after it."""
         running = known(sample.running)
-        values = [known(value) for value in sample.progress]
-        missing = missing_evidence(sample)
+        values = known_all(sample.progress)
+        missing = missing_among(running, values)
         if running is None or missing is not None:
             return Verdict("unknown", False, 0.0, f"no evidence: {missing} missing or invalid in this scrape",
                            t=sample.t)
@@ -216,16 +216,20 @@ class DetectorState:
 
     def _update_baselines(self, values: list[float | None]) -> tuple[str, bool]:
         """Compare known values with their last known value; return (first signal that moved or "", was_reset)."""
-        progressed, reset = "", False
-        for index, value in enumerate(values):
-            if value is None:
-                continue
-            previous = self._baseline.get(index)
-            if previous is not None and value != previous:
-                progressed = progressed or signal_name(self.signals, index)
-                reset = reset or (value < previous and index not in self._gauges)
-            self._baseline[index] = value
-        return progressed, reset
+        baseline = self._baseline
+        if baseline == values:  # nothing moved and nothing new: the common case of a stalled or idle engine
+            return "", False
+        if len(baseline) < len(values):
+            baseline.extend([None] * (len(values) - len(baseline)))
+        moved = [i for i, (value, previous) in enumerate(zip(values, baseline, strict=False))
+                 if value is not None and previous is not None and value != previous]
+        pairs = zip(values, baseline, strict=False)
+        self._baseline = [previous if value is None else value for value, previous in pairs] + baseline[len(values):]
+        if not moved:
+            return "", False
+        gauges = self._gauges
+        reset = any([values[i] < baseline[i] for i in moved if i not in gauges])  # type: ignore[operator]
+        return signal_name(self.signals, moved[0]), reset
 
 
 def detect(

@@ -85,7 +85,7 @@ class EngineSnapshot:
     @property
     def key(self) -> str:
         """Stable human string of ``labels``, e.g. ``engine="0",model_name="m"`` (``''`` when unlabeled)."""
-        return ",".join(f'{name}="{escape_label_value(value)}"' for name, value in self.labels)
+        return _key(self.labels)
 
     def as_dict(self, profile: Profile) -> dict[str, object]:
         """``{"labels": {...}, "running": ..., "waiting": ..., "progress": {selector: value}, "paused": ...}``."""
@@ -136,6 +136,11 @@ class ParseLimits:
 
 LIMITS = ParseLimits()
 """The bounds every caller uses (generous for real expositions; issue 11 items 7 and 8)."""
+
+
+def _key(labels: Labels) -> str:  # asked for every engine series every cycle: values rarely need escaping
+    return ",".join([f'{name}="{value}"' if "\\" not in value and '"' not in value and "\n" not in value
+                     else f'{name}="{escape_label_value(value)}"' for name, value in labels])
 
 
 def escape_label_value(value: str) -> str:

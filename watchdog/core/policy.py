@@ -95,7 +95,7 @@ class DeletionPolicy:
         self.rails = rails or Rails()
         self.started = started
         self._acted: dict[tuple[str, str], str] = {}  # (uid, series) -> "dry_run" (announced) | "delete"
-        self._deferred: set[tuple[str, str, str]] = set()  # (uid, series, rule) already announced
+        self._deferred: dict[tuple[str, str], set[str]] = {}  # (uid, series) -> the rules already announced
         self._deletions: deque[tuple[float, str]] = deque()  # (t, namespace)
         self._blocked_owners: dict[str, float] = {}  # owner key -> when it lost a pod
         self._first_sync: float | None = None
@@ -236,21 +236,21 @@ class DeletionPolicy:
 
     def first_deferral(self, uid: str, series: str, rule: str) -> bool:
         """True the first time ``rule`` defers this stall episode (one Event per episode and rule, no spam)."""
-        key = (uid, series, rule)
-        if key in self._deferred:
+        rules = self._deferred.setdefault((uid, series), set())
+        if rule in rules:
             return False
-        self._deferred.add(key)
+        rules.add(rule)
         return True
 
     def episode_over(self, uid: str, series: str) -> None:
         """The engine series left the stalled state: a later stall is a new episode."""
         self._acted.pop((uid, series), None)
-        self._deferred = {k for k in self._deferred if k[:2] != (uid, series)}
+        self._deferred.pop((uid, series), None)  # every progressing series every cycle: O(1)
 
     def forget_pods(self, live_uids: set[str]) -> None:
         """Drop what is known about pods that are gone (budgets and owner blocks are kept)."""
         self._acted = {k: v for k, v in self._acted.items() if k[0] in live_uids}
-        self._deferred = {k for k in self._deferred if k[0] in live_uids}
+        self._deferred = {k: v for k, v in self._deferred.items() if k[0] in live_uids}
 
     # -- what it knows, for /status ------------------------------------------------------------------------------
     def view(self, now: float) -> dict[str, Any]:
@@ -281,18 +281,16 @@ class DeletionPolicy:
                 "namespaces": {ns: {"closes_in_s": round(until - now, 1), "why": self._trips.get(ns)}
                                for ns, until in sorted(self._namespace_breakers.items()) if now < until},
             },
-            "deferrals": dict(sorted(Counter(rule for _, _, rule in self._deferred).items())),
+            "deferrals": dict(sorted(Counter(rule for rules in self._deferred.values() for rule in rules).items())),
         }
 
     def episodes(self) -> Callable[[str, str], tuple[str | None, list[str]]]:
         """The stall episode of any engine series ``(uid, series)``: how it was acted on ("delete", "dry_run" or
         None) and the rules that deferred it so far; the deferrals indexed once (a status snapshot asks for
         thousands of series)."""
-        rules: dict[tuple[str, str], list[str]] = {}
-        for uid, series, rule in self._deferred:
-            rules.setdefault((uid, series), []).append(rule)
+        rules = {key: sorted(rules) for key, rules in self._deferred.items() if rules}
         acted = dict(self._acted)
-        return lambda uid, series: (acted.get((uid, series)), sorted(rules.get((uid, series), ())))
+        return lambda uid, series: (acted.get((uid, series)), rules.get((uid, series), []))
 
     def _expire(self, now: float) -> None:
         while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:

@@ -221,7 +221,7 @@ class Reading:
                 row = row_of[ident] = new(ident)
                 if row is None:
                     continue
-            for index in indexes:
+            for index in indexes:  # nearly always one
                 previous = row[index]
                 row[index] = value if previous is None else previous + value
 
