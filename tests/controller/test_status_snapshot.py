@@ -130,3 +130,23 @@ def test_before_the_first_cycle_the_document_has_the_loop_facts_only() -> None:
     assert doc == {"snapshot_age_s": None, "pods": None, "policy": None,
                    "cycle": {"started_s_ago": 4.0, "completed_s_ago": None, "last_error": "boom",
                              "last_error_s_ago": 3.0}}
+
+
+def test_the_document_is_made_when_first_asked_from_what_the_cycle_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[int] = []
+    real_pod = status._pod
+    monkeypatch.setattr(status, "_pod", lambda *a: built.append(1) or real_pod(*a))
+    t = target(0)
+    record = PodRecord(0, 0.0, outcome="ok")
+    record.engines = {"a": engine(running=3.0, progress=(7.0,))}
+    policy = DeletionPolicy()
+    snap = status.snapshot([t], {t.uid: record}, {"vllm": VLLM}, policy, now=10.0, leader=True)
+    assert built == []  # a cycle nobody asks about builds no document
+    record.outcome, record.engines["a"].last_seen = "timeout", 9.0  # the next cycle changes the record ...
+    record.engines["b"] = engine(running=1.0, progress=())
+    policy.first_deferral(t.uid, "a", "paused")
+    (pod,) = snap.doc["pods"]  # ... the snapshot still says what this cycle left
+    assert built == [1] and snap.doc is snap.doc  # built once
+    assert pod["scrape"]["outcome"] == "ok" and [e["engine"] for e in pod["engines"]] == ["a"]
+    assert pod["engines"][0]["seen_s_ago"] == 10.0 and pod["engines"][0]["deferred_by"] == []
+    assert pod["engines"][0]["running"] == 3.0 and snap.doc["policy"]["deferrals"] == {}

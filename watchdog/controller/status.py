@@ -1,8 +1,10 @@
 """What the watchdog thinks, for ``GET /status`` and ``python -m watchdog status``.
 
-The cycle thread builds a :class:`Snapshot` at the end of each completed cycle (:func:`snapshot`) and swaps it in
-whole; the HTTP thread only reads the reference it finds (never a structure the cycle is changing) and adds the
-live facts at answer time (:func:`document`: cycle started/completed/failed how long ago).
+The cycle thread builds a :class:`Snapshot` at the end of each completed cycle (:func:`snapshot`: the immutable
+values it needs, captured; the document itself is made by the first answer that asks for it, so a cycle nobody
+asks about costs no document) and swaps it in whole; the HTTP thread only reads the reference it finds (never a
+structure the cycle is changing) and adds the live facts at answer time (:func:`document`: cycle
+started/completed/failed how long ago).
 
 Bounded: at most :data:`MAX_PODS` pods and :data:`MAX_SERIES` engine series are listed, the worst first (stalled,
 suspect, unknown, paused, progressing, idle, then namespace and name); what did not fit is counted in
@@ -25,8 +27,10 @@ from functools import cached_property
 from typing import Any
 
 from watchdog import __version__
-from watchdog.controller.state import EngineState, PodRecord
+from watchdog.controller.state import PodRecord
+from watchdog.core.detector import Verdict
 from watchdog.core.model import ScrapeTarget
+from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy
 from watchdog.core.profiles import Profile
 from watchdog.core.vocab import ENGINE_STATES
@@ -40,10 +44,16 @@ SEVERITY = ("stalled", "suspect", "unknown", "paused", "progressing", "idle")
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One cycle's view, never changed after it is built. ``taken_at``: monotonic seconds."""
+    """One cycle's view, never changed after it is built. ``taken_at``: monotonic seconds. ``build``: makes the
+    document from what the cycle captured (immutable values only), run by the first answer that needs it."""
 
     taken_at: float
-    doc: Mapping[str, Any]
+    build: Callable[[], Mapping[str, Any]]
+
+    @cached_property
+    def doc(self) -> Mapping[str, Any]:
+        """The document (see the module docstring), built once, by the first answer that needs it."""
+        return self.build()
 
     @cached_property
     def body(self) -> bytes:
@@ -70,16 +80,36 @@ def _rank(state: str) -> int:
     return SEVERITY.index(state) if state in SEVERITY else len(SEVERITY)
 
 
-def _engine(uid: str, key: str, engine: EngineState, names: tuple[str, ...], episodes: Episodes,
-            now: float) -> dict[str, Any]:
-    verdict, snap = engine.verdict, engine.last
+#: One engine series as the cycle left it: (key, verdict, latest snapshot, last seen), all immutable.
+_Engine = tuple[str, Verdict | None, EngineSnapshot | None, float]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pod:
+    """What a snapshot keeps of a pod's record (the record itself changes with the next cycle)."""
+
+    target: ScrapeTarget
+    outcome: str
+    detail: str
+    scraped_at: float | None
+    outcome_since: float
+    engines: tuple[_Engine, ...]
+
+    @classmethod
+    def of(cls, target: ScrapeTarget, record: PodRecord) -> _Pod:
+        return cls(target, record.outcome, record.scrape_detail, record.scraped_at, record.outcome_since,
+                   tuple((key, e.verdict, e.last, e.last_seen) for key, e in record.engines.items()))
+
+
+def _engine(uid: str, engine: _Engine, names: tuple[str, ...], episodes: Episodes, now: float) -> dict[str, Any]:
+    key, verdict, snap, last_seen = engine
     state = verdict.state if verdict is not None else "unknown"
     acted, deferred_by = episodes(uid, key)
     return {
         "engine": key, "labels": dict(snap.labels) if snap else {}, "state": state,
         "for_s": round(verdict.stalled_for_s, 1) if verdict is not None and state in ("suspect", "stalled")
         else None,
-        "seen_s_ago": round(now - engine.last_seen, 1),
+        "seen_s_ago": round(now - last_seen, 1),
         "running": _number(snap.running) if snap else None, "waiting": _number(snap.waiting) if snap else None,
         "paused": _number(snap.paused) if snap else None,
         "progress": {name: _number(v) for name, v in zip(names, snap.progress, strict=False)} if snap else {},
@@ -87,17 +117,17 @@ def _engine(uid: str, key: str, engine: EngineState, names: tuple[str, ...], epi
     }
 
 
-def _pod(target: ScrapeTarget, record: PodRecord, names: tuple[str, ...], episodes: Episodes,
-         now: float) -> dict[str, Any]:
-    engines = sorted((_engine(target.uid, key, e, names, episodes, now) for key, e in record.engines.items()),
+def _pod(pod: _Pod, names: tuple[str, ...], episodes: Episodes, now: float) -> dict[str, Any]:
+    target = pod.target
+    engines = sorted((_engine(target.uid, e, names, episodes, now) for e in pod.engines),
                      key=lambda row: (_rank(row["state"]), row["engine"]))
-    failing = record.outcome not in ("ok", "")
+    failing = pod.outcome not in ("ok", "")
     return {
         "namespace": target.namespace, "pod": target.name, "uid": target.uid, "mode": target.mode,
         "state": engines[0]["state"] if engines else "unknown",
-        "scrape": {"outcome": record.outcome or None, "detail": record.scrape_detail or None,
-                   "age_s": round(now - record.scraped_at, 1) if record.scraped_at is not None else None,
-                   "failing_for_s": round(now - record.outcome_since, 1) if failing else None},
+        "scrape": {"outcome": pod.outcome or None, "detail": pod.detail or None,
+                   "age_s": round(now - pod.scraped_at, 1) if pod.scraped_at is not None else None,
+                   "failing_for_s": round(now - pod.outcome_since, 1) if failing else None},
         "engines": engines,
     }
 
@@ -115,19 +145,22 @@ def snapshot(targets: Iterable[ScrapeTarget], pods: Mapping[str, PodRecord], pro
     engines = Counter(state for _, _, states in watched for state in states)
     watched.sort(key=lambda w: (min(_rank(s) for s in w[2]), w[0].namespace, w[0].name))
     names = {name: profile.progress_names() for name, profile in profiles.items()}
-    listed, series, episodes = [], 0, policy.episodes()
+    kept, series = [], 0
     for t, record, _ in watched[:MAX_PODS]:
         if series + len(record.engines) > MAX_SERIES:
             break
-        listed.append(_pod(t, record, names[t.target], episodes, now))
+        kept.append(_Pod.of(t, record))
         series += len(record.engines)
-    doc = {
-        "version": __version__, "leader": leader,
-        "engines": {state: engines.get(state, 0) for state in ENGINE_STATES},
-        "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(listed)},
-        "policy": policy.view(now), "pods": listed,
-    }
-    return Snapshot(now, doc)
+    episodes, view, counts = policy.episodes(), policy.view(now), {s: engines.get(s, 0) for s in ENGINE_STATES}
+
+    def build() -> Mapping[str, Any]:
+        return {
+            "version": __version__, "leader": leader, "engines": counts,
+            "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(kept)},
+            "policy": view, "pods": [_pod(pod, names[pod.target.target], episodes, now) for pod in kept],
+        }
+
+    return Snapshot(now, build)
 
 
 def document(snap: Snapshot | None, live: Liveness) -> bytes:

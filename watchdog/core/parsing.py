@@ -262,7 +262,8 @@ def engine_series(totals: Mapping[Labels, list[float | None]], profile: Profile,
     keys = sorted(totals)
     if any(totals[key][0] is not None for key in keys):  # label sets without running join no engine
         keys = [key for key in keys if totals[key][0] is not None]
-    series = tuple(_snapshot(key, totals[key], profile) for key in keys[: limits.series])
+    bounds = _bounds(profile)
+    series = tuple(_snapshot(key, totals[key], bounds) for key in keys[: limits.series])
     return ParseResult(series=series, skipped_lines=skipped, found_families=frozenset(found),
                        dropped_series=len(keys) - len(series))
 
@@ -272,20 +273,26 @@ def _larger(value: float, previous: float) -> bool:
     return previous != previous or value > previous
 
 
-def _snapshot(key: Labels, row: list[float | None], profile: Profile) -> EngineSnapshot:
+def _bounds(profile: Profile) -> tuple[int, int, int]:
+    """Where a slot row's ignored-waiting, progress and paused values end (awake values follow)."""
     ignored_end = 2 + len(profile.waiting_ignored)
     progress_end = ignored_end + len(profile.progress)
-    paused_end = progress_end + len(profile.paused)
+    return ignored_end, progress_end, progress_end + len(profile.paused)
+
+
+def _snapshot(key: Labels, row: list[float | None], bounds: tuple[int, int, int]) -> EngineSnapshot:
+    ignored_end, progress_end, paused_end = bounds
     waiting = row[1]
-    ignored = sum(v for v in row[2:ignored_end] if v is not None and _count(v))
-    if waiting is not None and ignored and _count(waiting):  # an invalid waiting stays invalid (unknown)
-        waiting = max(0.0, waiting - ignored)
+    if waiting is not None and ignored_end > 2:
+        ignored = sum([v for v in row[2:ignored_end] if v is not None and 0 <= v < math.inf])
+        if ignored and _count(waiting):  # an invalid waiting stays invalid (unknown)
+            waiting = max(0.0, waiting - ignored)
     paused: float | None = None
     for value in row[progress_end:paused_end]:
         if value is not None and (paused is None or _larger(value, paused)):
             paused = value
     for value in row[paused_end:]:  # awake gauges: 0 means asleep
-        if value is not None and _count(value):
+        if value is not None and 0 <= value < math.inf:
             asleep = 1.0 if value == 0 else 0.0
             paused = asleep if paused is None or _larger(asleep, paused) else paused
     return EngineSnapshot(key, row[0], waiting, tuple(row[ignored_end:progress_end]), paused)

@@ -239,8 +239,9 @@ class Reading:
         """Every pod with a slot row: its reading."""
         out = {}
         for pod, engines in self.slots.items():
-            found = [m for i, m in enumerate(self.metrics)
-                     if m is not None and any(row[i] is not None for row in engines.values())]
+            slots = zip(*engines.values(), strict=True)  # per slot, its values over the pod's engine series
+            found = [m for m, values in zip(self.metrics, slots, strict=True)
+                     if m is not None and values.count(None) < len(values)]
             out[pod] = PodReading(engine_series(engines, self.profile, found), self.times.get(pod), pod in self.down)
         return out
 
