@@ -23,8 +23,8 @@ from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import seed_deployment
 
 __all__ = ["api"]  # the fixture, shared
-HISTORY = (Entry(100.0, "suspect", 21.0, 0.0, (("generation_tokens", 456789.0),)),
-           Entry(130.0, "stalled", 21.0, 0.0, (("generation_tokens", 456789.0),)))
+HISTORY = (Entry(100.0, "suspect", 21.0, 0.0, (456789.0,), ("generation_tokens",)),
+           Entry(130.0, "stalled", 21.0, 0.0, (456789.0,), ("generation_tokens",)))
 
 
 def records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

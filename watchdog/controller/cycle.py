@@ -368,7 +368,7 @@ class Watchdog:
             seen_for = self.clock() - pod.first_seen
             result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
                                                signals=self._profiles[target.target].progress,
-                                               history=tuple(engine.history or ()))
+                                               history=engine.history or ())
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

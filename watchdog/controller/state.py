@@ -9,7 +9,6 @@ exported is dropped after one window without it (``drop_vanished``), and a pod n
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
@@ -37,7 +36,7 @@ class EngineState:
     last: EngineSnapshot | None = None
     verdict: Verdict | None = None
     in_episode: bool = False
-    history: deque[Entry] | None = None
+    history: tuple[Entry, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ caller passes the times and the log bytes; :mod:`watchdog.controller.evidence` r
 from __future__ import annotations
 
 import datetime as dt
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,13 +32,21 @@ HISTORY_LEN = 32
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One sample of the history: ``t`` (monotonic s), the verdict's state, the gauges and progress by name."""
+    """One sample of the history: ``t`` (monotonic s), the verdict's state, the gauges, the progress values
+    (known, in the profile's order) and their ``names`` (one tuple shared by every entry of a profile: a history
+    of 10,000 engines at start-up, when every busy engine is suspect once, holds no copy of them)."""
 
     t: float
     state: str
     running: float | None
     waiting: float | None
-    progress: tuple[tuple[str, float | None], ...]
+    values: tuple[float | None, ...]
+    names: tuple[str, ...]
+
+    @property
+    def progress(self) -> tuple[tuple[str, float | None], ...]:
+        """Each progress value by name."""
+        return tuple(zip(self.names, self.values, strict=True))
 
 
 @lru_cache(maxsize=64)
@@ -48,17 +55,19 @@ def _names(signals: tuple[Selector, ...], count: int) -> tuple[str, ...]:
     return tuple(signal_name(signals, i) for i in range(count))
 
 
-def remember(history: deque[Entry] | None, sample: Sample, verdict: Verdict,
-             signals: tuple[Selector, ...]) -> deque[Entry] | None:
+def remember(history: tuple[Entry, ...] | None, sample: Sample, verdict: Verdict,
+             signals: tuple[Selector, ...]) -> tuple[Entry, ...] | None:
     """The history after ``sample`` (judged ``verdict``): opened by a suspect or stalled verdict, continued by
-    those and by unknown ones (a failed scrape inside the episode is evidence too), dropped (None) by any other."""
+    those and by unknown ones (a failed scrape inside the episode is evidence too), dropped (None) by any other;
+    the newest :data:`HISTORY_LEN` samples. A tuple: one small object per series (a deque's first block alone is
+    ~600 bytes), copied whole at each sample (at most 32 references) and never changed once handed out."""
     if verdict.state not in EPISODE_STATES and (history is None or verdict.state != "unknown"):
         return None
+    entry = Entry(sample.t, verdict.state, known(sample.running), known(sample.waiting),
+                  tuple(map(known, sample.progress)), _names(signals, len(sample.progress)))
     if history is None:
-        history = deque(maxlen=HISTORY_LEN)
-    progress = tuple(zip(_names(signals, len(sample.progress)), map(known, sample.progress), strict=True))
-    history.append(Entry(sample.t, verdict.state, known(sample.running), known(sample.waiting), progress))
-    return history
+        return (entry,)
+    return (*history[-(HISTORY_LEN - 1):], entry)
 
 
 def snapshot_values(snap: EngineSnapshot | None, signals: tuple[Selector, ...]) -> dict[str, Any] | None:
