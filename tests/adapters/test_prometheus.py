@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.promfake import FakePrometheus
-from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits, decode, decode_values
+from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
 
 
 @pytest.fixture
@@ -51,26 +51,10 @@ def test_query_each_gives_every_answer_with_its_index_and_stops_at_the_first_fai
     queries = [(f"sum by (x, y) (last_over_time({n}[60s]))", ("y", "z", "x")) for n in "bac"]
     answers = dict(client(prom).query_each(queries, 20.0))
     assert {i: sorted(rows, key=str) for i, rows in answers.items()} == {  # the values of the labels asked for
-        0: [((None, None, None), 20.0, 2.0)], 1: [(("2", None, "1"), 20.0, 3.0), ((None, None, None), 20.0, 1.0)],
+        0: [((None, None, None), 2.0)], 1: [(("2", None, "1"), 3.0), ((None, None, None), 1.0)],
         2: []}
     with pytest.raises(PrometheusError, match="bad_data"):
         dict(client(prom).query_each([("sum by (x) (last_over_time(a[60s]))", ()), ("not promql", ())], 20.0))
-
-
-def test_decoding_a_vector_row() -> None:
-    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": {"pod": "p"}, "value": [12.5, "+Inf"]}]}}).encode()
-    assert decode(body) == [({"pod": "p"}, 12.5, float("inf"))]
-
-
-def test_decoding_only_the_values_of_the_labels_asked_for() -> None:
-    rows = [{"metric": {"pod": "p", "namespace": "n", "job": {"not": "a string"}}, "value": [1, "2"]},
-            {"metric": {"namespace": "m"}, "value": [1, "NaN"]}]
-    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
-    (p, m) = decode_values(body, ("namespace", "pod", "pod"))  # a label the answer does not read is never checked
-    assert p == (("n", "p", "p"), 1.0, 2.0) and m[0] == ("m", None, None) and m[2] != m[2]
-    with pytest.raises(PrometheusError, match=r"not \{metric.*\$\[0\]\.metric\.job"):
-        decode_values(body, ("job",))  # a label it reads must hold a string
 
 
 def test_the_bearer_token_is_read_from_its_file_at_every_query(prom: FakePrometheus, tmp_path: Path) -> None:
@@ -121,7 +105,7 @@ UP = 'min by (pod) (last_over_time(up{pod!=""}[60s]))'
     (200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode(),
      "'matrix', not a vector"),
     (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": {"pod": "p"}, "value": [1, 2]}]}}).encode(), "not {metric"),
+        {"metric": {"pod": "p"}, "value": [1, [2]]}]}}).encode(), "not {metric"),
     (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"pod": 1}, "value": [1, "2"]}]}}).encode(), "not {metric: {label"),
     (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [

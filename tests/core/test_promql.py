@@ -87,7 +87,7 @@ def _read(profile: Profile, items: list[Item], at: float, restrict: dict[str, st
     for query in queries.queries():
         rows = evaluate(query, at, items)
         assert rows is not None, query
-        reading.add(query, [(_values(labels, queries, query), at, value) for labels, value in rows])
+        reading.add(query, [(_values(labels, queries, query), value) for labels, value in rows])
     return reading.pods()
 
 
@@ -161,7 +161,7 @@ def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots
 
     def add(query: str | None, rows: list[tuple[dict[str, str], float, float]]) -> None:
         assert query is not None
-        reading.add(query, [(_values(labels, queries, query), t, v) for labels, t, v in rows])
+        reading.add(query, [(_values(labels, queries, query), v) for labels, _, v in rows])
 
     add(queries.slots[0], [(pod, 9.0, 2.0)])
     add(queries.slots[1], [(pod, 9.0, 7.0)])

@@ -15,28 +15,21 @@ every batch of queries (a projected token rotates), else ``Basic`` from ``userna
 (a mounted ``kubernetes.io/basic-auth`` Secret; also re-read), ``X-Scope-OrgID: <tenant>`` for multi-tenant
 engines (Mimir, Cortex), TLS verified against ``ca_file`` when set, else certifi's bundle.
 :meth:`query_each` runs several queries at once (one thread each, at most 4), answers as they arrive, each row
-carrying only the values of the label names asked for.
-
-Decoding (``msgspec``, typed): the answer's envelope first, then its rows straight into small frozen structs of
-the wanted labels' values -- the other labels are skipped unread, every wanted value is checked to be a string,
-every row to be ``{metric: {...}, value: [time, "value"]}``. About 5 ms for the 1.5 MiB answer of 10,000 engine
-series where ``json.loads`` plus a check per row took ~30 ms (docs/scaling.md).
+carrying only the values of the label names asked for; the answers are decoded one by one in the caller's thread,
+so that at most one decoded answer is alive besides the raw bodies still in flight.
+Decoding: :mod:`watchdog.adapters.promdecode`.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
-import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from http.client import HTTPException
-from typing import Annotated, Any, TypeVar
 
-import msgspec
 import urllib3.exceptions
 from urllib3.connection import HTTPConnection
 from urllib3.response import BaseHTTPResponse
@@ -44,20 +37,13 @@ from urllib3.response import BaseHTTPResponse
 from watchdog import __version__
 from watchdog.adapters.connect import connection
 from watchdog.adapters.deadline import DeadlineGuard
+from watchdog.adapters.promdecode import PrometheusError, decode, decode_values, error_text
 from watchdog.core.promql import Series, auth_problem, tenant_problem, url_problem
 
 __all__ = ["PrometheusClient", "PrometheusError", "PrometheusLimits"]
 
 _CHUNK = 64 * 1024
-L = TypeVar("L")
 _MAX_PARALLEL = 4
-
-
-class PrometheusError(Exception):
-    """A query failed; ``str()`` is one line saying why."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(" ".join(str(detail).split())[:400])
 
 
 @dataclass(frozen=True)
@@ -97,16 +83,13 @@ class PrometheusClient:
         the batch, not one per query); the credential files are read once per batch."""
         deadline = time.monotonic() + self.limits.timeout_s
         headers = self._headers()
-
-        def one(promql: str, labels: tuple[str, ...]) -> list[Series]:
-            return decode_values(self._post(promql, at, deadline, headers), labels)
-
         with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, max(1, len(queries))),
                                 thread_name_prefix="prometheus") as pool:
-            futures = {pool.submit(one, q, labels): i for i, (q, labels) in enumerate(queries)}
+            futures = {pool.submit(self._post, q, at, deadline, headers): i for i, (q, _) in enumerate(queries)}
             try:
-                for future in as_completed(futures):
-                    yield futures[future], future.result()
+                for future in as_completed(futures):  # decoded here, one at a time: at most one answer's rows
+                    index = futures[future]            # live besides the bodies in flight (memory, not speed)
+                    yield index, decode_values(future.result(), queries[index][1])
             finally:
                 for future in futures:
                     future.cancel()
@@ -178,7 +161,7 @@ class PrometheusClient:
             raise PrometheusError(f"Prometheus {self.limits.url}: no answer within {self.limits.timeout_s:g} s")
         body = b"".join(parts)
         if not 200 <= response.status < 300:
-            detail = _error_text(body)
+            detail = error_text(body)
             raise PrometheusError(f"Prometheus answered HTTP {response.status}"
                                   + (f": {detail}" if detail else "")
                                   + (" (redirect not followed)" if 300 <= response.status < 400 else ""))
@@ -220,97 +203,3 @@ def _why(exc: BaseException) -> str:
 
 def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
-
-
-def _error_text(body: bytes) -> str:
-    try:
-        doc = _ANSWER.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return ""
-    if isinstance(doc.error, str):
-        return f"{doc.errorType or ''}: {doc.error[:200]}"
-    return ""
-
-
-class _Data(msgspec.Struct):
-    resultType: Any = None  # Prometheus' field names
-    result: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # decoded once known to be a vector
-
-
-class _Answer(msgspec.Struct):
-    status: Any = None
-    data: _Data | None = None
-    warnings: Any = None
-    errorType: Any = None
-    error: Any = None
-
-
-_ANSWER = msgspec.json.Decoder(_Answer)
-_LIST: Any = list  # list[<a struct type made at run time>]: a type mypy cannot check
-_TIME = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]  # finite, checked in C
-
-
-def _rows_decoder(metric: Any) -> msgspec.json.Decoder[list[Any]]:
-    """A decoder of result rows ``{metric: <metric>, value: [time, "value"]}``."""
-    row = msgspec.defstruct("Row", [("metric", metric), ("value", tuple[_TIME, str])], gc=False)
-    return msgspec.json.Decoder(_LIST[row])
-
-
-_ROWS = _rows_decoder(dict[str, str])
-
-
-@functools.lru_cache(maxsize=32)
-def _rows_of(labels: tuple[str, ...]) -> msgspec.json.Decoder[list[Any]]:
-    """A decoder of result rows keeping only the values of ``labels`` (unique; the others are skipped unread),
-    as a frozen struct whose fields are those labels in that order."""
-    fields = [(f"l{i}", str | None, None) for i in range(len(labels))]
-    metric = msgspec.defstruct("Labels", fields, rename={f"l{i}": n for i, n in enumerate(labels)}, frozen=True,
-                               gc=False)
-    return _rows_decoder(metric)
-
-
-def decode(body: bytes) -> list[tuple[dict[str, str], float, float]]:
-    """The rows of one ``/api/v1/query`` answer, each with all its labels; raises :class:`PrometheusError` on
-    anything else than a successful ``vector`` answer without warnings (see :func:`decode_values`)."""
-    return _decode(body, _ROWS, lambda metric: metric)
-
-
-def decode_values(body: bytes, labels: tuple[str, ...]) -> list[Series]:
-    """The rows of one ``/api/v1/query`` answer, each with the values of ``labels`` (None where a row has no
-    such label; the other labels are never decoded); raises :class:`PrometheusError` on anything else than a
-    successful ``vector`` answer without warnings (the watchdog's queries all aggregate: never a matrix), or a
-    row that is not ``{metric: {label: "value", ...}, value: [time, "value"]}``."""
-    names = tuple(dict.fromkeys(labels))
-    if names == labels:
-        return _decode(body, _rows_of(names), msgspec.structs.astuple)
-    order = [names.index(label) for label in labels]
-    return _decode(body, _rows_of(names), lambda metric: tuple(msgspec.structs.astuple(metric)[i] for i in order))
-
-
-def _decode(body: bytes, rows_decoder: msgspec.json.Decoder[list[Any]], labels_of: Callable[[Any], L],
-            ) -> list[tuple[L, float, float]]:
-    try:
-        doc = _ANSWER.decode(body)
-    except msgspec.ValidationError:  # a subclass of DecodeError: valid JSON of another shape
-        raise PrometheusError("Prometheus answer is not a JSON object") from None
-    except (msgspec.DecodeError, RecursionError):
-        raise PrometheusError("Prometheus answer is not JSON (or nested too deep)") from None
-    if doc.status != "success":
-        raise PrometheusError(f"Prometheus answered status {doc.status!r}: "
-                              f"{str(doc.errorType or '')[:50]}: {str(doc.error or '')[:200]}")
-    if doc.warnings:
-        raise PrometheusError(f"Prometheus answered with warnings (a partial answer): {str(doc.warnings)[:200]}")
-    data = doc.data
-    if data is None or not data.result:
-        raise PrometheusError("Prometheus answer has no data.result list")
-    if data.resultType != "vector":
-        raise PrometheusError(f"Prometheus answered a {data.resultType!r}, not a vector")
-    try:  # the one pass over the rows in Python: their labels, time and value
-        return [(labels_of(row.metric), row.value[0], float(row.value[1])) for row in rows_decoder.decode(data.result)]
-    except msgspec.ValidationError as exc:
-        raise PrometheusError(f"{_BAD_ROW}: {str(exc)[:200]}") from None
-    except (msgspec.DecodeError, RecursionError, ValueError):
-        raise PrometheusError(_BAD_ROW) from None
-
-
-_BAD_ROW = 'Prometheus answer has a row that is not {metric: {label: "value", ...}, value: [time, "value"]}'

@@ -50,8 +50,8 @@ __all__ = [
 ]
 
 #: One row of an instant query's answer: the values of the label names the query's rows are read by
-#: (:meth:`Plan.labels_of`; None where the row has no such label), the evaluation time and the value.
-Series = tuple[tuple[str | None, ...], float, float]
+#: (:meth:`Plan.labels_of`; None where the row has no such label) and its value.
+Series = tuple[tuple[str | None, ...], float]
 PodKey = tuple[str, str]  # (namespace, pod name)
 
 
@@ -203,25 +203,25 @@ class Reading:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
-            for (namespace, name), _, value in rows:
+            for (namespace, name), value in rows:
                 if namespace and name and math.isfinite(value):
                     self.times[(namespace, name)] = value
         if query == self.plan.up:
-            self.down.update((namespace, name) for (namespace, name), _, value in rows
+            self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
         indexes = [i for i, q in enumerate(self.plan.slots) if q == query]
         if not indexes:
             return
         row_of, new = self._rows, self._row
-        for ident, _, value in rows:  # the hot loop: one row per pod and engine series
-            row = row_of.get(ident)
-            if row is None:
-                if ident in row_of:  # no pod labels: ignored
-                    continue
-                row = row_of[ident] = new(ident)
+        for index in indexes:  # nearly always one
+            for ident, value in rows:  # the hot loop: one row per pod and engine series
+                row = row_of.get(ident)
                 if row is None:
-                    continue
-            for index in indexes:  # nearly always one
+                    if ident in row_of:  # no pod labels: ignored
+                        continue
+                    row = row_of[ident] = new(ident)
+                    if row is None:
+                        continue
                 previous = row[index]
                 row[index] = value if previous is None else previous + value
 
