@@ -232,9 +232,12 @@ def test_refused_is_retried_once_then_reported(monkeypatch: pytest.MonkeyPatch) 
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there now
+    started = time.monotonic()
     error = reason_of(Scraper(), f"http://127.0.0.1:{port}/metrics")
+    elapsed = time.monotonic() - started
     assert (error.reason, str(error)) == ("refused", "connection refused")
     assert CountingConnection.connects == 2
+    assert 0.05 <= elapsed < 1.0  # the retry comes after the 50 ms pause
 
 
 def test_refused_is_not_retried_when_the_deadline_leaves_no_room(monkeypatch: pytest.MonkeyPatch) -> None:
