@@ -53,3 +53,19 @@ def test_a_disarmed_guard_does_nothing() -> None:
     guard.disarm()
     time.sleep(0.1)
     assert not guard.fired and not response.shut
+
+
+def test_disarmed_guards_cost_no_wake_up_of_their_own() -> None:
+    """The fetches that finish long before their deadline (nearly all of them) leave the heap the next time the
+    thread wakes: it sleeps until the earliest guard still armed, not until each of their deadlines."""
+    keeper = DeadlineGuard(time.monotonic() + 0.05)  # wakes the thread once, after the guards below are disarmed
+    start = time.monotonic()
+    guards = [DeadlineGuard(start + 0.06 + i * 0.001) for i in range(200)]  # 200 distinct deadlines within 0.3 s
+    for guard in guards:
+        guard.disarm()
+    last = DeadlineGuard(start + 0.5)
+    assert fired(keeper)
+    woken = DEADLINES.wakeups
+    assert fired(last)
+    assert DEADLINES.wakeups - woken <= 3  # one per disarmed guard before: about 200
+    assert not any(guard.fired for guard in guards)

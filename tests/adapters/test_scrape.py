@@ -135,8 +135,9 @@ def http(status: str, body: bytes = b"", headers: str = "") -> bytes:
 # ---------------------------------------------------------------- HTTP contract
 
 
-def test_get_with_gzip_accept_no_credentials_no_proxy_from_env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: object, serve: Callable[[Handler], str]
+@pytest.mark.parametrize("encoding", [None, "identity", "gzip"])
+def test_get_asks_for_the_encoding_no_credentials_no_proxy_from_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object, serve: Callable[[Handler], str], encoding: str | None
 ) -> None:
     target, proxy = Seen(), Seen()
     url = serve(answer(target, http("200 OK", BODY)))
@@ -148,11 +149,12 @@ def test_get_with_gzip_accept_no_credentials_no_proxy_from_env(
         monkeypatch.setenv(name, proxy_url)
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    assert Scraper().fetch(url) == BODY
+    scraper = Scraper() if encoding is None else Scraper(encoding=encoding)
+    assert scraper.fetch(url) == BODY
     assert proxy.connections == 0  # straight to the pod, never through the proxy of the environment
     ((line, headers),) = target.requests
     assert line == "GET /metrics HTTP/1.1"
-    assert headers["accept-encoding"] == "gzip"
+    assert headers["accept-encoding"] == (encoding or "identity")  # identity by default: nothing to inflate
     assert not {"authorization", "proxy-authorization", "cookie"} & set(headers)
     assert headers["user-agent"].startswith("vllm-stall-watchdog/")
 
@@ -160,6 +162,20 @@ def test_get_with_gzip_accept_no_credentials_no_proxy_from_env(
 def test_gzip_body_is_decoded(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), http("200 OK", gzip.compress(BODY * 1000), "Content-Encoding: gzip\r\n")))
     assert Scraper().fetch(url) == BODY * 1000
+
+
+def test_a_gzip_answer_to_an_identity_request_is_inflated_within_the_cap(serve: Callable[[Handler], str]) -> None:
+    seen = Seen()
+    url = serve(answer(seen, http("200 OK", gzip.compress(BODY * 1000), "Content-Encoding: gzip\r\n")))
+    assert Scraper(encoding="identity").fetch(url) == BODY * 1000
+    assert seen.requests[0][1]["accept-encoding"] == "identity"
+    error = reason_of(Scraper(ScrapeLimits(max_bytes=len(BODY) * 1000 - 1), encoding="identity"), url)
+    assert (error.reason, str(error)) == ("too_large", f"too large: body above {len(BODY) * 1000 - 1} bytes after gzip")
+
+
+def test_an_unknown_encoding_is_refused() -> None:
+    with pytest.raises(ValueError, match="identity, gzip"):
+        Scraper(encoding="br")
 
 
 def test_chunked_body_is_read(serve: Callable[[Handler], str]) -> None:
@@ -216,9 +232,12 @@ def test_refused_is_retried_once_then_reported(monkeypatch: pytest.MonkeyPatch) 
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there now
+    started = time.monotonic()
     error = reason_of(Scraper(), f"http://127.0.0.1:{port}/metrics")
+    elapsed = time.monotonic() - started
     assert (error.reason, str(error)) == ("refused", "connection refused")
     assert CountingConnection.connects == 2
+    assert 0.05 <= elapsed < 1.0  # the retry comes after the 50 ms pause
 
 
 def test_refused_is_not_retried_when_the_deadline_leaves_no_room(monkeypatch: pytest.MonkeyPatch) -> None:

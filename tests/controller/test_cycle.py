@@ -384,3 +384,13 @@ def test_a_cycle_runs_without_automatic_collections_and_frees_its_cyclic_garbage
     finally:
         gc.enable()
         gc.collect()
+
+
+@pytest.mark.parametrize(("overrides", "asked"), [({}, "identity"), ({"scrapeEncoding": "gzip"}, "gzip")])
+def test_the_scraper_asks_for_the_configured_encoding(tmp_path: Path, overrides: dict[str, str], asked: str) -> None:
+    kube = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2))
+    wd = Watchdog(make_config(tmp_path, **overrides), kube, clock=lambda: 1.0)
+    try:
+        assert wd.scraper.headers["Accept-Encoding"] == asked  # type: ignore[attr-defined]
+    finally:
+        wd.close()

@@ -176,6 +176,13 @@ def test_label_order_does_not_split_a_series() -> None:
     assert by_key(body)['engine="0",model_name="m"'].running == 3.0
 
 
+def test_invalid_utf8_in_a_label_value_is_replaced_and_every_pair_stays_in_place() -> None:
+    body = (b'vllm:num_requests_running{engine="0",model_name="a\xe2"} 3\n'
+            b'vllm:num_requests_running{model_name="\xff\xfe\xc3",engine="1"} 4\n')
+    assert {k: s.running for k, s in by_key(body).items()} == {
+        'engine="0",model_name="a\ufffd"': 3.0, 'engine="1",model_name="\ufffd\ufffd\ufffd"': 4.0}
+
+
 def test_format_quirks_values() -> None:
     series = by_key(fixture("vllm-format-quirks.prom"))
     odd = series['engine="0",model_name="a \\"quoted\\" {model}, with = and /paths/"']

@@ -57,9 +57,13 @@ class DeadlineGuard:
 
 
 class _Deadlines:
-    """One thread fires every guard at its deadline (a Timer thread per fetch cost 30% of a scrape's CPU)."""
+    """One thread fires every guard at its deadline (a Timer thread per fetch cost 30% of a scrape's CPU). When it
+    wakes it also drops the disarmed guards at the head of its heap, whose deadlines are still to come: it then
+    sleeps until the earliest guard still armed, not until each finished fetch's deadline (a wake-up per fetch,
+    2,000 per cycle at 2,000 pods, each taking the GIL from the scrape threads)."""
 
     def __init__(self) -> None:
+        self.wakeups = 0  # times the thread woke (for tests)
         self._heap: list[tuple[float, int, DeadlineGuard]] = []  # (deadline, id(guard), guard)
         self._wake = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="scrape-deadlines", daemon=True)
@@ -75,7 +79,9 @@ class _Deadlines:
     def _run(self) -> None:
         with self._wake:
             while True:
-                while self._heap and self._heap[0][0] <= time.monotonic():
+                self.wakeups += 1
+                now = time.monotonic()
+                while self._heap and (self._heap[0][0] <= now or self._heap[0][2]._done):
                     heapq.heappop(self._heap)[2]._fire()  # a disarmed guard ignores it
                 self._wake.wait(max(0.0, self._heap[0][0] - time.monotonic()) if self._heap else None)
 

@@ -64,6 +64,10 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0.05, maximum=86400.0),
     Setting("max_body_bytes", "int", 8 * 1024 * 1024, "largest /metrics body accepted, after gzip",
             minimum=1024, maximum=1024 ** 3),
+    Setting("scrape_encoding", "choice", "identity", "what a scrape asks pods for (Accept-Encoding): identity (a "
+            "plain body: no compressing in the pod, no inflating here; ~8x the bytes on the wire) or gzip (for a "
+            "slow or metered network to the pods); a gzip answer is inflated either way",
+            choices=("identity", "gzip")),
     Setting("workers", "int", 0, "concurrent scrapes; 0: sized each cycle by the fleet (16 + the pods whose last "
             "scrape was slow or timed out, at most 256)", minimum=0, maximum=1024),
     # -- where the signals come from (docs/scaling.md "source: prometheus") --
@@ -188,6 +192,7 @@ class Settings:
     scrape_deadline_seconds: float
     connect_timeout_seconds: float
     max_body_bytes: int
+    scrape_encoding: str
     workers: int
     source: str
     prometheus_url: str | None

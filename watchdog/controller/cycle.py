@@ -106,7 +106,7 @@ class Watchdog:
         self.metrics = metrics or new_metrics()
         self.scraper = scraper or Scraper(ScrapeLimits(
             connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
-            max_bytes=config.max_body_bytes))
+            max_bytes=config.max_body_bytes), encoding=config.scrape_encoding)
         self.policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
         self.remediator = Remediator(
             kube, self.policy, self._rescrape, self.metrics, grace_period_s=config.grace_period_seconds,

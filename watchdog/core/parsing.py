@@ -156,7 +156,8 @@ _REST = re.compile(
     rb"[ \t]+([0-9A-Za-z.+-]+)(?: +([0-9A-Za-z.+-]+))?[ \t\r]*"
 )
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped before the first line
-_PAIR = re.compile(rb'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
+_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')  # over the decoded label text (a quote is never in a
+# multi-byte sequence, so invalid UTF-8 replaced before matching leaves every pair where it was)
 
 
 @dataclass(frozen=True)
@@ -221,21 +222,24 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
                 skipped += 1
                 continue
             labels, value = parsed
+            kept: tuple[frozenset[tuple[str, str]], Labels, Labels] | None = None
             for index, selector in matcher.slots_by_name[raw_name]:
-                if selector.matches(labels):
-                    _keep(latest, index, labels, value, engine_labels, collapse_labels)
+                if not selector.match or selector.matches(labels):
+                    kept = kept or _identity(labels, engine_labels, collapse_labels)
+                    latest[(index, kept[0])] = (kept[1], kept[2], value)
                     found.add(selector.metric)
     except _Overrun as exc:
         return _overrun(str(exc), skipped)
     return _aggregate(latest, matcher.slots, profile, limits, skipped, found)
 
 
-def _keep(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], index: int,
-          labels: Mapping[str, str], value: float, engine_labels: list[str], collapse_labels: list[str]) -> None:
-    """Remember one sample of slot ``index``: its engine series key, its rank (collapse labels) and value."""
-    key = tuple((n, labels[n]) for n in engine_labels if n in labels)
-    rank = tuple((n, labels[n]) for n in collapse_labels if n in labels)
-    latest[(index, frozenset(labels.items()))] = (key, rank, value)
+def _identity(labels: Mapping[str, str], engine_labels: list[str],
+              collapse_labels: list[str]) -> tuple[frozenset[tuple[str, str]], Labels, Labels]:
+    """One sample's label set (a repeat of it is a duplicate: the last one wins), its engine series key and its rank
+    (collapse labels); once per line, whatever the number of slots it feeds."""
+    key = tuple([(n, labels[n]) for n in engine_labels if n in labels])
+    rank = tuple([(n, labels[n]) for n in collapse_labels if n in labels]) if collapse_labels else ()
+    return frozenset(labels.items()), key, rank
 
 
 def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], slots: int,
@@ -353,8 +357,8 @@ def _parse_fast(rest: bytes) -> tuple[dict[str, str], float] | None:
         return None
     if not label_text:
         return {}, value
-    pairs = _PAIR.findall(label_text)
-    labels = {k.decode(): v.decode("utf-8", "replace") for k, v in pairs}
+    pairs = _PAIR.findall(label_text.decode("utf-8", "replace"))
+    labels = dict(pairs)
     if len(labels) != len(pairs):
         return None  # duplicate label name: let prometheus_client judge it
     return labels, value
