@@ -3,8 +3,11 @@
 It evaluates the shapes of query the watchdog sends (watchdog/core/promql.py) from samples the test adds, as
 Prometheus does: ``sum|max|min by (labels) (<expr>)``,
 ``last_over_time(name{l="v",l!="w"}[60s])`` (the newest
-sample in ``(time - range, time]``) and ``timestamp(name{...})`` (the newest sample's time within the 5-minute
-lookback), answered as a ``vector``; anything else is a ``bad_data`` error.
+sample in ``(time - range, time]``, staleness markers skipped), the instant selector ``name{...}`` and
+``timestamp(name{...})`` (the newest sample within the 5-minute lookback, absent when it is a staleness marker),
+``<a> and <b>`` (the rows of ``a`` whose labels but the name are a row of ``b``), answered as a ``vector``;
+anything else is a ``bad_data`` error. :meth:`FakePrometheus.feed` writes a staleness marker (a None value) for a
+series its target no longer exposes, as a scrape does.
 ``fail`` makes every answer an HTTP status / body of the test's choosing; ``delay_s``
 holds each answer back. Every query is recorded (``queries``: (query, time), ``headers``). The real
 Prometheus tier is tests/prometheus/.
@@ -28,13 +31,14 @@ _AGGREGATE = re.compile(r"(sum|max|min) by \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
 _LATEST = re.compile(r"last_over_time\((.*)\[([0-9]+)s\]\)")
 _TIMESTAMP = re.compile(r"timestamp\((.*)\)")
 _LOOKBACK_S = 300.0
-Item = tuple[frozenset[tuple[str, str]], list[tuple[float, float]]]
+Item = tuple[frozenset[tuple[str, str]], list[tuple[float, float | None]]]  # None: a staleness marker
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)(!=|=)"((?:[^"\\]|\\.)*)"')
 
 
 class FakePrometheus:
     def __init__(self) -> None:
-        self.series: dict[frozenset[tuple[str, str]], list[tuple[float, float]]] = {}
+        self.series: dict[frozenset[tuple[str, str]], list[tuple[float, float | None]]] = {}
+        self.exposed: dict[frozenset[tuple[str, str]], set[frozenset[tuple[str, str]]]] = {}  # by target labels
         self.queries: list[tuple[str, float]] = []
         self.headers: list[dict[str, str]] = []
         self.fail: tuple[int, bytes] | None = None
@@ -85,7 +89,12 @@ class FakePrometheus:
         """Every sample of the exposition ``text``, as Prometheus stores it after scraping it at ``t`` with the
         target ``labels`` added."""
         with self.lock:
-            for key, samples in stored(text, labels, t):
+            now = stored(text, labels, t)
+            target = frozenset(labels.items())
+            for key in self.exposed.get(target, set()) - {key for key, _ in now}:
+                self.series[key].append((t, None))  # gone from the target's /metrics: a staleness marker
+            self.exposed[target] = {key for key, _ in now}
+            for key, samples in now:
                 self.series.setdefault(key, []).extend(samples)
 
     def add(self, name: str, labels: Mapping[str, str], t: float, value: float) -> None:
@@ -125,15 +134,49 @@ def evaluate(query: str, at: float, items: list[Item]) -> list[tuple[dict[str, s
             old = groups.get(key)
             groups[key] = value if old is None else _combine(match.group(1), old, value)
         return [(dict(key), value) for key, value in groups.items()]
+    if (split := _top_level_and(query)) is not None:
+        left, right = evaluate(split[0], at, items), evaluate(split[1], at, items)
+        if left is None or right is None:
+            return None
+        def key(labels: dict[str, str]) -> frozenset[tuple[str, str]]:
+            return frozenset((k, v) for k, v in labels.items() if k != "__name__")  # matched without the name
+
+        keep = {key(labels) for labels, _ in right}
+        return [(labels, value) for labels, value in left if key(labels) in keep]
     if match := _LATEST.fullmatch(query):
-        return _select(match.group(1), at, float(match.group(2)), items, stamp=False)
+        return _select(match.group(1), at, float(match.group(2)), items, stamp=False, instant=False)
     if match := _TIMESTAMP.fullmatch(query):
-        return _select(match.group(1), at, _LOOKBACK_S, items, stamp=True)
+        return _select(match.group(1), at, _LOOKBACK_S, items, stamp=True, instant=True)
+    if _SELECTOR.fullmatch(query):
+        return _select(query, at, _LOOKBACK_S, items, stamp=False, instant=True)
     return None
 
 
-def _select(selector: str, at: float, seconds: float, items: list[Item], stamp: bool,
+def _top_level_and(query: str) -> tuple[str, str] | None:
+    """``query`` split at an `` and `` outside brackets and quotes, or None."""
+    depth, quoted, i = 0, False, 0
+    while i < len(query):
+        c = query[i]
+        if quoted:
+            i += 2 if c == "\\" else 1
+            quoted = quoted and c != '"'
+            continue
+        if c == '"':
+            quoted = True
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and query.startswith(" and ", i):
+            return query[:i], query[i + 5:]
+        i += 1
+    return None
+
+
+def _select(selector: str, at: float, seconds: float, items: list[Item], stamp: bool, instant: bool,
             ) -> list[tuple[dict[str, str], float]] | None:
+    """The newest sample per series in ``(at - seconds, at]``: an instant selector honours a staleness marker there
+    (the series is absent), a range (last_over_time) skips markers."""
     match = _SELECTOR.fullmatch(selector)
     if match is None:
         return None
@@ -146,10 +189,12 @@ def _select(selector: str, at: float, seconds: float, items: list[Item], stamp: 
             continue
         if not all((labels.get(n, "") == v) == (op == "=") for n, op, v in matchers):
             continue
-        inside = [(t, v) for t, v in sorted(samples) if at - seconds < t <= at]
-        if inside:
+        inside = [(t, v) for t, v in sorted(samples, key=lambda sample: sample[0]) if at - seconds < t <= at
+                  and (instant or v is not None)]
+        if inside and inside[-1][1] is not None:
             t, value = inside[-1]
-            out.append(({k: v for k, v in labels.items() if k != "__name__"}, t if stamp else value))
+            kept = labels if instant and not stamp else {k: v for k, v in labels.items() if k != "__name__"}
+            out.append((kept, t if stamp else float(value)))  # type: ignore[arg-type]
     return out
 
 

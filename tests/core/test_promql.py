@@ -3,7 +3,7 @@ aggregation as a scraped body (one rule, core/parsing.py)."""
 
 from __future__ import annotations
 
-from tests.promfake import Item, evaluate, stored
+from tests.promfake import FakePrometheus, Item, evaluate, stored
 from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
 from watchdog.core.profiles import Profile, get_profile, label_name_problem
 from watchdog.core.promql import (
@@ -25,9 +25,10 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     queries = plan(VLLM, 60, "namespace", "pod")
     assert len(queries.slots) == len(signal_slots(VLLM)) == 13
     assert queries.slots[0] == ("sum by (namespace, pod, engine, model_name) "
-                                "(last_over_time(vllm:num_requests_running[60s]))")
+                                "(last_over_time(vllm:num_requests_running[60s]) and vllm:num_requests_running)")
     assert queries.slots[2] == ('sum by (namespace, pod, engine, model_name, reason) (last_over_time('
-                                'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]))')
+                                'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
+                                'vllm:num_requests_waiting_by_reason{reason="deferred"})')
     assert queries.time == "max by (namespace, pod) (timestamp(vllm:num_requests_running))"
     assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
@@ -37,7 +38,7 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     assert sglang.slots[0] == (
         "max by (ns, name, dp_rank, engine_type, model_name, priority) (sum by (ns, name, dp_rank, engine_type, "
         'model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank) (last_over_time(sglang:num_running_reqs{priority=""}'
-        "[90500ms])))")
+        '[90500ms]) and sglang:num_running_reqs{priority=""}))')
     one = plan(SGLANG, 60, "namespace", "pod", {"namespace": "ns", "pod": 'a"b\\c'})
     assert 'sglang:num_running_reqs{priority="",namespace="ns",pod="a\\"b\\\\c"}[60s]' in str(one.slots[0])
     assert one.up == 'min by (namespace, pod) (last_over_time(up{namespace="ns",pod="a\\"b\\\\c"}[60s]))'
@@ -109,6 +110,22 @@ def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
     assert alone[("ns", "a")].parsed.series == direct.series
     assert alone[("ns", "a")].parsed.found_families == direct.found_families  # 0-valued rows found too
     assert set(_read(VLLM, a + b, 1000.0, {"namespace": "ns", "pod": "b"})) == {("ns", "b")}
+
+
+def test_an_engine_series_gone_from_its_pods_metrics_is_absent_at_once_while_the_pod_goes_on() -> None:
+    with FakePrometheus() as prom:  # its scrapes: two engines at 1000, then only engine 0 at 1005 (a marker for 1)
+        two = ('vllm:num_requests_running{engine="0"} 5\nvllm:generation_tokens_total{engine="0"} %d\n'
+               'vllm:num_requests_running{engine="1"} 5\nvllm:generation_tokens_total{engine="1"} 7\n')
+        prom.feed(two % 100, {"namespace": "n", "pod": "p"}, 1000.0)
+        prom.feed(two.split("vllm:num_requests_running{engine=\"1\"}")[0] % 200, {"namespace": "n", "pod": "p"},
+                  1005.0)
+        items = list(prom.series.items())
+    pods = _read(VLLM, items, 1006.0)
+    (engine0,) = pods[("n", "p")].parsed.series  # engine 1's last values (5 running, 7 tokens) are not fed again
+    assert engine0.labels == (("engine", "0"),) and engine0.progress[0] == 200.0
+    assert pods[("n", "p")].t == 1005.0
+    assert set(_read(VLLM, items, 1004.0)[("n", "p")].parsed.series[i].labels for i in range(2)) == {
+        (("engine", "0"),), (("engine", "1"),)}  # before that scrape both were there
 
 
 def test_a_series_older_than_the_staleness_bound_is_absent() -> None:

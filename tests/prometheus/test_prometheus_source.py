@@ -2,7 +2,8 @@
 (scraping simulated vLLM pods through file_sd, 1 s scrapes) and deletes through the API emulator.
 
 One world, one run: a wedged pod, a busy one, a data-parallel pod with one wedged rank, a pod whose counters
-reset (an engine restart) after it wedged, a pod Prometheus stops scraping (its series age past
+reset (an engine restart) after it wedged, a data-parallel pod one of whose engines vanishes from its /metrics
+while the other goes on (Prometheus marks its series stale), a pod Prometheus stops scraping (its series age past
 prometheusStalenessSeconds), a pod whose engine stops answering (up == 0 while its older samples are still
 inside the staleness bound) and a pod whose target never answers (up == 0 from the start).
 """
@@ -41,7 +42,7 @@ SD_DELAY_S = 5.0  # Prometheus applies service-discovery changes at most every 5
 SETTINGS = {**FAST_SETTINGS, **OPEN_RAILS, **PROMETHEUS_SETTINGS, "windowSeconds": WINDOW_S,
             "prometheusStalenessSeconds": STALENESS_S}
 ADDRESSES = {"busy": "127.0.0.30", "wedged": "127.0.0.31", "dp": "127.0.0.32", "reset": "127.0.0.33",
-             "unscraped": "127.0.0.34", "stopped": "127.0.0.35", "down": "127.0.0.36"}
+             "unscraped": "127.0.0.34", "stopped": "127.0.0.35", "down": "127.0.0.36", "shrink": "127.0.0.37"}
 
 
 @dataclass
@@ -101,10 +102,11 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
             world.deploy("reset", "progressing")
             world.deploy("unscraped", "wedged")
             world.deploy("stopped", "wedged")
+            world.deploy("shrink", "progressing", engines=2)
             dead_port = free_port(ADDRESSES["down"])  # nothing listens there: Prometheus' up == 0
             world.pods["down"] = seed_deployment(api, NS, "down", ADDRESSES["down"], dead_port)
             prometheus.set_targets([world.target(k) for k in ("busy", "wedged", "dp", "reset", "unscraped",
-                                                              "stopped", "down")])
+                                                              "stopped", "down", "shrink")])
             prometheus.wait_up({world.name(k): 1.0 for k in world.sims} | {world.name("down"): 0.0})
             status_port = free_port()
             config = write_config(tmp / "config.yaml", **{**SETTINGS, "prometheusUrl": prometheus.url,
@@ -115,6 +117,7 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
             steps = [(2.0, "unscraped", lambda: prometheus.remove_target(world.target("unscraped").address)),
                      (2.0, "stopped", lambda: world.sims["stopped"].stop()),
                      (1.0, "reset_wedged", lambda: world.sims["reset"].set_mode("wedged")),
+                     (1.0, "shrink", lambda: world.sims["shrink"].keep_engines(1)),
                      (5.5, "reset", lambda: _restart_with_lower_counters(world, "reset"))]
             deadline = t0 + 45
             while time.monotonic() < deadline and run.alive():
@@ -213,6 +216,19 @@ def test_a_series_prometheus_no_longer_scrapes_goes_unknown_and_is_never_deleted
     late = world.views("unscraped", since=world.marks["unscraped"] + SD_DELAY_S + STALENESS_S + 2)
     assert late and outcomes(late) == {"prometheus_unknown"}, outcomes(late)
     assert engine_states(late) <= {"unknown"}
+
+
+def test_an_engine_gone_from_the_pods_metrics_is_not_fed_its_last_values(world: World) -> None:
+    # engine 1's series end (Prometheus writes staleness markers) while engine 0 goes on, so the pod's time keeps
+    # advancing: its last values, frozen for prometheusStalenessSeconds (> the window), must not stall it
+    assert world.name("shrink") in world.alive, world.log[-3000:]
+    late = world.views("shrink", since=world.marks["shrink"] + 3)
+    assert late, world.marks
+    for view in late:
+        states = {str(e["labels"].get("engine")): e["state"] for e in view.get("engines") or []}
+        assert states.get("0") == "progressing" and states.get("1") in (None, "unknown"), states
+    assert not any(f"{world.name('shrink')} series" in line and "-> stalled" in line
+                   for line in world.log.splitlines())
 
 
 def test_a_target_whose_scrape_fails_is_unknown(world: World) -> None:

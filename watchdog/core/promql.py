@@ -7,10 +7,16 @@ volume work of the parser's aggregation, so its answer holds one small row per p
 
     max by (namespace, pod, <engine labels>, <matcher labels>) (
       sum by (namespace, pod, <engine labels>, <matcher labels>, <collapse labels>) (
-        last_over_time(vllm:generation_tokens_total[60s])))
+        last_over_time(vllm:generation_tokens_total[60s]) and vllm:generation_tokens_total))
 
 ``last_over_time(...[staleness])`` is each series' newest sample no older than the staleness bound (an older
-series is absent: unknown, never evidence); ``sum by`` drops the labels no engine is keyed by (job, instance,
+series is absent: unknown, never evidence). Alone it would keep answering a series' last value for the whole
+bound after the series left its target's ``/metrics`` -- an engine gone from a pod whose other engines go on, so
+that the pod's time advances: its frozen values fed as fresh samples would stall it -- because it skips the
+staleness marker Prometheus writes at the first scrape without the series. ``and <selector>`` (the instant
+selector, which honours that marker) drops such a series at that scrape, as a direct scrape would not see it;
+a pod whose target is gone or failing gets markers for every series too. ``sum by`` drops the labels no engine
+is keyed by (job, instance,
 endpoint ...) and ``max by`` takes the largest over the collapse labels (SGLang's tensor-parallel ranks), as
 the parser does; without collapse labels the ``max`` is left out. The rows then go through the parser's own
 last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
@@ -147,7 +153,8 @@ class Plan:
 def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
                restrict: Mapping[str, str] | None = None) -> str:
     """The query of one signal slot (see the module docstring); ``restrict``: extra equality matchers."""
-    latest = f"last_over_time({_series(selector, restrict)}[{_seconds(staleness_s)}])"
+    series = _series(selector, restrict)
+    latest = f"last_over_time({series}[{_seconds(staleness_s)}]) and {series}"  # see the module docstring
     keep = list(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels),
                                *(name for name, _, _ in selector.match)]))
     collapse = [name for name in sorted(profile.collapse_labels) if name not in keep]

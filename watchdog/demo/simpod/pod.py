@@ -85,6 +85,12 @@ class SimPod:
                 engine.mode, engine.since = mode, now
                 engine.wedge_after_s = engine.wedge_after_s if wedge_after_s is None else wedge_after_s
 
+    def keep_engines(self, count: int) -> None:
+        """Stop exposing every engine past the first ``count`` (a data-parallel rank gone from ``/metrics`` while
+        the others go on)."""
+        with self._lock:
+            del self._engines[max(1, count):]
+
     def exposition(self) -> bytes:
         """The /metrics body (Prometheus text format 0.0.4) as of now."""
         with self._lock:
