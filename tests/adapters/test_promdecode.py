@@ -48,3 +48,26 @@ def test_the_one_pass_and_the_careful_path_give_the_same_rows(monkeypatch: pytes
     assert str(with_inf[:-1]) == str(fast)  # the same rows and values (NaN compared as text)
     assert with_inf[-1] == ((None, "x", None, None), float("inf"))
     assert fast[1] == (("n", "p1", "1", None), 12.5) and fast[2][1] != fast[2][1]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"pod": "p\xff"}, '
+     b'"value": [1, "2"]}]}}', "not valid UTF-8"),
+    (b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"pod": "p\xff"}, '
+     b'"value": [1, "+Inf"]}]}}', "not valid UTF-8"),  # the careful path too
+    (b'{"data": {"resultType": "vector", "result": []}}', "has no status"),
+    (b'{"status": "success", "data": {"result": []}}', "has no data.resultType"),
+])
+def test_odd_answers_are_one_clear_line(body: bytes, message: str) -> None:
+    with pytest.raises(PrometheusError, match=message):
+        decode_values(body, ("namespace", "pod"))
+    with pytest.raises(PrometheusError, match=message):
+        decode(body)
+    assert promdecode.error_text(body) == ""
+
+
+def test_labels_not_read_are_not_checked_either() -> None:
+    body = answer([{"metric": {"pod": "p", "job": 3}, "value": [1, "2"]}])  # a number: only a read label must be text
+    assert decode_values(body, ("pod",)) == [(("p",), 2.0)]
+    raw = b'{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"pod": "p", "x": "\xff"}, '
+    assert decode_values(raw + b'"value": [1, "2"]}]}}', ("pod",)) == [(("p",), 2.0)]

@@ -15,6 +15,7 @@ from tests.controller.test_cycle import NS, Rig, make_config, remediated, sample
 from tests.promfake import FakePrometheus
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.config.loader import ConfigError, load_config
+from watchdog.controller import promsource
 from watchdog.controller.cycle import CycleReport
 from watchdog.controller.promsource import PrometheusSource, confirm_read
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
@@ -161,6 +162,20 @@ def test_prometheus_down_makes_every_pod_unknown_and_deletes_nothing(prig: PromR
     assert all(set(states(r).values()) == {"unknown"} for r in reports)
     assert all(r.remediations == [] for r in reports) and prig.exists(prig.pods["wedged"])
     assert "HTTP 503" in prig.wd.pods[prig.pods["wedged"]["metadata"]["uid"]].scrape_detail
+
+
+def test_an_unexpected_failure_reading_the_answers_makes_the_pods_unknown_not_the_cycle_fail(
+        prig: PromRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    prig.deploy("wedged", "127.0.0.2")
+    prig.engine("wedged", running=4, tokens=500)
+
+    def broken(*_: object) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(promsource.Reading, "add", broken)
+    report = prig.cycle()  # no exception: the cycle goes on for every other pod
+    assert report.scrapes == {"prometheus_error": 1} and report.engines == {"unknown": 1}
+    assert "unexpected KeyError" in prig.wd.pods[prig.pods["wedged"]["metadata"]["uid"]].scrape_detail
 
 
 def test_up_zero_is_unknown_even_with_fresh_looking_series(prig: PromRig) -> None:

@@ -104,13 +104,12 @@ def _decode(body: bytes, labels: tuple[str, ...] | None, labels_of: Callable[[An
         doc = one_pass.decode(body)
     except msgspec.ValidationError:  # another shape, "+Inf", an error answer with odd fields: the careful path
         return _careful(body, rows_decoder, labels_of)
-    except (msgspec.DecodeError, RecursionError):
-        raise PrometheusError("Prometheus answer is not JSON (or nested too deep)") from None
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
+        raise PrometheusError(_not_json(exc)) from None
     _check(doc.status, doc.warnings, doc.errorType, doc.error)
     if doc.data is None:
         raise PrometheusError("Prometheus answer has no data.result list")
-    if doc.data.resultType != "vector":
-        raise PrometheusError(f"Prometheus answered a {doc.data.resultType!r}, not a vector")
+    _vector(doc.data.resultType)
     return [(labels_of(row.metric), row.value) for row in doc.data.result]
 
 
@@ -120,14 +119,13 @@ def _careful(body: bytes, rows_decoder: msgspec.json.Decoder[list[Any]], labels_
         doc = _ENVELOPE.decode(body)
     except msgspec.ValidationError:  # a subclass of DecodeError: valid JSON of another shape
         raise PrometheusError("Prometheus answer is not a JSON object") from None
-    except (msgspec.DecodeError, RecursionError):
-        raise PrometheusError("Prometheus answer is not JSON (or nested too deep)") from None
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
+        raise PrometheusError(_not_json(exc)) from None
     _check(doc.status, doc.warnings, doc.errorType, doc.error)
     data = doc.data
     if data is None or not data.result:
         raise PrometheusError("Prometheus answer has no data.result list")
-    if data.resultType != "vector":
-        raise PrometheusError(f"Prometheus answered a {data.resultType!r}, not a vector")
+    _vector(data.resultType)
     try:
         return [(labels_of(row.metric), (row.value[0], float(row.value[1])))
                 for row in rows_decoder.decode(data.result)]
@@ -137,7 +135,22 @@ def _careful(body: bytes, rows_decoder: msgspec.json.Decoder[list[Any]], labels_
         raise PrometheusError(_BAD_ROW) from None
 
 
+def _vector(result_type: Any) -> None:
+    if result_type is None:
+        raise PrometheusError("Prometheus answer has no data.resultType")
+    if result_type != "vector":
+        raise PrometheusError(f"Prometheus answered a {result_type!r}, not a vector")
+
+
+def _not_json(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "Prometheus answer is not valid UTF-8"
+    return "Prometheus answer is not JSON (or nested too deep)"
+
+
 def _check(status: Any, warnings: Any, error_type: Any, error: Any) -> None:
+    if status is None:
+        raise PrometheusError("Prometheus answer has no status")
     if status != "success":
         raise PrometheusError(f"Prometheus answered status {status!r}: {str(error_type or '')[:50]}: "
                               f"{str(error or '')[:200]}")
@@ -149,7 +162,7 @@ def error_text(body: bytes) -> str:
     """``errorType: error`` of an error answer (an HTTP 4xx/5xx body), or ``""``."""
     try:
         doc = _ENVELOPE.decode(body)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return ""
     if isinstance(doc.error, str):
         return f"{doc.errorType or ''}: {doc.error[:200]}"

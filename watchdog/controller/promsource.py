@@ -94,6 +94,9 @@ class PrometheusSource:
                 del rows
         except PrometheusError as exc:
             return FleetReading({}, str(exc))
+        except Exception as exc:  # a bug reading one answer must not stop the cycle of every other pod: unknown
+            log.exception("reading Prometheus' answers failed unexpectedly")
+            return FleetReading({}, f"unexpected {type(exc).__name__} reading Prometheus' answers: {exc}"[:400])
         return FleetReading({r.profile: r.pods() for r in readings})
 
 
