@@ -143,7 +143,7 @@ def _vector(result_type: Any) -> None:
 
 
 def _not_json(exc: BaseException) -> str:
-    if isinstance(exc, UnicodeDecodeError):
+    if isinstance(exc, UnicodeDecodeError) or "utf-8" in str(exc).lower():  # msgspec < 0.23 / >= 0.23
         return "Prometheus answer is not valid UTF-8"
     return "Prometheus answer is not JSON (or nested too deep)"
 
