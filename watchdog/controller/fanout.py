@@ -12,17 +12,24 @@ pods, which answer in milliseconds, must not queue behind them. So:
   never more than the pods. 2,000 pods of which 120 are slow or hung: 136 workers; 100 healthy pods: 16.
   A fixed ``workers: N`` keeps N.
 
+With a scraper that has its own event loop (:class:`~watchdog.controller.ports.AsyncFetcher`, the default),
+:meth:`Fanout.submit_async` runs every scrape as a coroutine on that loop instead, in the same order, at most as
+many at once as the pool would have threads (a semaphore): no thread per scrape, and no more bodies in memory at
+once than scrapes in flight (each is parsed on the loop as soon as it arrived).
+
 A timeout is never evidence here either: sizing only decides how many scrapes wait at once, never what a
 scrape's outcome means, and every pod gets the full scrape deadline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+from watchdog.controller.ports import AsyncFetcher
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 
@@ -66,6 +73,21 @@ class Fanout:
         pool = self._pool_for([record.scrape_seconds for _, record in jobs])
         ordered = sorted(jobs, key=lambda job: -job[1].scrape_seconds)
         return {target.uid: pool.submit(scrape, target, record) for target, record in ordered}
+
+    def submit_async(self, jobs: Sequence[tuple[ScrapeTarget, PodRecord]],
+                     scrape: Callable[[ScrapeTarget, PodRecord], Awaitable[R]], loop: AsyncFetcher
+                     ) -> dict[str, Future[R]]:
+        """Start the coroutine ``scrape(target, record)`` of every job on ``loop``, slowest first, as many at once as
+        the pool would have workers; the futures by pod UID."""
+        self.size = self.fixed or auto_workers([record.scrape_seconds for _, record in jobs], self.deadline_s)
+        limit = asyncio.Semaphore(self.size)  # bound to the scrape loop at its first use there
+
+        async def limited(target: ScrapeTarget, record: PodRecord) -> R:
+            async with limit:  # FIFO: the scrapes start in the order they were submitted
+                return await scrape(target, record)
+
+        ordered = sorted(jobs, key=lambda job: -job[1].scrape_seconds)
+        return {target.uid: loop.run(limited(target, record)) for target, record in ordered}
 
     def close(self) -> None:
         if self._pool is not None:
