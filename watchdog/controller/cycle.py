@@ -190,11 +190,14 @@ class Watchdog:
         records = {t.uid: self._record(t) for t in found.targets}
         from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
         jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target] != "prometheus"]
-        futures = (self.fanout.submit_async(jobs, self.scrapes.on_loop, self.scraper) if isinstance(
-            self.scraper, AsyncFetcher) else self.fanout.submit(jobs, self.scrapes.timed))  # a fake's: threads
+        # Every scrape on the scraper's loop, one future for them all; a scraper without a loop (a fake): threads.
+        batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, self.scraper) if isinstance(
+            self.scraper, AsyncFetcher) else None
+        futures = self.fanout.submit(jobs, self.scrapes.timed) if batch is None else {}
         reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
             self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
-        results = [reads[t.uid] if t.uid in reads else (*futures[t.uid].result(), None, True) for t in found.targets]
+        scraped = batch.result() if batch is not None else {uid: f.result() for uid, f in futures.items()}
+        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], None, True) for t in found.targets]
         judged: list[tuple[ScrapeTarget, PodRecord]] = []
         health = PodHealth()
         for target, (outcome, parsed, t, fresh) in zip(found.targets, results, strict=True):
