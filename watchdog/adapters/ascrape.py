@@ -45,7 +45,7 @@ T = TypeVar("T")
 MAX_HEAD = 64 * 1024
 """Bytes of a response head (status line and headers) at most: above, ``connection`` (http.client allowed 100
 header lines of 64 KiB each)."""
-_CHUNK = 64 * 1024
+_BUFFERED = 256 * 1024  # bytes received and not yet read at most, per connection (then reading pauses)
 
 
 class _Retryable(Exception):
@@ -60,13 +60,69 @@ class _ConnectTimeout(Exception):
     """No connection within the connect timeout (told apart from the total deadline)."""
 
 
-async def _open(target: _Url, tls: ssl.SSLContext | None
-                ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+class _Wire(asyncio.Protocol):
+    """One connection's bytes as they arrive, for one reader (a StreamReader and StreamWriter per scrape cost more
+    than the whole of this). Reading pauses while more than :data:`_BUFFERED` bytes wait to be read."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._chunks: list[bytes] = []
+        self._buffered = 0
+        self._eof = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered > _BUFFERED and self.transport is not None:
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def read(self) -> bytes:
+        """What arrived since the last read; b"" at the end of the stream; raises what broke the connection."""
+        while not self._chunks:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return b""
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        if self._buffered > _BUFFERED and self.transport is not None:
+            self.transport.resume_reading()
+        self._buffered = 0
+        return data
+
+
+async def _open(target: _Url, tls: ssl.SSLContext | None) -> _Wire:
     """One TCP (and TLS) connection; a module function so that tests can count connection attempts."""
+    loop = asyncio.get_running_loop()
     if tls is None:
-        return await asyncio.open_connection(target.host, target.port, limit=_CHUNK)
-    return await asyncio.open_connection(target.host, target.port, ssl=tls, server_hostname=target.host,
-                                         limit=_CHUNK)
+        _, wire = await loop.create_connection(_Wire, target.host, target.port)
+    else:
+        _, wire = await loop.create_connection(_Wire, target.host, target.port, ssl=tls, server_hostname=target.host)
+    return wire
 
 
 class AsyncScraper:
@@ -151,17 +207,17 @@ class AsyncScraper:
 
     async def _attempt(self, target: _Url, deadline: float) -> bytes:
         loop = asyncio.get_running_loop()
-        writer: asyncio.StreamWriter | None = None
+        wire: _Wire | None = None
         try:
             tls = client_tls() if target.scheme == "https" else None
             try:
                 async with asyncio.timeout(min(self.limits.connect_timeout_s, deadline - loop.time())):
-                    reader, writer = await _open(target, tls)
+                    wire = await _open(target, tls)
             except TimeoutError:
                 if loop.time() >= deadline:
                     raise  # the total deadline (asyncio.timeout_at above) says so
                 raise _ConnectTimeout from None
-            return await self._exchange(target, reader, writer)
+            return await self._exchange(target, wire)
         except (ScrapeError, TimeoutError, asyncio.CancelledError):
             raise
         except _ConnectTimeout:
@@ -173,25 +229,26 @@ class AsyncScraper:
                 raise _Retryable(error) from exc
             raise error from exc
         finally:
-            if writer is not None:
-                writer.transport.abort()  # Connection: close; nothing is reused, nothing left to flush
+            if wire is not None and wire.transport is not None:
+                wire.transport.abort()  # Connection: close; nothing is reused, nothing left to flush
 
-    async def _exchange(self, target: _Url, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    async def _exchange(self, target: _Url, wire: _Wire) -> bytes:
         conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
         host = f"[{target.host}]" if ":" in target.host else target.host
         if target.port != (443 if target.scheme == "https" else 80):
             host += f":{target.port}"
         request = h11.Request(method="GET", target=target.path, headers=[("Host", host), *self.headers.items()])
-        writer.write(conn.send(request) + (conn.send(h11.EndOfMessage()) or b""))
+        assert wire.transport is not None  # connected
+        wire.transport.write(conn.send(request) + (conn.send(h11.EndOfMessage()) or b""))
         cap = self.limits.max_bytes
         inflater: Inflater | None = None
-        wire = 0
+        on_wire = 0
         parts: list[bytes] = []
         answered = False
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                data = await reader.read(_CHUNK)
+                data = await wire.read()
                 if not data and not answered:  # closed before any answer: as http.client's RemoteDisconnected
                     raise ConnectionResetError("Remote end closed connection without response")
                 conn.receive_data(data)
@@ -199,8 +256,8 @@ class AsyncScraper:
                 answered = True
                 inflater = self._check_head(event, cap)
             elif isinstance(event, h11.Data):
-                wire += len(event.data)
-                if wire > cap:
+                on_wire += len(event.data)
+                if on_wire > cap:
                     raise ScrapeError("too_large", f"too large: body above {cap} bytes")
                 parts.append(event.data if inflater is None else inflater.feed(event.data))
             elif isinstance(event, h11.EndOfMessage):
