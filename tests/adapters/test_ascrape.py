@@ -167,3 +167,18 @@ def test_the_loop_uses_the_monotonic_clock() -> None:
         assert abs(loop.time() - time.monotonic()) < 0.5
     finally:
         loop.close()
+
+
+def test_closed_before_any_answer_is_retried_as_a_reset(serve: Callable[[Handler], str], connects: list[str]) -> None:
+    seen = Seen()
+
+    def close_then_answer(conn: socket.socket, stop: threading.Event) -> None:
+        n = seen.connections
+        seen.connections += 1
+        _read_request(conn)
+        if n > 0:
+            conn.sendall(http("200 OK", BODY))
+        # the first connection: closed (FIN, no RST) without a byte of answer, as http.client's RemoteDisconnected
+
+    assert AsyncScraper().fetch(serve(close_then_answer)) == BODY
+    assert len(connects) == 2

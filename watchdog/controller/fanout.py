@@ -35,8 +35,8 @@ from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 
 AUTO_BASE = 16  # workers for the prompt pods: keeps the one core busy while each waits ~5-15 ms for its answer
-ASYNC_BASE = 64  # the same on the event loop, where a waiting scrape costs no thread: with more answers per wake-up
-# the loop's GET cost 0.62 -> 0.45 ms CPU (16 -> 64 at once, 400 loopback pods; 0.41 at 256; bench_scrape.py)
+ASYNC_BASE = AUTO_BASE  # the same on the event loop. 64 made the loop's GET cheaper (0.62 -> 0.45 ms CPU at 400
+# loopback pods, bench_scrape.py; 2,000 pods: 1.15 ms per pod-scrape) but peak RSS 92 -> 111 MiB, over its goal
 AUTO_MAX = 256  # past this, threads cost more than they wait (docs/scaling.md)
 NEW_PER_WORKER = 16  # pods never scraped: assume 1 in 16 may be slow (the first cycle, a new rollout)
 SHRINK_BELOW = 0.75  # the pool is rebuilt smaller only when the size wanted drops below 75% of it
