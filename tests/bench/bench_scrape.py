@@ -12,8 +12,12 @@ watchdog's own :class:`~watchdog.adapters.scrape.Scraper` and parser, once per e
   ``Scraper.fetch``: connect, request, response, read, inflate), of which ``inflate`` (the same bodies' gzip
   inflated again with the scraper's ``Inflater``, outside the fetch), ``GET`` = fetch - inflate, and ``parse``
   (``parse_exposition``);
-- **concurrent** (``--threads`` > 1, a thread pool as the cycle's fan-out): ``time.process_time`` of the whole
-  round divided by the pods, fetch alone and fetch + parse, and the wall time of the round.
+- **concurrent** (``--threads`` > 1, a thread pool as the cycle's fan-out before the event loop):
+  ``time.process_time`` of the whole round divided by the pods, fetch alone and fetch + parse, and the wall time
+  of the round;
+- **async** (``--limits``: scrapes at once): the same figures with :class:`~watchdog.adapters.ascrape.AsyncScraper`,
+  every scrape a coroutine on its one loop (the cycle's fan-out today: ``Fanout.submit_async``), at most
+  ``limit`` at once, each body parsed on the loop as it arrives.
 
 Medians over ``--rounds`` rounds. Figures only, no assertion (the machine is shared: the load average is
 printed). ``py-spy record --pid <this process> --format raw`` sees every thread (cProfile sees one).
@@ -37,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> "bench" package
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root -> "watchdog"
 
+from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.inflate import Inflater
 from watchdog.adapters.scrape import ENCODINGS, ScrapeLimits, Scraper
 from watchdog.core.parsing import parse_exposition
@@ -104,6 +109,28 @@ def concurrent(scraper: Scraper, urls: list[str], threads: int, with_parse: bool
         return 1000 * (time.process_time() - cpu) / len(urls), time.monotonic() - wall
 
 
+def concurrent_async(scraper: AsyncScraper, urls: list[str], limit: int, with_parse: bool) -> tuple[float, float]:
+    """(process CPU ms per pod-scrape, wall s) of scraping every URL on the scraper's loop, ``limit`` at once."""
+    import asyncio
+
+    profile = get_profile("vllm")
+
+    async def every() -> None:
+        gate = asyncio.Semaphore(limit)
+
+        async def one(url: str) -> None:
+            async with gate:
+                body = await scraper.fetch_async(url)
+                if with_parse:
+                    parse_exposition(body, profile)
+
+        await asyncio.gather(*(one(url) for url in urls))
+
+    cpu, wall = time.process_time(), time.monotonic()
+    scraper.run(every()).result()
+    return 1000 * (time.process_time() - cpu) / len(urls), time.monotonic() - wall
+
+
 def median_of(rounds: int, fn: Callable[[], dict[str, float]]) -> dict[str, float]:
     results = [fn() for _ in range(rounds)]
     return {key: statistics.median(r[key] for r in results) for key in results[0]}
@@ -113,6 +140,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=200, help="simulated pods (default: 200)")
     parser.add_argument("--threads", default="1,16,136", help="fan-out sizes, comma-separated (1: sequential)")
+    parser.add_argument("--limits", default="136", help="async scrapes at once, comma-separated ('': none)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per figure; the median is printed (3)")
     parser.add_argument("--render", type=float, default=0.005, help="pod answer delay, s x sqrt(engines) (0.005)")
     parser.add_argument("--encodings", default=",".join(ENCODINGS), help="Accept-Encoding values to measure")
@@ -139,6 +167,16 @@ def main() -> int:
                         what = "fetch + parse" if with_parse else "fetch"
                         print(f"  {n:>3} threads, {what:<13}: process CPU {r['cpu']:.3f} ms per pod-scrape, "
                               f"wall {r['wall']:.2f} s", flush=True)
+                looped = AsyncScraper(ScrapeLimits(), encoding=encoding)
+                looped.fetch(urls[0])  # warm-up: the loop's thread
+                for n in (int(x) for x in args.limits.split(",") if x):
+                    for with_parse in (False, True):
+                        r = median_of(args.rounds, lambda s=looped, n=n, p=with_parse: dict(
+                            zip(("cpu", "wall"), concurrent_async(s, urls, n, p), strict=True)))
+                        what = "fetch + parse" if with_parse else "fetch"
+                        print(f"  async, {n:>3} at once, {what:<13}: process CPU {r['cpu']:.3f} ms per pod-scrape, "
+                              f"wall {r['wall']:.2f} s", flush=True)
+                looped.close()
         finally:
             child.stdin.close()  # type: ignore[union-attr]
             child.wait(timeout=10)

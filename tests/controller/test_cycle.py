@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -394,3 +395,23 @@ def test_the_scraper_asks_for_the_configured_encoding(tmp_path: Path, overrides:
         assert wd.scraper.headers["Accept-Encoding"] == asked  # type: ignore[attr-defined]
     finally:
         wd.close()
+
+
+def test_the_default_scraper_fetches_and_parses_every_pod_on_its_loop(rig: Rig, monkeypatch: pytest.MonkeyPatch
+                                                                      ) -> None:
+    from watchdog.controller import scrapes
+
+    parsed_on: list[str] = []
+    real = scrapes.parse_exposition
+
+    def recording(body: bytes, profile: Any) -> Any:
+        parsed_on.append(threading.current_thread().name)
+        return real(body, profile)
+
+    monkeypatch.setattr(scrapes, "parse_exposition", recording)
+    for i in range(2, 6):
+        rig.deployment(f"d{i}", rig.sim(f"127.0.0.{i}", "idle"))
+    report = rig.cycle()
+    assert report.scrapes == {"ok": 4} and parsed_on == ["scrape-loop"] * 4  # each body parsed where it arrived
+    assert all(0 < pod.scrape_seconds < 1 for pod in rig.wd.pods.values())
+    assert rig.wd.fanout.size == 4  # the semaphore: at most as many at once as the pool would have threads

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import pytest
 
-from watchdog.controller.fanout import AUTO_BASE, AUTO_MAX, Fanout, auto_workers, slow_seconds
+from watchdog.adapters.ascrape import AsyncScraper
+from watchdog.controller.fanout import ASYNC_BASE, AUTO_BASE, AUTO_MAX, Fanout, auto_workers, slow_seconds
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 
@@ -112,3 +117,68 @@ def test_slowest_first(workers: int) -> None:
     assert sorted(order) == [f"uid-{i}" for i in range(5)]
     if workers == 1:  # one worker runs them in the order they were started
         assert order == ["uid-3", "uid-1", "uid-2", "uid-0", "uid-4"]
+
+
+class Loop:
+    """An AsyncFetcher's loop part (the fan-out needs only ``run``): the real AsyncScraper's."""
+
+    def __init__(self) -> None:
+        self.scraper = AsyncScraper()
+
+    def fetch(self, url: str) -> bytes:
+        raise AssertionError("not called")
+
+    async def fetch_async(self, url: str) -> bytes:
+        raise AssertionError("not called")
+
+    def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
+        return self.scraper.run(coro)
+
+    def close(self) -> None:
+        self.scraper.close()
+
+
+R = TypeVar("R")
+
+
+@pytest.mark.parametrize("workers", [0, 1, 3])
+def test_on_the_loop_slowest_first_and_at_most_the_pool_size_at_once(workers: int) -> None:
+    fanout, loop = Fanout(workers, deadline_s=3.0), Loop()
+    order: list[str] = []
+    running = [0, 0]  # now, most at once
+
+    async def scrape(t: ScrapeTarget, r: PodRecord) -> str:
+        running[0] += 1
+        running[1] = max(running)
+        order.append(t.uid)  # the order they start in
+        await asyncio.sleep(0.01)
+        running[0] -= 1
+        return threading.current_thread().name
+
+    try:
+        seconds = [0.01, 2.5, 0.3, 3.0, 0.0] + [0.01] * 40
+        results = fanout.submit_async(jobs(seconds), scrape, loop).result(5)  # one future for the whole fleet
+        assert set(results) == {f"uid-{i}" for i in range(len(seconds))}
+        assert set(results.values()) == {"scrape-loop"}  # every scrape on the one loop thread
+    finally:
+        loop.close()
+    size = workers or auto_workers(seconds, 3.0, base=ASYNC_BASE)
+    assert fanout.size == size and running[1] == min(size, len(seconds))
+    assert order[:4] == ["uid-3", "uid-1", "uid-2", "uid-0"] and order[-1] == "uid-4"
+
+
+def test_on_the_loop_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
+    fanout, loop = Fanout(0, deadline_s=1.0), Loop()
+    done: dict[str, float] = {}
+    start = time.monotonic()
+
+    async def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+        await asyncio.sleep(0.5 if r.scrape_seconds >= 0.5 else 0.001)
+        done[t.uid] = time.monotonic() - start
+
+    try:
+        fanout.submit_async(jobs([0.9] * 40 + [0.01] * 200), scrape, loop).result(10)
+    finally:
+        loop.close()
+    assert fanout.size == ASYNC_BASE + 40
+    assert max(done.values()) < 1.0 and max(done[f"uid-{i}"] for i in range(40, 240)) < 0.45

@@ -19,7 +19,12 @@ def connection(scheme: str, host: str, port: int, connect_timeout_s: float,
     """A not yet connected ``http``/``https`` connection to ``host``:``port``."""
     if scheme == "http":
         return HTTPConnection(host, port, timeout=connect_timeout_s)
-    return HTTPSConnection(host, port, timeout=connect_timeout_s, ssl_context=tls_context(ca_file or certifi.where()))
+    return HTTPSConnection(host, port, timeout=connect_timeout_s, ssl_context=client_tls(ca_file))
+
+
+def client_tls(ca_file: str | None = None) -> ssl.SSLContext:
+    """The verifying context of an HTTPS connection: ``ca_file``, else certifi's bundle (read at every call)."""
+    return tls_context(ca_file or certifi.where())
 
 
 @lru_cache(maxsize=8)

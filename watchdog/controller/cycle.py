@@ -1,4 +1,4 @@
-"""One cycle of the watchdog: discover -> scrape (worker pool) -> detect -> decide -> act.
+"""One cycle of the watchdog: discover -> scrape (the scraper's event loop) -> detect -> decide -> act.
 
 :meth:`Watchdog.run_cycle` is the only cycle function: the scheduler and ``run --once`` both call it. It
 never raises for a single pod's trouble (logged, counted as unknown); an API failure during discovery fails
@@ -22,10 +22,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 
+from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.logs import counts, facts
 from watchdog.adapters.metrics import Metrics, new_metrics
-from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
+from watchdog.adapters.scrape import ScrapeLimits
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
@@ -33,16 +34,17 @@ from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.health import PodHealth
 from watchdog.controller.ledger import DeletionLedger
-from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Listing, Querier
+from watchdog.controller.ports import AsyncFetcher, Clock, Escalation, Fetcher, KubeApi, Listing, Querier
 from watchdog.controller.promsource import PrometheusSource, Read, client_from, confirm_read, fleet_reads
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.remediator import Remediation, Remediator
+from watchdog.controller.scrapes import Scrapes
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.controller.status import Snapshot, snapshot
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import discover, invalid_opt_ins
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
-from watchdog.core.parsing import EngineSnapshot, ParseResult, parse_exposition
+from watchdog.core.parsing import EngineSnapshot, ParseResult
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import Profile, target_profile
 from watchdog.core.vocab import ENGINE_STATES, SETTLED_STATES
@@ -104,7 +106,7 @@ class Watchdog:
         self.listing = listing  # the watch-based cache (closed with the watchdog), when set
         self.lister: Listing | KubeApi = listing or kube  # where namespaces and pods come from each cycle
         self.metrics = metrics or new_metrics()
-        self.scraper = scraper or Scraper(ScrapeLimits(
+        self.scraper = scraper or AsyncScraper(ScrapeLimits(
             connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
             max_bytes=config.max_body_bytes), encoding=config.scrape_encoding)
         self.policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
@@ -140,6 +142,7 @@ class Watchdog:
             t.name: target_profile(t.name, t.profile, t.metrics) for t in config.targets
         }
         self._sources = {t.name: config.source_of(t) for t in config.targets}
+        self.scrapes = Scrapes(self.scraper, self._profiles, self.metrics)
         self.prometheus = None if "prometheus" not in self._sources.values() else PrometheusSource.from_settings(
             config, prometheus or client_from(config))
         self._offset = wall_clock() - clock()  # Prometheus sample times (Unix s) -> the monotonic clock
@@ -186,11 +189,15 @@ class Watchdog:
 
         records = {t.uid: self._record(t) for t in found.targets}
         from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
-        futures = self.fanout.submit([(t, records[t.uid]) for t in found.targets
-                                      if self._sources[t.target] != "prometheus"], self._timed_scrape)
+        jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target] != "prometheus"]
+        # Every scrape on the scraper's loop, one future for them all; a scraper without a loop (a fake): threads.
+        batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, self.scraper) if isinstance(
+            self.scraper, AsyncFetcher) else None
+        futures = self.fanout.submit(jobs, self.scrapes.timed) if batch is None else {}
         reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
             self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
-        results = [reads[t.uid] if t.uid in reads else (*futures[t.uid].result(), None, True) for t in found.targets]
+        scraped = batch.result() if batch is not None else {uid: f.result() for uid, f in futures.items()}
+        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], None, True) for t in found.targets]
         judged: list[tuple[ScrapeTarget, PodRecord]] = []
         health = PodHealth()
         for target, (outcome, parsed, t, fresh) in zip(found.targets, results, strict=True):
@@ -251,34 +258,6 @@ class Watchdog:
         self.metrics.leader.set(int(leader))
         self.metrics.paused.set(int(self.policy.paused_by is not None))
 
-    def _scrape(self, target: ScrapeTarget, pod: PodRecord | None = None) -> tuple[str, ParseResult | None]:
-        """(outcome, the parsed body or None); why it failed goes to ``pod.scrape_detail``."""
-        try:
-            body = self.scraper.fetch(target.url)
-        except ScrapeError as exc:
-            log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc,
-                      extra=facts(target, result=exc.reason, reason=str(exc)))
-            if pod is not None:
-                pod.scrape_detail = str(exc)
-            return exc.reason, None
-        parsed = parse_exposition(body, self._profiles[target.target])
-        if parsed.overrun:  # over the parse bounds: unknown, never evidence (and no partial result)
-            log.info("pod %s: %s: its engines are unknown this cycle", target.ref, parsed.overrun,
-                     extra=facts(target, result="parse", reason=parsed.overrun))
-            if pod is not None:
-                pod.scrape_detail = parsed.overrun
-            return "parse", None
-        if parsed.dropped_series:
-            self.metrics.series_dropped.inc(parsed.dropped_series)
-        return "ok", parsed
-
-    def _timed_scrape(self, target: ScrapeTarget, pod: PodRecord) -> tuple[str, ParseResult | None]:
-        start = time.perf_counter()
-        try:
-            return self._scrape(target, pod)
-        finally:
-            pod.scrape_seconds = time.perf_counter() - start
-
     def _record(self, target: ScrapeTarget) -> PodRecord:
         """The pod's record; a new one when first seen or when a container restarted (detector state reset)."""
         pod = self.pods.get(target.uid)
@@ -294,7 +273,7 @@ class Watchdog:
         if self.prometheus is not None and self._sources[target.target] == "prometheus":
             outcome, parsed = confirm_read(self.prometheus, self._profiles[target.target], target, self.wall_clock())
         else:
-            outcome, parsed = self._scrape(target)
+            outcome, parsed = self.scrapes.scrape(target)
         self.metrics.scrapes.labels(outcome).inc()
         if parsed is None:
             return None

@@ -4,11 +4,14 @@ pass typed fakes (tests/fakes.py) that mypy checks against the same Protocols.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from watchdog.adapters.kube import DeleteResult, EvictResult, PatchResult
 from watchdog.core.promql import Series
+
+T = TypeVar("T")
 
 #: Seconds on a monotonic clock (or Unix seconds for the wall clock).
 Clock = Callable[[], float]
@@ -49,6 +52,15 @@ class Fetcher(Protocol):
 
     def fetch(self, url: str) -> bytes: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncFetcher(Fetcher, Protocol):
+    """A scraper with its own event loop (adapters.ascrape.AsyncScraper): the cycle runs every scrape of the fleet
+    as a coroutine there (``run``: its concurrent future) instead of on a thread pool."""
+
+    async def fetch_async(self, url: str) -> bytes: ...
+    def run(self, coro: Coroutine[Any, Any, T]) -> Future[T]: ...
 
 
 class Querier(Protocol):

@@ -1,0 +1,184 @@
+"""AsyncScraper: the scraper's whole HTTP contract and bounds (tests/adapters/test_scrape.py, run again unchanged
+in what it asserts, with AsyncScraper for Scraper), and what only the event loop has: many scrapes at once on the
+one loop thread, the loop stopped by close() and started again, the response head bound."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.adapters import test_scrape as contract
+from tests.adapters.test_scrape import *  # noqa: F403  (the contract's tests, collected again here)
+from tests.adapters.test_scrape import BODY, Handler, Seen, _read_request, answer, http, reason_of
+from watchdog.adapters import ascrape
+from watchdog.adapters.ascrape import MAX_HEAD, AsyncScraper
+from watchdog.adapters.scrape import ScrapeLimits
+
+
+@pytest.fixture(autouse=True)
+def async_scraper(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every contract test of test_scrape.py collected here runs against AsyncScraper."""
+    monkeypatch.setattr(contract, "Scraper", AsyncScraper)
+    yield
+
+
+@pytest.fixture
+def connects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts the connection attempts (the threaded scraper's tests count its HTTPConnection.connect)."""
+    attempts: list[str] = []
+    real = ascrape._open
+
+    async def counting(target: Any, tls: Any) -> Any:
+        attempts.append(target.host)
+        return await real(target, tls)
+
+    monkeypatch.setattr(ascrape, "_open", counting)
+    return attempts
+
+
+def _free_port() -> int:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port: int = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    return port
+
+
+# The two contract tests that count connections through urllib3's HTTPConnection: the same assertions, counted
+# at the async scraper's connect.
+def test_refused_is_retried_once_then_reported(connects: list[str]) -> None:
+    started = time.monotonic()
+    error = reason_of(AsyncScraper(), f"http://127.0.0.1:{_free_port()}/metrics")
+    elapsed = time.monotonic() - started
+    assert (error.reason, str(error)) == ("refused", "connection refused")
+    assert len(connects) == 2
+    assert 0.05 <= elapsed < 1.0  # the retry comes after the 50 ms pause
+
+
+def test_refused_is_not_retried_when_the_deadline_leaves_no_room(connects: list[str]) -> None:
+    scraper = AsyncScraper(ScrapeLimits(deadline_s=0.09, connect_timeout_s=0.09))
+    error = reason_of(scraper, f"http://127.0.0.1:{_free_port()}/m")
+    assert error.reason == "refused" and len(connects) == 1  # < 2 x 50 ms left: no retry
+
+
+# ---------------------------------------------------------------- the loop
+
+
+def test_many_scrapes_at_once_on_the_one_loop_thread(serve: Callable[[Handler], str]) -> None:
+    seen = Seen()
+    url = serve(answer(seen, http("200 OK", BODY)))
+    scraper = AsyncScraper()
+    threads_before = threading.active_count()
+
+    async def one() -> tuple[bytes, str]:
+        return await scraper.fetch_async(url), threading.current_thread().name
+
+    futures = [scraper.run(one()) for _ in range(12)]  # within the test server's listen backlog (16)
+    results = [f.result(timeout=10) for f in futures]
+    assert results == [(BODY, "scrape-loop")] * 12
+    assert threading.active_count() <= threads_before + 1  # the loop's thread, no thread per scrape
+    assert seen.connections == 12 and {h["connection"] for _, h in seen.requests} == {"close"}
+    scraper.close()
+
+
+def test_close_stops_the_loop_and_a_later_scrape_starts_it_again(serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), http("200 OK", BODY)))
+    scraper = AsyncScraper()
+    assert scraper.fetch(url) == BODY
+    (loop_thread,) = [t for t in threading.enumerate() if t.name == "scrape-loop" and t is scraper._thread]
+    scraper.close()
+    assert not loop_thread.is_alive()
+    assert scraper.fetch(url) == BODY
+    scraper.close()
+    scraper.close()  # twice: nothing left to stop
+
+
+def test_close_cancels_a_scrape_still_waiting(serve: Callable[[Handler], str]) -> None:
+    url = serve(contract.never_answer)
+    scraper = AsyncScraper(ScrapeLimits(deadline_s=30))
+    future = scraper.run(scraper.fetch_async(url))
+    time.sleep(0.2)
+    started = time.monotonic()
+    scraper.close()
+    assert future.cancelled() and time.monotonic() - started < 2
+
+
+def test_fetch_from_the_loop_itself_is_refused() -> None:
+    scraper = AsyncScraper()
+
+    async def inside() -> None:
+        scraper.fetch("http://127.0.0.1:1/metrics")
+
+    with pytest.raises(RuntimeError, match="fetch_async"):
+        scraper.run(inside()).result(timeout=5)
+    scraper.close()
+
+
+def test_a_response_head_above_the_bound_is_a_connection_error(serve: Callable[[Handler], str]) -> None:
+    def huge_head(conn: socket.socket, stop: threading.Event) -> None:
+        _read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"y" * (2 * MAX_HEAD) + b"\r\n\r\n" + BODY)
+
+    error = reason_of(AsyncScraper(), serve(huge_head))
+    assert error.reason == "connection" and str(error).startswith("connection failed: ")
+    headers = "".join(f"X-Filler-{i}: {'y' * 100}\r\n" for i in range(MAX_HEAD // 200))  # half the bound: read
+    assert AsyncScraper().fetch(serve(answer(Seen(), http("200 OK", BODY, headers)))) == BODY
+
+
+def test_close_delimited_body_is_read(serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + BODY * 3))
+    assert AsyncScraper().fetch(url) == BODY * 3
+
+
+def test_a_body_cut_short_is_a_connection_error(serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + BODY))
+    error = reason_of(AsyncScraper(), url)
+    assert error.reason == "connection"
+
+
+def test_the_deadline_covers_the_retry(serve: Callable[[Handler], str], connects: list[str]) -> None:
+    seen = Seen()
+
+    def reset_then_hang(conn: socket.socket, stop: threading.Event) -> None:
+        n = seen.connections
+        seen.connections += 1
+        if n == 0:
+            answer(Seen(), None)(conn, stop)
+        else:
+            stop.wait(10)
+
+    url = serve(reset_then_hang)  # reset, then the retry's answer never comes: the one deadline covers both
+    started = time.monotonic()
+    error = reason_of(AsyncScraper(ScrapeLimits(deadline_s=0.8)), url)
+    elapsed = time.monotonic() - started
+    assert (error.reason, str(error)) == ("timeout", "timeout after 0.8 s")
+    assert len(connects) == 2 and 0.7 <= elapsed < 1.5
+
+
+def test_the_loop_uses_the_monotonic_clock() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        assert abs(loop.time() - time.monotonic()) < 0.5
+    finally:
+        loop.close()
+
+
+def test_closed_before_any_answer_is_retried_as_a_reset(serve: Callable[[Handler], str], connects: list[str]) -> None:
+    seen = Seen()
+
+    def close_then_answer(conn: socket.socket, stop: threading.Event) -> None:
+        n = seen.connections
+        seen.connections += 1
+        _read_request(conn)
+        if n > 0:
+            conn.sendall(http("200 OK", BODY))
+        # the first connection: closed (FIN, no RST) without a byte of answer, as http.client's RemoteDisconnected
+
+    assert AsyncScraper().fetch(serve(close_then_answer)) == BODY
+    assert len(connects) == 2

@@ -1,0 +1,302 @@
+"""I/O: the bounded GET of ``/metrics`` on one asyncio event loop, HTTP/1.1 spoken through ``h11``.
+
+:class:`AsyncScraper` keeps the contract of :class:`~watchdog.adapters.scrape.Scraper` (the same request, bounds,
+``ScrapeError`` reasons and messages) but every scrape is a coroutine on ONE loop, run by one daemon thread that
+starts with the first scrape and stops with :meth:`AsyncScraper.close` (a later scrape starts it again):
+
+- :meth:`AsyncScraper.fetch_async` -- ``await`` it on the loop (the cycle's fan-out: :meth:`AsyncScraper.run`);
+- :meth:`AsyncScraper.fetch` -- the synchronous call (the confirmation scrape, ``check``): runs the coroutine on
+  the loop and waits for it. Never from the loop thread itself.
+
+Bounds: the TOTAL deadline (``asyncio.timeout_at`` on the loop's monotonic clock) around the whole attempt loop --
+connecting, TLS, waiting for headers, a server dripping bytes in the headers or the body, and the retry; a
+connect timeout (TCP and TLS handshake, at most the time left); the body cap counted on the wire and again after
+inflating (:class:`~watchdog.adapters.inflate.Inflater`); the response head at most :data:`MAX_HEAD` bytes
+(h11's ``max_incomplete_event_size``). ``Connection: close``; content-length, chunked and close-delimited bodies
+are framed by h11. A 3xx is an error, never followed. Nothing is read from the environment (no proxies, netrc,
+CA variables): the connection is a plain ``asyncio.open_connection`` to the URL's host and port, HTTPS verified
+with :func:`~watchdog.adapters.connect.client_tls` (certifi's bundle) and the URL's host as ``server_hostname``.
+Connection refused/reset (or closed before any answer, as ``http.client`` counts it) is retried once after
+50 ms if the deadline leaves room: tenacity's ``AsyncRetrying`` decides, as the threaded scraper's ``Retrying``.
+Why one loop: a thread per scrape cost 5-30 context switches and 0.2-0.6 ms of system time per scrape, and
+``http.client``'s header parsing a quarter of the GET (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ssl
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import h11
+import tenacity
+
+from watchdog.adapters.connect import client_tls
+from watchdog.adapters.inflate import Inflater
+from watchdog.adapters.scrape import _HEADERS, _RETRY_PAUSE_S, ENCODINGS, _check_url, _short, _Url
+from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
+
+__all__ = ["MAX_HEAD", "AsyncScraper"]
+
+T = TypeVar("T")
+MAX_HEAD = 64 * 1024
+"""Bytes of a response head (status line and headers) at most: above, ``connection`` (http.client allowed 100
+header lines of 64 KiB each)."""
+_BUFFERED = 256 * 1024  # bytes received and not yet read at most, per connection (then reading pauses)
+
+
+class _Retryable(Exception):
+    """Connection refused/reset on an attempt: worth one quick retry (if the deadline has room)."""
+
+    def __init__(self, error: ScrapeError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _ConnectTimeout(Exception):
+    """No connection within the connect timeout (told apart from the total deadline)."""
+
+
+class _Wire(asyncio.Protocol):
+    """One connection's bytes as they arrive, for one reader (a StreamReader and StreamWriter per scrape cost more
+    than the whole of this). Reading pauses while more than :data:`_BUFFERED` bytes wait to be read."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._chunks: list[bytes] = []
+        self._buffered = 0
+        self._eof = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered > _BUFFERED and self.transport is not None:
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def read(self) -> bytes:
+        """What arrived since the last read; b"" at the end of the stream; raises what broke the connection."""
+        while not self._chunks:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return b""
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        if self._buffered > _BUFFERED and self.transport is not None:
+            self.transport.resume_reading()
+        self._buffered = 0
+        return data
+
+
+async def _open(target: _Url, tls: ssl.SSLContext | None) -> _Wire:
+    """One TCP (and TLS) connection; a module function so that tests can count connection attempts."""
+    loop = asyncio.get_running_loop()
+    if tls is None:
+        _, wire = await loop.create_connection(_Wire, target.host, target.port)
+    else:
+        _, wire = await loop.create_connection(_Wire, target.host, target.port, ssl=tls, server_hostname=target.host)
+    return wire
+
+
+class AsyncScraper:
+    """Bounded, credential-free GET of ``/metrics`` URLs on one event loop; shareable by any number of threads."""
+
+    def __init__(self, limits: ScrapeLimits | None = None, encoding: str = "identity") -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
+        self.limits = limits or ScrapeLimits()
+        self.headers = {**_HEADERS, "Accept-Encoding": encoding}
+        self._retrying = tenacity.AsyncRetrying(  # refused/reset once more after 50 ms (if the time allows)
+            retry=tenacity.retry_if_exception_type(_Retryable), wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
+            stop=tenacity.stop_after_attempt(2), reraise=True)
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the scrape loop (started if need be); its future."""
+        return asyncio.run_coroutine_threadsafe(coro, self._running_loop())
+
+    def fetch(self, url: str) -> bytes:
+        """GET ``url`` (on the loop; this thread waits); return the body (bytes, gzip undone). Raises ScrapeError."""
+        loop = self._running_loop()
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("AsyncScraper.fetch called from its own loop: await fetch_async instead")
+        target = _check_url(url)  # an invalid URL fails here, before anything is scheduled
+        return asyncio.run_coroutine_threadsafe(self._fetch(target), loop).result()
+
+    def close(self) -> None:
+        """Stop the loop (scrapes still running are cancelled) and its thread; a later scrape starts them anew."""
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="scrape-loop", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    # -- one scrape -----------------------------------------------------------------------------------------
+    async def fetch_async(self, url: str) -> bytes:
+        """GET ``url`` on the running loop; the body (bytes, gzip undone). Raises :class:`ScrapeError`."""
+        return await self._fetch(_check_url(url))
+
+    async def _fetch(self, target: _Url) -> bytes:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.deadline_s  # the loop's clock is time.monotonic
+        try:
+            async with asyncio.timeout_at(deadline):
+                try:
+                    return await self._attempt(target, deadline)
+                except _Retryable as exc:
+                    first = exc
+                # Only a refused/reset first attempt goes through tenacity: its outcome is replayed to it, so that
+                # its policy alone decides the pause and the one retry (a copy per retry: no state shared between
+                # the scrapes interleaved on the loop).
+                outcomes: list[_Retryable] = [first]
+
+                async def attempt() -> bytes:
+                    if outcomes:
+                        raise outcomes.pop()
+                    return await self._attempt(target, deadline)
+
+                try:
+                    return await self._retrying.copy()(attempt)
+                except _Retryable as exc:
+                    raise exc.error from None
+        except TimeoutError:
+            raise ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s") from None
+
+    async def _attempt(self, target: _Url, deadline: float) -> bytes:
+        loop = asyncio.get_running_loop()
+        wire: _Wire | None = None
+        try:
+            tls = client_tls() if target.scheme == "https" else None
+            try:
+                async with asyncio.timeout(min(self.limits.connect_timeout_s, deadline - loop.time())):
+                    wire = await _open(target, tls)
+            except TimeoutError:
+                if loop.time() >= deadline:
+                    raise  # the total deadline (asyncio.timeout_at above) says so
+                raise _ConnectTimeout from None
+            return await self._exchange(target, wire)
+        except (ScrapeError, TimeoutError, asyncio.CancelledError):
+            raise
+        except _ConnectTimeout:
+            raise ScrapeError("timeout", f"timeout: no connection within {self.limits.connect_timeout_s} s") from None
+        except (h11.ProtocolError, OSError, ValueError, EOFError) as exc:
+            error = _map_error(exc)
+            if isinstance(exc, ConnectionRefusedError | ConnectionResetError) \
+                    and deadline - loop.time() >= 2 * _RETRY_PAUSE_S:  # a retry has room before the deadline
+                raise _Retryable(error) from exc
+            raise error from exc
+        finally:
+            if wire is not None and wire.transport is not None:
+                wire.transport.abort()  # Connection: close; nothing is reused, nothing left to flush
+
+    async def _exchange(self, target: _Url, wire: _Wire) -> bytes:
+        conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        host = f"[{target.host}]" if ":" in target.host else target.host
+        if target.port != (443 if target.scheme == "https" else 80):
+            host += f":{target.port}"
+        request = h11.Request(method="GET", target=target.path, headers=[("Host", host), *self.headers.items()])
+        assert wire.transport is not None  # connected
+        wire.transport.write(conn.send(request) + (conn.send(h11.EndOfMessage()) or b""))
+        cap = self.limits.max_bytes
+        inflater: Inflater | None = None
+        on_wire = 0
+        parts: list[bytes] = []
+        answered = False
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await wire.read()
+                if not data and not answered:  # closed before any answer: as http.client's RemoteDisconnected
+                    raise ConnectionResetError("Remote end closed connection without response")
+                conn.receive_data(data)
+            elif isinstance(event, h11.Response):
+                answered = True
+                inflater = self._check_head(event, cap)
+            elif isinstance(event, h11.Data):
+                on_wire += len(event.data)
+                if on_wire > cap:
+                    raise ScrapeError("too_large", f"too large: body above {cap} bytes")
+                parts.append(event.data if inflater is None else inflater.feed(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif isinstance(event, h11.InformationalResponse):
+                answered = True
+            else:  # ConnectionClosed before the end of the message (h11 raises for a framed body cut short)
+                raise ConnectionResetError("connection closed before the end of the answer")
+        if inflater is not None:
+            inflater.finish()
+        return b"".join(parts)  # within the cap: counted on the wire, and by the Inflater after inflating
+
+    @staticmethod
+    def _check_head(response: h11.Response, cap: int) -> Inflater | None:
+        if not 200 <= response.status_code < 300:
+            detail = f"HTTP {response.status_code} {response.reason.decode('latin-1')}".strip()
+            if 300 <= response.status_code < 400:
+                location = _header(response, b"location")
+                detail += f" (redirect to {location or '?'} not followed)"
+            raise ScrapeError("http_status", detail)
+        encoding = (_header(response, b"content-encoding") or "identity").strip().lower()
+        if encoding not in ("identity", "", "gzip", "x-gzip"):
+            raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
+        return Inflater(cap) if encoding in ("gzip", "x-gzip") else None
+
+
+def _header(response: h11.Response, name: bytes) -> str | None:
+    return next((value.decode("latin-1") for key, value in response.headers if key == name), None)
+
+
+def _map_error(exc: BaseException) -> ScrapeError:
+    if isinstance(exc, ConnectionRefusedError):
+        return ScrapeError("refused", "connection refused")
+    return ScrapeError("connection", f"connection failed: {_short(exc)}")
+
+
+async def _cancel_all() -> None:
+    """Cancel every task on this loop but the caller's, and wait for them to end."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

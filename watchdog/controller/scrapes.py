@@ -1,0 +1,75 @@
+"""One pod's scrape as the cycle sees it: the body fetched, then parsed at once, as an outcome.
+
+:meth:`Scrapes.on_loop` is the coroutine the cycle runs for every pod on the scraper's event loop (the parse runs
+there too, as soon as the body arrived, so no more bodies are alive than scrapes in flight); :meth:`Scrapes.timed`
+the same on a pool thread for a scraper without a loop (tests' fakes); :meth:`Scrapes.scrape` the synchronous one
+(the confirmation before a deletion). Each pod's ``scrape_seconds`` (the fan-out's order and size next cycle) is
+the time from the start of its fetch to the end of its parse, never the time it waited for its turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from watchdog.adapters.logs import facts
+from watchdog.adapters.metrics import Metrics
+from watchdog.adapters.scrape import ScrapeError
+from watchdog.controller.ports import AsyncFetcher, Fetcher
+from watchdog.controller.state import PodRecord
+from watchdog.core.model import ScrapeTarget
+from watchdog.core.parsing import ParseResult, parse_exposition
+from watchdog.core.profiles import Profile
+
+log = logging.getLogger("watchdog.controller.cycle")
+
+Outcome = tuple[str, ParseResult | None]  # (outcome: "ok" or a ScrapeError reason or "parse", the parsed body)
+
+
+class Scrapes:
+    """Fetch with ``scraper``, parse with the target's profile; why a scrape failed goes to ``pod.scrape_detail``."""
+
+    def __init__(self, scraper: Fetcher, profiles: dict[str, Profile], metrics: Metrics) -> None:
+        self.scraper, self.profiles, self.metrics = scraper, profiles, metrics
+
+    def scrape(self, target: ScrapeTarget, pod: PodRecord | None = None) -> Outcome:
+        try:
+            return self._parse(target, pod, self.scraper.fetch(target.url))
+        except ScrapeError as exc:
+            return self._failed(target, pod, exc)
+
+    def timed(self, target: ScrapeTarget, pod: PodRecord) -> Outcome:
+        start = time.perf_counter()
+        try:
+            return self.scrape(target, pod)
+        finally:
+            pod.scrape_seconds = time.perf_counter() - start
+
+    async def on_loop(self, target: ScrapeTarget, pod: PodRecord) -> Outcome:
+        assert isinstance(self.scraper, AsyncFetcher)  # the cycle runs this only on the scraper's own loop
+        start = time.perf_counter()
+        try:
+            return self._parse(target, pod, await self.scraper.fetch_async(target.url))
+        except ScrapeError as exc:
+            return self._failed(target, pod, exc)
+        finally:
+            pod.scrape_seconds = time.perf_counter() - start
+
+    def _failed(self, target: ScrapeTarget, pod: PodRecord | None, exc: ScrapeError) -> Outcome:
+        log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc,
+                  extra=facts(target, result=exc.reason, reason=str(exc)))
+        if pod is not None:
+            pod.scrape_detail = str(exc)
+        return exc.reason, None
+
+    def _parse(self, target: ScrapeTarget, pod: PodRecord | None, body: bytes) -> Outcome:
+        parsed = parse_exposition(body, self.profiles[target.target])
+        if parsed.overrun:  # over the parse bounds: unknown, never evidence (and no partial result)
+            log.info("pod %s: %s: its engines are unknown this cycle", target.ref, parsed.overrun,
+                     extra=facts(target, result="parse", reason=parsed.overrun))
+            if pod is not None:
+                pod.scrape_detail = parsed.overrun
+            return "parse", None
+        if parsed.dropped_series:
+            self.metrics.series_dropped.inc(parsed.dropped_series)
+        return "ok", parsed
