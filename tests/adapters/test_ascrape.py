@@ -182,3 +182,74 @@ def test_closed_before_any_answer_is_retried_as_a_reset(serve: Callable[[Handler
 
     assert AsyncScraper().fetch(serve(close_then_answer)) == BODY
     assert len(connects) == 2
+
+
+def flood(head: bytes, piece: bytes) -> Handler:
+    """A pod that answers ``head`` and then ``piece`` (a 1-byte chunk, an endless 1xx) as fast as it can."""
+
+    def handler(conn: socket.socket, stop: threading.Event) -> None:
+        _read_request(conn)
+        conn.sendall(head)
+        block = piece * 4096
+        try:
+            while not stop.is_set():
+                conn.sendall(block)
+        except OSError:
+            return
+
+    return handler
+
+
+@pytest.mark.parametrize("head, piece", [
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"1\r\na\r\n"),  # a valid body of 1-byte chunks
+    (b"", b"HTTP/1.1 100 Continue\r\n\r\n"),  # informational answers, never the answer
+], ids=["tiny-chunks", "endless-1xx"])
+def test_a_flood_of_tiny_events_holds_neither_the_loop_nor_its_deadline(
+        serve: Callable[[Handler], str], head: bytes, piece: bytes) -> None:
+    hogs = [serve(flood(head, piece)) for _ in range(3)]
+    healthy = serve(answer(Seen(), http("200 OK", BODY)))
+    scraper = AsyncScraper(ScrapeLimits(deadline_s=2.0))
+
+    async def timed(url: str) -> tuple[str, float]:
+        started = time.monotonic()
+        try:
+            await scraper.fetch_async(url)
+            return "ok", time.monotonic() - started
+        except ascrape.ScrapeError as exc:
+            return exc.reason, time.monotonic() - started
+
+    hogging = [scraper.run(timed(url)) for url in hogs]
+    time.sleep(0.3)  # the hogs are flooding the loop now
+    fast = [scraper.run(timed(healthy)) for _ in range(10)]
+    results = [f.result(timeout=10) for f in fast]
+    assert all(outcome == "ok" and took < 1.0 for outcome, took in results), results  # not held back
+    for outcome, took in (f.result(timeout=10) for f in hogging):
+        assert outcome == "timeout" and took < 2.5, (outcome, took)  # its own deadline holds
+    scraper.close()
+
+
+def test_every_content_encoding_header_counts(serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), http("200 OK", BODY, "Content-Encoding: identity\r\nContent-Encoding: gzip\r\n")))
+    error = reason_of(AsyncScraper(), url)
+    assert (error.reason, str(error)) == ("bad_encoding",
+                                          "bad encoding: unsupported Content-Encoding 'identity, gzip'")
+
+
+def test_close_while_a_fetch_waits_is_a_scrape_error(serve: Callable[[Handler], str]) -> None:
+    url = serve(contract.never_answer)
+    scraper = AsyncScraper(ScrapeLimits(deadline_s=30))
+    caught: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            scraper.fetch(url)
+        except BaseException as exc:  # what escapes is the point
+            caught.append(exc)
+
+    thread = threading.Thread(target=fetch)
+    thread.start()
+    time.sleep(0.3)
+    scraper.close()
+    thread.join(5)
+    assert len(caught) == 1 and isinstance(caught[0], ascrape.ScrapeError), caught
+    assert caught[0].reason == "connection" and "closed" in str(caught[0])

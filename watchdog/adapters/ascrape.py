@@ -42,6 +42,7 @@ from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 __all__ = ["MAX_HEAD", "AsyncScraper"]
 
 T = TypeVar("T")
+_YIELD_EVERY = 64  # h11 events handled before the loop is given to the other scrapes (~0.5 ms)
 MAX_HEAD = 64 * 1024
 """Bytes of a response head (status line and headers) at most: above, ``connection`` (http.client allowed 100
 header lines of 64 KiB each)."""
@@ -151,7 +152,10 @@ class AsyncScraper:
         if threading.current_thread() is self._thread:
             raise RuntimeError("AsyncScraper.fetch called from its own loop: await fetch_async instead")
         target = _check_url(url)  # an invalid URL fails here, before anything is scheduled
-        return asyncio.run_coroutine_threadsafe(self._fetch(target), loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(self._fetch(target), loop).result()
+        except concurrent.futures.CancelledError:  # close() while it ran
+            raise ScrapeError("connection", "scrape cancelled: the scraper was closed") from None
 
     def close(self) -> None:
         """Stop the loop (scrapes still running are cancelled) and its thread; a later scrape starts them anew."""
@@ -245,8 +249,12 @@ class AsyncScraper:
         on_wire = 0
         parts: list[bytes] = []
         answered = False
+        events = 0
         while True:
             event = conn.next_event()
+            events += 1
+            if events % _YIELD_EVERY == 0:  # a flood of tiny events (1-byte chunks, endless 1xx) must not hold the
+                await asyncio.sleep(0)      # loop: the other scrapes run, and the deadline can fire here
             if event is h11.NEED_DATA:
                 data = await wire.read()
                 if not data and not answered:  # closed before any answer: as http.client's RemoteDisconnected
@@ -285,7 +293,9 @@ class AsyncScraper:
 
 
 def _header(response: h11.Response, name: bytes) -> str | None:
-    return next((value.decode("latin-1") for key, value in response.headers if key == name), None)
+    """Every value of header ``name`` joined by ", " (as http.client does), or None."""
+    values = [value.decode("latin-1") for key, value in response.headers if key == name]
+    return ", ".join(values) if values else None
 
 
 def _map_error(exc: BaseException) -> ScrapeError:

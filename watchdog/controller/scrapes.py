@@ -52,6 +52,10 @@ class Scrapes:
             return self._parse(target, pod, await self.scraper.fetch_async(target.url))
         except ScrapeError as exc:
             return self._failed(target, pod, exc)
+        except Exception as exc:  # one pod's unexpected trouble is its own unknown, never the others' (one batch)
+            log.exception("scrape of %s failed unexpectedly", target.ref, extra=facts(target))
+            return self._failed(target, pod, ScrapeError("connection", f"scrape failed unexpectedly: "
+                                                                       f"{type(exc).__name__}: {exc}"[:300]))
         finally:
             pod.scrape_seconds = time.perf_counter() - start
 

@@ -1,0 +1,54 @@
+"""One pod's scrape as the cycle sees it (watchdog/controller/scrapes.py): on the loop, a failure of any kind is that
+pod's own outcome -- unknown, with why -- and never the batch's (one future for the whole fleet)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from watchdog.adapters.metrics import new_metrics
+from watchdog.adapters.scrape import ScrapeError
+from watchdog.controller.scrapes import Scrapes
+from watchdog.controller.state import PodRecord
+from watchdog.core.model import ScrapeTarget
+from watchdog.core.profiles import get_profile
+
+TARGET = ScrapeTarget(uid="uid-0", namespace="ns", name="pod-0", ip="10.0.0.1", port=8000, path="/metrics",
+                      target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+BODY = b'vllm:num_requests_running{engine="0"} 2\nvllm:generation_tokens_total{engine="0"} 5\n'
+
+
+class Loop:
+    """An AsyncFetcher whose fetch_async answers ``outcome``: bytes, or an exception to raise."""
+
+    def __init__(self, outcome: bytes | BaseException) -> None:
+        self.outcome = outcome
+
+    async def fetch_async(self, url: str) -> bytes:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+    def fetch(self, url: str) -> bytes:
+        raise AssertionError("not on the loop")
+
+    def run(self, coro: Any) -> Any:
+        raise AssertionError("not used")
+
+    def close(self) -> None: ...
+
+
+@pytest.mark.parametrize(("outcome", "expected", "detail"), [
+    (BODY, "ok", ""),
+    (ScrapeError("timeout", "timeout after 3 s"), "timeout", "timeout after 3 s"),
+    (RuntimeError("a bug"), "connection", "scrape failed unexpectedly: RuntimeError: a bug"),
+])
+def test_on_the_loop_every_failure_is_the_pods_own_outcome(outcome: bytes | BaseException, expected: str,
+                                                            detail: str) -> None:
+    scrapes = Scrapes(Loop(outcome), {"vllm": get_profile("vllm")}, new_metrics())
+    pod = PodRecord(0, 0.0)
+    result, parsed = asyncio.run(scrapes.on_loop(TARGET, pod))
+    assert result == expected and pod.scrape_detail == detail
+    assert (parsed is not None) == (expected == "ok") and pod.scrape_seconds > 0
