@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from watchdog.adapters.ascrape import AsyncScraper
-from watchdog.controller.fanout import ASYNC_BASE, AUTO_BASE, AUTO_MAX, Fanout, auto_workers, slow_seconds
+from watchdog.controller.fanout import AUTO_BASE, AUTO_MAX, Fanout, auto_workers, slow_seconds
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 
@@ -162,7 +162,7 @@ def test_on_the_loop_slowest_first_and_at_most_the_pool_size_at_once(workers: in
         assert set(results.values()) == {"scrape-loop"}  # every scrape on the one loop thread
     finally:
         loop.close()
-    size = workers or auto_workers(seconds, 3.0, base=ASYNC_BASE)
+    size = workers or auto_workers(seconds, 3.0)
     assert fanout.size == size and running[1] == min(size, len(seconds))
     assert order[:4] == ["uid-3", "uid-1", "uid-2", "uid-0"] and order[-1] == "uid-4"
 
@@ -180,5 +180,5 @@ def test_on_the_loop_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
         fanout.submit_async(jobs([0.9] * 40 + [0.01] * 200), scrape, loop).result(10)
     finally:
         loop.close()
-    assert fanout.size == ASYNC_BASE + 40
+    assert fanout.size == AUTO_BASE + 40
     assert max(done.values()) < 1.0 and max(done[f"uid-{i}"] for i in range(40, 240)) < 0.45

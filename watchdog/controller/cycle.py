@@ -34,7 +34,7 @@ from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.health import PodHealth
 from watchdog.controller.ledger import DeletionLedger
-from watchdog.controller.ports import AsyncFetcher, Clock, Escalation, Fetcher, KubeApi, Listing, Querier
+from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Listing, Querier
 from watchdog.controller.promsource import PrometheusSource, Read, client_from, confirm_read, fleet_reads
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.remediator import Remediation, Remediator
@@ -191,8 +191,8 @@ class Watchdog:
         from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
         jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target] != "prometheus"]
         # Every scrape on the scraper's loop, one future for them all; a scraper without a loop (a fake): threads.
-        batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, self.scraper) if isinstance(
-            self.scraper, AsyncFetcher) else None
+        loop = self.scrapes.loop
+        batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, loop) if loop is not None else None
         futures = self.fanout.submit(jobs, self.scrapes.timed) if batch is None else {}
         reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
             self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)

@@ -14,7 +14,8 @@ pods, which answer in milliseconds, must not queue behind them. So:
 
 With a scraper that has its own event loop (:class:`~watchdog.controller.ports.AsyncFetcher`, the default),
 :meth:`Fanout.submit_async` runs every scrape as a coroutine on that loop instead, in the same order, at most as
-many at once as the pool would have threads but with :data:`ASYNC_BASE` for the prompt pods (a semaphore): no
+many at once as the pool would have threads (a semaphore; 64 prompt scrapes at once made the loop's GET cheaper,
+0.62 -> 0.45 ms CPU at 400 loopback pods, but peak RSS at 2,000 pods 92 -> 111 MiB, over its goal): no
 thread per scrape, and no more bodies in memory at once than scrapes in flight (each is parsed on the loop as soon
 as it arrived).
 
@@ -35,8 +36,6 @@ from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 
 AUTO_BASE = 16  # workers for the prompt pods: keeps the one core busy while each waits ~5-15 ms for its answer
-ASYNC_BASE = AUTO_BASE  # the same on the event loop. 64 made the loop's GET cheaper (0.62 -> 0.45 ms CPU at 400
-# loopback pods, bench_scrape.py; 2,000 pods: 1.15 ms per pod-scrape) but peak RSS 92 -> 111 MiB, over its goal
 AUTO_MAX = 256  # past this, threads cost more than they wait (docs/scaling.md)
 NEW_PER_WORKER = 16  # pods never scraped: assume 1 in 16 may be slow (the first cycle, a new rollout)
 SHRINK_BELOW = 0.75  # the pool is rebuilt smaller only when the size wanted drops below 75% of it
@@ -50,15 +49,14 @@ def slow_seconds(deadline_s: float) -> float:
     return min(1.0, deadline_s / 2)
 
 
-def auto_workers(last_seconds: Sequence[float], deadline_s: float, base: int = AUTO_BASE) -> int:
-    """Workers for one cycle from each pod's last scrape time in seconds (0.0: never scraped); ``base`` for the
-    pods that answer promptly."""
+def auto_workers(last_seconds: Sequence[float], deadline_s: float) -> int:
+    """Workers for one cycle from each pod's last scrape time in seconds (0.0: never scraped)."""
     if not last_seconds:
         return 1
     threshold = slow_seconds(deadline_s)
     slow = sum(1 for s in last_seconds if s >= threshold)
     new = sum(1 for s in last_seconds if s == 0.0)
-    wanted = base + slow + math.ceil(new / NEW_PER_WORKER)
+    wanted = AUTO_BASE + slow + math.ceil(new / NEW_PER_WORKER)
     return max(1, min(wanted, AUTO_MAX, len(last_seconds)))
 
 
@@ -85,7 +83,7 @@ class Fanout:
         the pool would have workers; ONE future, of every result by pod UID (the caller wakes once, not once per
         pod: each wake-up of a waiting thread took the GIL from the loop)."""
         last = [record.scrape_seconds for _, record in jobs]
-        self.size = self.fixed or auto_workers(last, self.deadline_s, base=ASYNC_BASE)
+        self.size = self.fixed or auto_workers(last, self.deadline_s)
         ordered = sorted(jobs, key=lambda job: -job[1].scrape_seconds)
 
         async def every() -> dict[str, R]:

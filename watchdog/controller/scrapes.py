@@ -31,6 +31,8 @@ class Scrapes:
 
     def __init__(self, scraper: Fetcher, profiles: dict[str, Profile], metrics: Metrics) -> None:
         self.scraper, self.profiles, self.metrics = scraper, profiles, metrics
+        # the scraper's own event loop, when it has one (decided once: a Protocol check per pod costs microseconds)
+        self.loop: AsyncFetcher | None = scraper if isinstance(scraper, AsyncFetcher) else None
 
     def scrape(self, target: ScrapeTarget, pod: PodRecord | None = None) -> Outcome:
         try:
@@ -46,10 +48,10 @@ class Scrapes:
             pod.scrape_seconds = time.perf_counter() - start
 
     async def on_loop(self, target: ScrapeTarget, pod: PodRecord) -> Outcome:
-        assert isinstance(self.scraper, AsyncFetcher)  # the cycle runs this only on the scraper's own loop
+        assert self.loop is not None  # the cycle runs this only on the scraper's own loop
         start = time.perf_counter()
         try:
-            return self._parse(target, pod, await self.scraper.fetch_async(target.url))
+            return self._parse(target, pod, await self.loop.fetch_async(target.url))
         except ScrapeError as exc:
             return self._failed(target, pod, exc)
         except Exception as exc:  # one pod's unexpected trouble is its own unknown, never the others' (one batch)
