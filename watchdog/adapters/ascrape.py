@@ -36,7 +36,15 @@ import tenacity
 
 from watchdog.adapters.connect import client_tls
 from watchdog.adapters.inflate import Inflater
-from watchdog.adapters.scrape import _HEADERS, _RETRY_PAUSE_S, ENCODINGS, _check_url, _short, _Url
+from watchdog.adapters.scrape import (
+    _RETRY_PAUSE_S,
+    _RETRY_POLICY,
+    _check_url,
+    _request_headers,
+    _Retryable,
+    _short,
+    _Url,
+)
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 
 __all__ = ["MAX_HEAD", "AsyncScraper"]
@@ -47,14 +55,6 @@ MAX_HEAD = 64 * 1024
 """Bytes of a response head (status line and headers) at most: above, ``connection`` (http.client allowed 100
 header lines of 64 KiB each)."""
 _BUFFERED = 256 * 1024  # bytes received and not yet read at most, per connection (then reading pauses)
-
-
-class _Retryable(Exception):
-    """Connection refused/reset on an attempt: worth one quick retry (if the deadline has room)."""
-
-    def __init__(self, error: ScrapeError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class _ConnectTimeout(Exception):
@@ -130,13 +130,9 @@ class AsyncScraper:
     """Bounded, credential-free GET of ``/metrics`` URLs on one event loop; shareable by any number of threads."""
 
     def __init__(self, limits: ScrapeLimits | None = None, encoding: str = "identity") -> None:
-        if encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
         self.limits = limits or ScrapeLimits()
-        self.headers = {**_HEADERS, "Accept-Encoding": encoding}
-        self._retrying = tenacity.AsyncRetrying(  # refused/reset once more after 50 ms (if the time allows)
-            retry=tenacity.retry_if_exception_type(_Retryable), wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
-            stop=tenacity.stop_after_attempt(2), reraise=True)
+        self.headers = _request_headers(encoding)
+        self._retrying = tenacity.AsyncRetrying(**_RETRY_POLICY)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

@@ -33,6 +33,7 @@ import re
 import time
 from dataclasses import dataclass
 from http.client import HTTPException
+from typing import Any
 from urllib.parse import urlsplit
 
 import tenacity
@@ -67,24 +68,34 @@ class _Url:
 
 
 class _Retryable(Exception):
-    """Connection refused/reset on the first attempt: worth one quick retry."""
+    """Connection refused/reset on the first attempt: worth one quick retry (this scraper's and the loop's)."""
 
     def __init__(self, error: ScrapeError) -> None:
         super().__init__(str(error))
         self.error = error
 
 
+#: The one retry of both scrapers (tenacity's Retrying here, AsyncRetrying on the loop): refused/reset once more
+#: after 50 ms, if the attempt found the deadline leaves room.
+_RETRY_POLICY: dict[str, Any] = {"retry": tenacity.retry_if_exception_type(_Retryable),
+                                 "wait": tenacity.wait_fixed(_RETRY_PAUSE_S), "stop": tenacity.stop_after_attempt(2),
+                                 "reraise": True}
+
+
+def _request_headers(encoding: str) -> dict[str, str]:
+    """The headers of every scrape asking for ``encoding`` (one of :data:`ENCODINGS`, else ValueError)."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
+    return {**_HEADERS, "Accept-Encoding": encoding}
+
+
 class Scraper:
     """Bounded, credential-free GET of ``/metrics`` URLs; one instance may be shared by worker threads."""
 
     def __init__(self, limits: ScrapeLimits | None = None, encoding: str = "identity") -> None:
-        if encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
         self.limits = limits or ScrapeLimits()
-        self.headers = {**_HEADERS, "Accept-Encoding": encoding}
-        self._retrying = tenacity.Retrying(  # refused/reset once more after 50 ms (if _attempt says the time allows)
-            retry=tenacity.retry_if_exception_type(_Retryable), wait=tenacity.wait_fixed(_RETRY_PAUSE_S),
-            stop=tenacity.stop_after_attempt(2), reraise=True)
+        self.headers = _request_headers(encoding)
+        self._retrying = tenacity.Retrying(**_RETRY_POLICY)
 
     def fetch(self, url: str) -> bytes:
         """GET ``url``; return the body (bytes, gzip undone). Raises :class:`ScrapeError`."""
