@@ -35,11 +35,12 @@ def known(value: float | None) -> float | None:
     if value is None:
         return None
     value = float(value)
-    return value if math.isfinite(value) and value >= 0 else None
+    return value if 0 <= value < math.inf else None  # NaN compares false: unknown too
 
 
 def known_all(values: Sequence[float | None]) -> list[float | None]:
-    """:func:`known` of each of ``values`` (one pass: the detector's per-sample hot path)."""
+    """:func:`known` of each of ``values`` (one pass, the same rule written inline: the detector's per-sample hot
+    path)."""
     return [float(v) if v is not None and 0 <= v < math.inf else None for v in values]
 
 

@@ -288,7 +288,7 @@ def _snapshot(key: Labels, row: list[float | None], bounds: tuple[int, int, int]
     ignored_end, progress_end, paused_end = bounds
     waiting = row[1]
     if waiting is not None and ignored_end > 2:
-        ignored = sum([v for v in row[2:ignored_end] if v is not None and 0 <= v < math.inf])
+        ignored = sum([v for v in row[2:ignored_end] if v is not None and _count(v)])
         if ignored and _count(waiting):  # an invalid waiting stays invalid (unknown)
             waiting = max(0.0, waiting - ignored)
     paused: float | None = None
@@ -296,7 +296,7 @@ def _snapshot(key: Labels, row: list[float | None], bounds: tuple[int, int, int]
         if value is not None and (paused is None or _larger(value, paused)):
             paused = value
     for value in row[paused_end:]:  # awake gauges: 0 means asleep
-        if value is not None and 0 <= value < math.inf:
+        if value is not None and _count(value):
             asleep = 1.0 if value == 0 else 0.0
             paused = asleep if paused is None or _larger(asleep, paused) else paused
     return EngineSnapshot(key, row[0], waiting, tuple(row[ignored_end:progress_end]), paused)
