@@ -131,6 +131,15 @@ def concurrent_async(scraper: AsyncScraper, urls: list[str], limit: int, with_pa
     return 1000 * (time.process_time() - cpu) / len(urls), time.monotonic() - wall
 
 
+def at_once(rounds: int, label: str, run: Callable[[bool], tuple[float, float]]) -> None:
+    """Print the median process CPU per pod-scrape and wall time of ``run(with_parse)``, without and with parsing."""
+    for with_parse in (False, True):
+        r = median_of(rounds, lambda p=with_parse: dict(zip(("cpu", "wall"), run(p), strict=True)))
+        what = "fetch + parse" if with_parse else "fetch"
+        print(f"  {label}, {what:<13}: process CPU {r['cpu']:.3f} ms per pod-scrape, wall {r['wall']:.2f} s",
+              flush=True)
+
+
 def median_of(rounds: int, fn: Callable[[], dict[str, float]]) -> dict[str, float]:
     results = [fn() for _ in range(rounds)]
     return {key: statistics.median(r[key] for r in results) for key in results[0]}
@@ -161,21 +170,12 @@ def main() -> int:
                     print("  sequential, thread CPU ms per pod-scrape: "
                           + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
                 for n in (t for t in threads if t > 1):
-                    for with_parse in (False, True):
-                        r = median_of(args.rounds, lambda s=scraper, n=n, p=with_parse: dict(
-                            zip(("cpu", "wall"), concurrent(s, urls, n, p), strict=True)))
-                        what = "fetch + parse" if with_parse else "fetch"
-                        print(f"  {n:>3} threads, {what:<13}: process CPU {r['cpu']:.3f} ms per pod-scrape, "
-                              f"wall {r['wall']:.2f} s", flush=True)
+                    at_once(args.rounds, f"{n:>3} threads", lambda p, n=n, s=scraper: concurrent(s, urls, n, p))
                 looped = AsyncScraper(ScrapeLimits(), encoding=encoding)
                 looped.fetch(urls[0])  # warm-up: the loop's thread
                 for n in (int(x) for x in args.limits.split(",") if x):
-                    for with_parse in (False, True):
-                        r = median_of(args.rounds, lambda s=looped, n=n, p=with_parse: dict(
-                            zip(("cpu", "wall"), concurrent_async(s, urls, n, p), strict=True)))
-                        what = "fetch + parse" if with_parse else "fetch"
-                        print(f"  async, {n:>3} at once, {what:<13}: process CPU {r['cpu']:.3f} ms per pod-scrape, "
-                              f"wall {r['wall']:.2f} s", flush=True)
+                    at_once(args.rounds, f"async, {n:>3} at once",
+                            lambda p, n=n, s=looped: concurrent_async(s, urls, n, p))
                 looped.close()
         finally:
             child.stdin.close()  # type: ignore[union-attr]
