@@ -14,7 +14,7 @@ import pytest
 from bench.bench_parse import at_the_bounds, near_miss_body
 from bench.expositions import build_vllm_v1_exposition
 
-from watchdog.core import parsing
+from watchdog.core import lines
 from watchdog.core.parsing import LIMITS, ParseLimits, ParseResult, parse_exposition
 from watchdog.core.profiles import PROFILES, get_profile
 
@@ -73,7 +73,7 @@ def test_the_issue_gzip_body_of_near_miss_lines_overruns_after_bounded_work(monk
     inflated = gzip.decompress(gzip.compress(near_miss_body(), 9))  # what the scrape adapter hands over
     assert len(gzip.compress(inflated, 9)) < 25_000 and len(inflated) > 7_500_000  # 23 KB -> 7.8 MB
     calls = {"fast": 0, "slow": 0}
-    fast, slow = parsing._parse_fast, parsing._parse_slow
+    fast, slow = lines.parse_fast, lines.parse_slow
 
     def counting_fast(rest: bytes) -> object:
         calls["fast"] += 1
@@ -83,8 +83,8 @@ def test_the_issue_gzip_body_of_near_miss_lines_overruns_after_bounded_work(monk
         calls["slow"] += 1
         return slow(line, name)
 
-    monkeypatch.setattr(parsing, "_parse_fast", counting_fast)
-    monkeypatch.setattr(parsing, "_parse_slow", counting_slow)
+    monkeypatch.setattr(lines, "parse_fast", counting_fast)
+    monkeypatch.setattr(lines, "parse_slow", counting_slow)
     result = parse_exposition(inflated, VLLM)
     assert_unknown(result, f"more than {LIMITS.fallback_lines} non-canonical lines")
     # Before the bound, each of its 132,203 lines went to prometheus_client (seconds of CPU).
@@ -179,3 +179,4 @@ def test_a_model_name_per_line_cannot_grow_the_result_beyond_the_cap() -> None:
     body = b"".join(running("0", 1, f"model-{i}") for i in range(2_000))  # within the line bound: parsed
     result = parse_exposition(body, VLLM)
     assert result.overrun is None and len(result.series) == LIMITS.series and result.dropped_series == 2_000 - 64
+

@@ -11,8 +11,11 @@ How (and why it is fast): a bytes-level pre-filter (one ``re`` search anchored o
 a space or a tab; every other line -- HELP/TYPE comments, the other ~100 families, their histogram buckets
 -- is never decoded or parsed. Names match exactly, never as prefixes: ``vllm:generation_tokens_created``,
 ``vllm:num_requests_waiting_by_reason`` and ``vllm:iteration_tokens_total_sum``/``_bucket`` are other series.
+The names are one pattern factored by common prefixes, so a line's name is compared once, not once per name.
 Each kept line is parsed on its own: canonical lines (``name{a="b",...} value [timestamp]`` with no
-backslash escapes) by a strict regular expression, anything else by ``prometheus_client``'s parser
+backslash escapes) by a strict regular expression, whose label text is decoded and matched against the
+selectors once and then remembered per profile (a fleet's pods print the same few label texts every scrape;
+only the value is new), anything else by ``prometheus_client``'s parser
 (``text_string_to_metric_families`` on that one line). A line that neither accepts is skipped and counted in
 ``skipped_lines``; the rest of the body is still used. The tests check that the result equals a full
 ``prometheus_client`` parse of each fixture. Lines of other families are never parsed, so garbage there is
@@ -34,7 +37,8 @@ tens of milliseconds of CPU; the hostile ones overrun sooner (``tests/bench/benc
 
 Bounded memory (issue 11 item 7): at most ``series`` (64) engine series are returned per body, the first 64 in
 ``labels`` order (so the choice does not depend on line order); the others are dropped and counted in
-``dropped_series``. The bytes bound above also bounds the size of every label kept.
+``dropped_series``. The bytes bound above also bounds the size of every label kept. The remembered label texts
+are at most 4,096 per profile (emptied when full), each of at most 512 bytes (a longer one is decoded every time).
 
 Keying: a series is identified by the profile's ``engine_labels`` that the sample carries, sorted by name (vLLM:
 ``engine`` and ``model_name``; several models or data-parallel engines behind one server stay apart; V0 samples
@@ -54,17 +58,14 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from watchdog.core.profiles import Profile, Selector
+from watchdog.core.lines import LIMITS, Budget, Labels, Overrun, ParseLimits, matcher, signal_slots
+from watchdog.core.profiles import Profile
 
 __all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "engine_series", "escape_label_value",
            "parse_exposition",
            "signal_slots"]
 
-Labels = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,33 +112,6 @@ class ParseResult:
     ``series`` and ``found_families`` are empty: the body is unknown, never evidence."""
 
 
-@dataclass(frozen=True)
-class ParseLimits:
-    """Bounds on the work and memory of one :func:`parse_exposition` call (see the module docstring)."""
-
-    lines: int = 500_000
-    """Lines in the body (newlines, counted when the body has more bytes than this)."""
-    candidate_lines: int = 2_048
-    """Lines that pass the name pre-filter (start with one of the profile's sample names)."""
-    candidate_bytes: int = 512 << 10
-    """Their total length."""
-    fallback_lines: int = 256
-    """Candidate lines the strict expression rejects, handed to ``prometheus_client`` (the slow path)."""
-    fallback_bytes: int = 32 << 10
-    """Their total length."""
-    series: int = 64
-    """Engine series returned; the rest are dropped and counted."""
-
-    def __post_init__(self) -> None:
-        for name in ("lines", "candidate_lines", "candidate_bytes", "fallback_lines", "fallback_bytes", "series"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ParseLimits.{name} must be >= 1")
-
-
-LIMITS = ParseLimits()
-"""The bounds every caller uses (generous for real expositions; issue 11 items 7 and 8)."""
-
-
 def _key(labels: Labels) -> str:  # asked for every engine series every cycle: values rarely need escaping
     return ",".join([f'{name}="{value}"' if "\\" not in value and '"' not in value and "\n" not in value
                      else f'{name}="{escape_label_value(value)}"' for name, value in labels])
@@ -148,46 +122,8 @@ def escape_label_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-# A canonical sample line after its name: optional labels without escapes, value, optional timestamp.
-# Values/timestamps are then checked with float(); everything this rejects goes to prometheus_client.
-_LABEL = rb'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"'
-_REST = re.compile(
-    rb"(?:\{((?:" + _LABEL + rb"(?:," + _LABEL + rb")*,?)?)\})?"
-    rb"[ \t]+([0-9A-Za-z.+-]+)(?: +([0-9A-Za-z.+-]+))?[ \t\r]*"
-)
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped before the first line
-_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')  # over the decoded label text (a quote is never in a
-# multi-byte sequence, so invalid UTF-8 replaced before matching leaves every pair where it was)
 
-
-@dataclass(frozen=True)
-class _Matcher:
-    first_line: re.Pattern[bytes]
-    other_lines: re.Pattern[bytes]
-    slots_by_name: dict[bytes, tuple[tuple[int, Selector], ...]]
-    slots: int
-
-
-def signal_slots(profile: Profile) -> list[Selector | None]:
-    """Every selector of ``profile`` in slot order: running, waiting, waiting_ignored..., progress..., paused...,
-    awake..."""
-    return [profile.running, profile.waiting, *profile.waiting_ignored, *profile.progress, *profile.paused,
-            *profile.awake]
-
-
-@lru_cache(maxsize=64)
-def _matcher(profile: Profile) -> _Matcher:
-    slots_by_name: dict[bytes, tuple[tuple[int, Selector], ...]] = {}
-    slots = signal_slots(profile)
-    for index, selector in enumerate(slots):
-        if selector is not None:
-            raw = selector.metric.encode()
-            slots_by_name[raw] = (*slots_by_name.get(raw, ()), (index, selector))
-    alternatives = b"|".join(re.escape(n) for n in sorted(slots_by_name, key=len, reverse=True))
-    # A candidate line (groups 1-2: name, rest) or the OpenMetrics end "# EOF" (both groups None).
-    line = rb"[ \t]*(?:(" + alternatives + rb")(?=[{ \t])([^\n]*)|# EOF[ \t]*\r?(?=\n|\Z))"
-    # "\n" first: the regex engine then jumps from newline to newline at memchr speed.
-    return _Matcher(re.compile(line), re.compile(rb"\n" + line), slots_by_name, len(slots))
 
 
 def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = LIMITS) -> ParseResult:
@@ -201,15 +137,13 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
     # Every line costs the pre-filter one match attempt; lines <= bytes, so only a long body needs counting.
     if len(data) - start > limits.lines and data.count(b"\n", start) > limits.lines:
         return _overrun(f"more than {limits.lines} lines", 0)
-    matcher = _matcher(profile)
-    engine_labels = sorted(profile.engine_labels)
-    collapse_labels = sorted(profile.collapse_labels)
+    lines = matcher(profile)
     latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]] = {}
     found: set[str] = set()
     skipped = 0
-    budget = _Budget(limits)
-    matches: Iterable[re.Match[bytes]] = matcher.other_lines.finditer(data, start)
-    head = matcher.first_line.match(data, start)
+    budget = Budget(limits)
+    matches: Iterable[re.Match[bytes]] = lines.other_lines.finditer(data, start)
+    head = lines.first_line.match(data, start)
     if head is not None:
         matches = itertools.chain((head,), matches)
     try:
@@ -217,29 +151,17 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
             raw_name, rest = match.groups()
             if raw_name is None:
                 break  # "# EOF": OpenMetrics says nothing follows it, so nothing after it is read
-            parsed = budget.parse(raw_name, rest)
-            if parsed is None:
+            fed = budget.parse(raw_name, rest, lines)
+            if fed is None:
                 skipped += 1
                 continue
-            labels, value = parsed
-            kept: tuple[frozenset[tuple[str, str]], Labels, Labels] | None = None
-            for index, selector in matcher.slots_by_name[raw_name]:
-                if not selector.match or selector.matches(labels):
-                    kept = kept or _identity(labels, engine_labels, collapse_labels)
-                    latest[(index, kept[0])] = (kept[1], kept[2], value)
-                    found.add(selector.metric)
-    except _Overrun as exc:
+            feeds, value = fed
+            for index, identity, key, rank, metric in feeds:
+                latest[(index, identity)] = (key, rank, value)
+                found.add(metric)
+    except Overrun as exc:
         return _overrun(str(exc), skipped)
-    return _aggregate(latest, matcher.slots, profile, limits, skipped, found)
-
-
-def _identity(labels: Mapping[str, str], engine_labels: list[str],
-              collapse_labels: list[str]) -> tuple[frozenset[tuple[str, str]], Labels, Labels]:
-    """One sample's label set (a repeat of it is a duplicate: the last one wins), its engine series key and its rank
-    (collapse labels); once per line, whatever the number of slots it feeds."""
-    key = tuple([(n, labels[n]) for n in engine_labels if n in labels])
-    rank = tuple([(n, labels[n]) for n in collapse_labels if n in labels]) if collapse_labels else ()
-    return frozenset(labels.items()), key, rank
+    return _aggregate(latest, lines.slots, profile, limits, skipped, found)
 
 
 def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], slots: int,
@@ -307,70 +229,7 @@ def _count(value: float) -> bool:
     return value >= 0 and value != math.inf
 
 
-class _Overrun(Exception):
-    """A :class:`ParseLimits` bound was exceeded; the message says which."""
-
-
-class _Budget:
-    """Parses candidate lines while counting them against :class:`ParseLimits`."""
-
-    def __init__(self, limits: ParseLimits) -> None:
-        self.limits = limits
-        self.lines = self.bytes = self.fallback_lines = self.fallback_bytes = 0
-
-    def parse(self, raw_name: bytes, rest: bytes) -> tuple[dict[str, str], float] | None:
-        """Labels and value of one candidate line, None if malformed; raises _Overrun past a bound."""
-        limits, size = self.limits, len(raw_name) + len(rest)
-        self.lines += 1
-        self.bytes += size
-        if self.lines > limits.candidate_lines:
-            raise _Overrun(f"more than {limits.candidate_lines} lines of the profile's metrics")
-        if self.bytes > limits.candidate_bytes:
-            raise _Overrun(f"lines of the profile's metrics over {limits.candidate_bytes} bytes")
-        parsed = _parse_fast(rest)
-        if parsed is not None:
-            return parsed
-        self.fallback_lines += 1
-        self.fallback_bytes += size
-        if self.fallback_lines > limits.fallback_lines:
-            raise _Overrun(f"more than {limits.fallback_lines} non-canonical lines of the profile's metrics")
-        if self.fallback_bytes > limits.fallback_bytes:
-            raise _Overrun(f"non-canonical lines of the profile's metrics over {limits.fallback_bytes} bytes")
-        return _parse_slow(raw_name + rest, raw_name.decode())
-
-
 def _overrun(reason: str, skipped: int) -> ParseResult:
     return ParseResult(series=(), skipped_lines=skipped, found_families=frozenset(), overrun=reason)
 
 
-def _parse_fast(rest: bytes) -> tuple[dict[str, str], float] | None:
-    """Labels and value of a canonical line (``rest`` = what follows the name), or None to go slow."""
-    match = _REST.fullmatch(rest)
-    if match is None:
-        return None
-    label_text, value_text, timestamp_text = match.groups()
-    try:
-        value = float(value_text)
-        if timestamp_text is not None:
-            float(timestamp_text)
-    except ValueError:
-        return None
-    if not label_text:
-        return {}, value
-    pairs = _PAIR.findall(label_text.decode("utf-8", "replace"))
-    labels = dict(pairs)
-    if len(labels) != len(pairs):
-        return None  # duplicate label name: let prometheus_client judge it
-    return labels, value
-
-
-def _parse_slow(line: bytes, name: str) -> tuple[dict[str, str], float] | None:
-    """Parse one sample line with prometheus_client; None if it is malformed or not a ``name`` sample."""
-    text = line.decode("utf-8", "replace")
-    try:
-        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    except Exception:  # the parser raises ValueError, IndexError, ... on malformed input
-        return None
-    if len(samples) != 1 or samples[0].name != name:
-        return None
-    return dict(samples[0].labels), float(samples[0].value)

@@ -38,7 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from watchdog.core.parsing import Labels, ParseResult, engine_series, escape_label_value, signal_slots
+from watchdog.core.lines import Labels
+from watchdog.core.parsing import ParseResult, engine_series, escape_label_value, signal_slots
 from watchdog.core.profiles import Profile, Selector, label_name_problem
 
 __all__ = [

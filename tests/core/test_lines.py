@@ -1,0 +1,55 @@
+"""The line level of the parser (watchdog.core.lines): the name pattern and the label texts remembered between
+scrapes (bounded, and never changing a result)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from watchdog.core import lines
+from watchdog.core.parsing import LIMITS, parse_exposition
+from watchdog.core.profiles import get_profile
+
+VLLM = get_profile("vllm")
+
+
+def running(engine: str, value: float, model: str = "m") -> bytes:
+    return b'vllm:num_requests_running{engine="%s",model_name="%s"} %r\n' % (engine.encode(), model.encode(), value)
+
+
+@pytest.mark.parametrize("names", [[b"a"], [b"ab", b"ac", b"a"], [b"vllm:a", b"vllm:ab", b"vllm:b"],
+                                   [b"a.b", b"a+c", b"a*"], [b"x" * 5_000, b"x" * 4_999 + b"y"]])
+def test_the_name_pattern_matches_exactly_the_names(names: list[bytes]) -> None:
+    pattern = re.compile(lines._trie(sorted(names)))
+    for name in names:
+        assert pattern.fullmatch(name), name
+        for other in (name[:-1], name + b"z", b"z" + name):
+            assert bool(pattern.fullmatch(other)) == (other in names), other
+
+
+
+# --- the label texts remembered between scrapes are bounded, and never change a result ------------------------
+
+
+def test_remembered_label_texts_stay_within_their_bound_and_give_the_same_series() -> None:
+    known = lines.matcher(VLLM).known
+    known.clear()
+    for start in range(0, 3 * lines._KNOWN_ENTRIES, 1_000):  # a fleet of 12,288 models, 1,000 a body
+        body = b"".join(running(str(i), i, model=f"m{i}") for i in range(start, start + 1_000))
+        result = parse_exposition(body, VLLM)
+        assert [s.running for s in result.series] == [float(i) for i in sorted(range(start, start + 1_000), key=str)
+                                                     ][: LIMITS.series]
+        assert len(known) <= lines._KNOWN_ENTRIES
+    assert len(known) > 0
+
+
+def test_a_long_label_text_is_read_every_time_but_never_remembered() -> None:
+    known = lines.matcher(VLLM).known
+    known.clear()
+    model = "m" * lines._KNOWN_TEXT
+    for value in (3, 4):  # the second scrape reads its own value, not a remembered one
+        assert [s.running for s in parse_exposition(running("0", value, model=model), VLLM).series] == [value]
+    assert known == {}
+    assert [s.running for s in parse_exposition(running("0", 5), VLLM).series] == [5]
+    assert list(known) == [(b"vllm:num_requests_running", b'engine="0",model_name="m"')]
