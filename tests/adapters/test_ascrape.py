@@ -138,6 +138,27 @@ def test_close_delimited_body_is_read(serve: Callable[[Handler], str]) -> None:
     assert AsyncScraper().fetch(url) == BODY * 3
 
 
+def test_bytes_after_the_end_of_the_answer_are_never_read(serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), http("200 OK", BODY) + b"\x00 not HTTP at all \r\n\r\n"))
+    assert AsyncScraper().fetch(url) == BODY
+
+
+@pytest.mark.parametrize("path", ["/metrics x", "/m\x7fetrics", "/m\u00e9trics"])
+def test_a_path_a_request_line_cannot_carry_is_refused_before_sending(serve: Callable[[Handler], str],
+                                                                     path: str) -> None:
+    seen = Seen()
+    url = serve(answer(seen, http("200 OK", BODY)))
+    error = reason_of(AsyncScraper(), url.replace("/metrics", path))
+    assert error.reason == "connection" and "cannot be sent in a request line" in str(error)
+    assert seen.requests == []
+
+
+def test_an_informational_answer_before_the_answer_is_skipped(serve: Callable[[Handler], str]) -> None:
+    url = serve(answer(Seen(), b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+                       + http("200 OK", BODY)))
+    assert AsyncScraper().fetch(url) == BODY
+
+
 def test_a_body_cut_short_is_a_connection_error(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + BODY))
     error = reason_of(AsyncScraper(), url)

@@ -1,4 +1,4 @@
-"""I/O: the bounded GET of ``/metrics`` on one asyncio event loop, HTTP/1.1 spoken through ``h11``.
+"""I/O: the bounded GET of ``/metrics`` on one asyncio event loop, the answer read by ``httptools`` (llhttp).
 
 :class:`AsyncScraper` keeps the contract of :class:`~watchdog.adapters.scrape.Scraper` (the same request, bounds,
 ``ScrapeError`` reasons and messages) but every scrape is a coroutine on ONE loop, run by one daemon thread that
@@ -12,26 +12,31 @@ Bounds: the TOTAL deadline (``asyncio.timeout_at`` on the loop's monotonic clock
 connecting, TLS, waiting for headers, a server dripping bytes in the headers or the body, and the retry; a
 connect timeout (TCP and TLS handshake, at most the time left); the body cap counted on the wire and again after
 inflating (:class:`~watchdog.adapters.inflate.Inflater`); the response head at most :data:`MAX_HEAD` bytes
-(h11's ``max_incomplete_event_size``). ``Connection: close``; content-length, chunked and close-delimited bodies
-are framed by h11. A 3xx is an error, never followed. Nothing is read from the environment (no proxies, netrc,
-CA variables): the connection is a plain ``asyncio.open_connection`` to the URL's host and port, HTTPS verified
-with :func:`~watchdog.adapters.connect.client_tls` (certifi's bundle) and the URL's host as ``server_hostname``.
+(counted as it is fed to the parser, 4 KiB at a time); 1xx answers skipped. ``Connection: close``;
+content-length, chunked and close-delimited bodies are framed by llhttp (a framed body cut short is an error);
+bytes after the end of the answer are never read. The request is written here: its target and Host must be
+visible ASCII (else refused before sending). A 3xx is an error, never followed. Nothing is read from the
+environment (no proxies, netrc, CA variables): the connection is a plain ``loop.create_connection`` to the URL's
+host and port, HTTPS verified with :func:`~watchdog.adapters.connect.client_tls` (certifi's bundle) and the URL's
+host as ``server_hostname``.
 Connection refused/reset (or closed before any answer, as ``http.client`` counts it) is retried once after
 50 ms if the deadline leaves room: tenacity's ``AsyncRetrying`` decides, as the threaded scraper's ``Retrying``.
 Why one loop: a thread per scrape cost 5-30 context switches and 0.2-0.6 ms of system time per scrape, and
-``http.client``'s header parsing a quarter of the GET (docs/scaling.md).
+``http.client``'s header parsing a quarter of the GET; why llhttp: h11 (pure Python) took ~185 us per 65 KB
+answer, httptools ~7 us (docs/scaling.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import ssl
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-import h11
+import httptools
 import tenacity
 
 from watchdog.adapters.connect import client_tls
@@ -50,7 +55,9 @@ from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 __all__ = ["MAX_HEAD", "AsyncScraper"]
 
 T = TypeVar("T")
-_YIELD_EVERY = 64  # h11 events handled before the loop is given to the other scrapes (~0.5 ms)
+_HEAD_STEP = 4 * 1024  # bytes fed to the parser at once until the final answer's head is read
+_BODY_STEP = 64 * 1024  # then
+_TOKEN = re.compile(r"[!-~]+")  # what a request target and a Host value may hold: visible ASCII, no space
 MAX_HEAD = 64 * 1024
 """Bytes of a response head (status line and headers) at most: above, ``connection`` (http.client allowed 100
 header lines of 64 KiB each)."""
@@ -133,6 +140,7 @@ class AsyncScraper:
         self.limits = limits or ScrapeLimits()
         self.headers = _request_headers(encoding)
         self._retrying = tenacity.AsyncRetrying(**_RETRY_POLICY)
+        self._requests: dict[tuple[str, int, str, str], bytes] = {}  # at most 4,096 (emptied when full)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -222,7 +230,7 @@ class AsyncScraper:
             raise
         except _ConnectTimeout:
             raise ScrapeError("timeout", f"timeout: no connection within {self.limits.connect_timeout_s} s") from None
-        except (h11.ProtocolError, OSError, ValueError, EOFError) as exc:
+        except (httptools.HttpParserError, OSError, ValueError, EOFError) as exc:
             error = _map_error(exc)
             if isinstance(exc, ConnectionRefusedError | ConnectionResetError) \
                     and deadline - loop.time() >= 2 * _RETRY_PAUSE_S:  # a retry has room before the deadline
@@ -233,64 +241,127 @@ class AsyncScraper:
                 wire.transport.abort()  # Connection: close; nothing is reused, nothing left to flush
 
     async def _exchange(self, target: _Url, wire: _Wire) -> bytes:
-        conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
-        host = f"[{target.host}]" if ":" in target.host else target.host
-        if target.port != (443 if target.scheme == "https" else 80):
-            host += f":{target.port}"
-        request = h11.Request(method="GET", target=target.path, headers=[("Host", host), *self.headers.items()])
         assert wire.transport is not None  # connected
-        wire.transport.write(conn.send(request) + (conn.send(h11.EndOfMessage()) or b""))
-        cap = self.limits.max_bytes
-        inflater: Inflater | None = None
-        on_wire = 0
-        parts: list[bytes] = []
-        answered = False
-        events = 0
-        while True:
-            event = conn.next_event()
-            events += 1
-            if events % _YIELD_EVERY == 0:  # a flood of tiny events (1-byte chunks, endless 1xx) must not hold the
-                await asyncio.sleep(0)      # loop: the other scrapes run, and the deadline can fire here
-            if event is h11.NEED_DATA:
-                data = await wire.read()
-                if not data and not answered:  # closed before any answer: as http.client's RemoteDisconnected
+        wire.transport.write(self._request(target))
+        answer = _Answer(self.limits.max_bytes)
+        parser = answer.parser = httptools.HttpResponseParser(answer)
+        head_fed = 0
+        while not answer.done:
+            data = await wire.read()
+            if not data:  # the end of the stream: an answer without framing ends here; any other is cut short
+                if not answer.received:  # closed before any answer: as http.client's RemoteDisconnected
                     raise ConnectionResetError("Remote end closed connection without response")
-                conn.receive_data(data)
-            elif isinstance(event, h11.Response):
-                answered = True
-                inflater = self._check_head(event, cap)
-            elif isinstance(event, h11.Data):
-                on_wire += len(event.data)
-                if on_wire > cap:
-                    raise ScrapeError("too_large", f"too large: body above {cap} bytes")
-                parts.append(event.data if inflater is None else inflater.feed(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            elif isinstance(event, h11.InformationalResponse):
-                answered = True
-            else:  # ConnectionClosed before the end of the message (h11 raises for a framed body cut short)
+                if answer.head is not None and not answer.framed:
+                    break
                 raise ConnectionResetError("connection closed before the end of the answer")
-        if inflater is not None:
-            inflater.finish()
-        return b"".join(parts)  # within the cap: counted on the wire, and by the Inflater after inflating
+            answer.received = True
+            view = memoryview(data)
+            while view and not answer.done:
+                # Until the final answer's head is read, small pieces: its size is checked between them (llhttp
+                # keeps a header line in memory until its end). The loop is held for one read at most (at most
+                # _BUFFERED bytes: ~15 ms of 1-byte chunks or 1xx answers, a 65 KB body ~10 us).
+                step = _HEAD_STEP if answer.head is None else _BODY_STEP
+                piece, view = view[:step], view[step:]
+                try:
+                    parser.feed_data(piece)
+                except httptools.HttpParserCallbackError as exc:
+                    if isinstance(exc.__context__, ScrapeError):
+                        raise exc.__context__ from None
+                    raise
+                except httptools.HttpParserError:
+                    if not answer.done:  # bytes after the end of the answer are never read
+                        raise
+                if answer.head is None:  # bytes fed since the answer began (a whole piece when it began in it)
+                    head_fed = len(piece) if answer.began else head_fed + len(piece)
+                    answer.began = False
+                    if head_fed > MAX_HEAD:
+                        raise ValueError(f"response head above {MAX_HEAD} bytes")
+        return answer.body()
 
-    @staticmethod
-    def _check_head(response: h11.Response, cap: int) -> Inflater | None:
-        if not 200 <= response.status_code < 300:
-            detail = f"HTTP {response.status_code} {response.reason.decode('latin-1')}".strip()
-            if 300 <= response.status_code < 400:
-                location = _header(response, b"location")
-                detail += f" (redirect to {location or '?'} not followed)"
-            raise ScrapeError("http_status", detail)
-        encoding = (_header(response, b"content-encoding") or "identity").strip().lower()
-        if encoding not in ("identity", "", "gzip", "x-gzip"):
-            raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
-        return Inflater(cap) if encoding in ("gzip", "x-gzip") else None
+    def _request(self, target: _Url) -> bytes:
+        """The request's bytes (cached per target: the same few every cycle)."""
+        key = (target.host, target.port, target.path, target.scheme)
+        request = self._requests.get(key)
+        if request is None:
+            host = f"[{target.host}]" if ":" in target.host else target.host
+            if target.port != (443 if target.scheme == "https" else 80):
+                host += f":{target.port}"
+            if not _TOKEN.fullmatch(target.path) or not _TOKEN.fullmatch(host):
+                raise ValueError(f"invalid URL: {target.path!r} or {host!r} cannot be sent in a request line")
+            lines = [f"GET {target.path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in self.headers.items())]
+            request = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+            if len(self._requests) >= 4096:
+                self._requests.clear()
+            self._requests[key] = request
+        return request
 
 
-def _header(response: h11.Response, name: bytes) -> str | None:
-    """Every value of header ``name`` joined by ", " (as http.client does), or None."""
-    values = [value.decode("latin-1") for key, value in response.headers if key == name]
+class _Answer:
+    """What httptools' parser reports of one response (its callbacks), within the cap. A 1xx answer is skipped."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.received = self.began = self.done = self.framed = False
+        self.head: Inflater | bool | None = None  # None until the final answer's head; then its inflater or False
+        self.on_wire = 0
+        self.reason = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.parts: list[bytes] = []
+        self.parser: httptools.HttpResponseParser | None = None
+
+    def on_message_begin(self) -> None:
+        self.began = True
+        self.reason, self.headers = b"", []
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason += reason  # in pieces when it arrived in pieces
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        assert self.parser is not None
+        status = self.parser.get_status_code()
+        if status < 200:
+            return  # informational (1xx), never the answer; 101 without our asking is an error of the parser's
+        inflater = _check_head(status, self.reason, self.headers, self.cap)
+        self.head = False if inflater is None else inflater
+        coding = _header(self.headers, b"transfer-encoding")
+        self.framed = _header(self.headers, b"content-length") is not None or (
+            coding is not None and coding.split(",")[-1].strip().lower() == "chunked")
+
+    def on_body(self, data: bytes) -> None:
+        self.on_wire += len(data)
+        if self.on_wire > self.cap:
+            raise ScrapeError("too_large", f"too large: body above {self.cap} bytes")
+        self.parts.append(data if not isinstance(self.head, Inflater) else self.head.feed(data))
+
+    def on_message_complete(self) -> None:
+        if self.head is not None:
+            self.done = True
+
+    def body(self) -> bytes:
+        if isinstance(self.head, Inflater):
+            self.head.finish()
+        return b"".join(self.parts)  # within the cap: counted on the wire, and by the Inflater after inflating
+
+
+def _check_head(status: int, reason: bytes, headers: list[tuple[bytes, bytes]], cap: int) -> Inflater | None:
+    """The final answer's head: a ScrapeError unless 2xx with a content coding we read; its inflater if gzip."""
+    if not 200 <= status < 300:
+        detail = f"HTTP {status} {reason.decode('latin-1')}".strip()
+        if 300 <= status < 400:
+            detail += f" (redirect to {_header(headers, b'location') or '?'} not followed)"
+        raise ScrapeError("http_status", detail)
+    encoding = (_header(headers, b"content-encoding") or "identity").strip().lower()
+    if encoding not in ("identity", "", "gzip", "x-gzip"):
+        raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
+    return Inflater(cap) if encoding in ("gzip", "x-gzip") else None
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """Every value of header ``name`` (lower case) joined by ", " (as http.client does), or None."""
+    values = [value.decode("latin-1") for key, value in headers if key == name]
     return ", ".join(values) if values else None
 
 
