@@ -5,6 +5,7 @@ one loop thread, the loop stopped by close() and started again, the response hea
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import threading
 import time
@@ -276,3 +277,25 @@ def test_close_while_a_fetch_waits_is_a_scrape_error(serve: Callable[[Handler], 
     thread.join(5)
     assert len(caught) == 1 and isinstance(caught[0], ascrape.ScrapeError), caught
     assert caught[0].reason == "connection" and "closed" in str(caught[0])
+
+
+def test_a_scrape_leaves_no_reference_cycle_holding_its_answer(serve: Callable[[Handler], str]) -> None:
+    """The cycle pauses the collector while it scrapes the fleet: an answer kept alive by a reference cycle (the
+    parser holds it, it held the parser) stayed in memory with its body until the end (peak RSS 92 -> 269 MiB at
+    2,000 pods)."""
+    url = serve(answer(Seen(), http("200 OK", BODY)))
+    scraper = AsyncScraper()
+    scraper.fetch(url)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(5):
+            assert scraper.fetch(url) == BODY
+        gc.collect()
+        assert not [o for o in gc.garbage if isinstance(o, ascrape._Answer)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+        scraper.close()

@@ -245,38 +245,41 @@ class AsyncScraper:
         wire.transport.write(self._request(target))
         answer = _Answer(self.limits.max_bytes)
         parser = answer.parser = httptools.HttpResponseParser(answer)
-        head_fed = 0
-        while not answer.done:
-            data = await wire.read()
-            if not data:  # the end of the stream: an answer without framing ends here; any other is cut short
-                if not answer.received:  # closed before any answer: as http.client's RemoteDisconnected
-                    raise ConnectionResetError("Remote end closed connection without response")
-                if answer.head is not None and not answer.framed:
-                    break
-                raise ConnectionResetError("connection closed before the end of the answer")
-            answer.received = True
-            view = memoryview(data)
-            while view and not answer.done:
-                # Until the final answer's head is read, small pieces: its size is checked between them (llhttp
-                # keeps a header line in memory until its end). The loop is held for one read at most (at most
-                # _BUFFERED bytes: ~15 ms of 1-byte chunks or 1xx answers, a 65 KB body ~10 us).
-                step = _HEAD_STEP if answer.head is None else _BODY_STEP
-                piece, view = view[:step], view[step:]
-                try:
-                    parser.feed_data(piece)
-                except httptools.HttpParserCallbackError as exc:
-                    if isinstance(exc.__context__, ScrapeError):
-                        raise exc.__context__ from None
-                    raise
-                except httptools.HttpParserError:
-                    if not answer.done:  # bytes after the end of the answer are never read
+        try:
+            head_fed = 0
+            while not answer.done:
+                data = await wire.read()
+                if not data:  # the end of the stream: an answer without framing ends here; any other is cut short
+                    if not answer.received:  # closed before any answer: as http.client's RemoteDisconnected
+                        raise ConnectionResetError("Remote end closed connection without response")
+                    if answer.head is not None and not answer.framed:
+                        break
+                    raise ConnectionResetError("connection closed before the end of the answer")
+                answer.received = True
+                view = memoryview(data)
+                while view and not answer.done:
+                    # Until the final answer's head is read, small pieces: its size is checked between them (llhttp
+                    # keeps a header line in memory until its end). The loop is held for one read at most (at most
+                    # _BUFFERED bytes: ~15 ms of 1-byte chunks or 1xx answers, a 65 KB body ~10 us).
+                    step = _HEAD_STEP if answer.head is None else _BODY_STEP
+                    piece, view = view[:step], view[step:]
+                    try:
+                        parser.feed_data(piece)
+                    except httptools.HttpParserCallbackError as exc:
+                        if isinstance(exc.__context__, ScrapeError):
+                            raise exc.__context__ from None
                         raise
-                if answer.head is None:  # bytes fed since the answer began (a whole piece when it began in it)
-                    head_fed = len(piece) if answer.began else head_fed + len(piece)
-                    answer.began = False
-                    if head_fed > MAX_HEAD:
-                        raise ValueError(f"response head above {MAX_HEAD} bytes")
-        return answer.body()
+                    except httptools.HttpParserError:
+                        if not answer.done:  # bytes after the end of the answer are never read
+                            raise
+                    if answer.head is None:  # bytes fed since the answer began (a whole piece when it began in it)
+                        head_fed = len(piece) if answer.began else head_fed + len(piece)
+                        answer.began = False
+                        if head_fed > MAX_HEAD:
+                            raise ValueError(f"response head above {MAX_HEAD} bytes")
+            return answer.body()
+        finally:
+            answer.parser = None  # the parser holds the answer: no reference cycle for the (paused) collector
 
     def _request(self, target: _Url) -> bytes:
         """The request's bytes (cached per target: the same few every cycle)."""
