@@ -167,6 +167,15 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
 def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], slots: int,
                profile: Profile, limits: ParseLimits, skipped: int, found: set[str]) -> ParseResult:
     """Sum every slot's samples per engine series and rank, then take the largest rank's value."""
+    if not profile.collapse_labels:  # one rank: the sums are the values (vLLM; one pass, no per-rank dict)
+        sums: dict[Labels, list[float | None]] = {}
+        for (index, _), (key, _, value) in latest.items():
+            row = sums.get(key)
+            if row is None:
+                row = sums[key] = [None] * slots
+            previous = row[index]
+            row[index] = value if previous is None else previous + value
+        return engine_series(sums, profile, found, limits, skipped)
     per_rank: dict[tuple[Labels, int, Labels], float] = {}
     for (index, _), (key, rank, value) in latest.items():
         previous = per_rank.get((key, index, rank))

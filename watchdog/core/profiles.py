@@ -128,6 +128,13 @@ class Profile:
     awake: tuple[Selector, ...] = ()
     collapse_labels: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:  # every parse looks its matcher up by profile: the fields' hash once, not each time
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     def metric_names(self) -> tuple[str, ...]:
         """The sample names this profile reads, each once, in field order."""
         selectors = (self.running, self.waiting, *self.waiting_ignored, *self.progress, *self.paused, *self.awake)
