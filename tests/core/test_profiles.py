@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from watchdog.core.profiles import (
     PROFILES,
-    Profile,
     Selector,
     custom_profile,
     get_profile,
@@ -110,7 +111,7 @@ def test_custom_profile_overrides_base() -> None:
     assert prof.engine_labels == ("pod",) and prof.collapse_labels == ("rank",)
     assert (prof.default_port, prof.metrics_path) == (3000, "/m")
     assert prof.paused == get_profile("llamacpp").paused  # from the base
-    assert custom_profile("same", {}) == Profile(**{**get_profile("vllm").__dict__, "name": "same"})
+    assert custom_profile("same", {}) == dataclasses.replace(get_profile("vllm"), name="same")
 
 
 def test_legacy_counter_keys_add_to_the_base_progress_signals() -> None:
