@@ -53,7 +53,7 @@ def missing_among(running: float | None, progress: Sequence[float | None]) -> st
     """:func:`missing_evidence` of values already made :func:`known`."""
     if running is None:
         return "running"
-    if all(value is None for value in progress):
+    if progress.count(None) == len(progress):  # every one None (a generator per sample cost ~1.5 us)
         return "every progress signal"
     return None
 
