@@ -280,9 +280,13 @@ def main(argv: list[str] | None = None) -> int:
               f"(prometheus at 10,000): < {GOAL_CPU_S} s, < {GOAL_RSS_MIB:g} MiB")
         for size, pods, source, out in rows:
             cpu = statistics.median(r["cpu"] for r in out["records"][1:])
+            failed = sum(1 for r in out["records"][1:] if set(r["scrapes"]) - {"ok"})
             mark = ""
             if source == "prometheus" and size >= 10_000:
                 mark = "  ok" if cpu < GOAL_CPU_S and out["rss_mib"] < GOAL_RSS_MIB else "  OVER GOAL"
+            if failed:  # a cycle whose pods were not all read costs less than one that reads them: no figure
+                mark = (f"  NOT A MEASUREMENT: {failed} of {len(out['records']) - 1} measured cycles had pods "
+                        "unknown (Prometheus slower than its timeout? a longer --interval gives it 60% of it)")
             print(f"{size:>13} {pods:>5} {source:<10} {cpu:>11.3f} {out['rss_mib']:>8.1f}{mark}")
         print(f"\nload average {os.getloadavg()[0]:.2f} at the end; logs in {tmp}")
     finally:
