@@ -144,6 +144,43 @@ def test_bytes_after_the_end_of_the_answer_are_never_read(serve: Callable[[Handl
     assert AsyncScraper().fetch(url) == BODY
 
 
+def test_a_second_answer_in_the_same_write_is_never_read(serve: Callable[[Handler], str]) -> None:
+    """Found by a fresh-eyes helper: llhttp went on parsing after the answer, appending a pipelined answer's body
+    (each with its own gzip cap: 55 MB from a 1 MiB cap)."""
+    pipelined = http("200 OK", BODY) + http("200 OK", b"INJECTED") + http("500 Oops", b"")
+    assert AsyncScraper().fetch(serve(answer(Seen(), pipelined))) == BODY
+
+
+@pytest.mark.parametrize(("head", "said"), [
+    (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",  # unasked
+     "switched protocols"),
+    (b"HTTP/1.1 000 Zero\r\nContent-Length: 9\r\n\r\nINJECTED\n", "invalid status code 0"),  # not a 1xx
+], ids=["101-upgrade", "status-000"])
+def test_a_protocol_switch_or_a_status_below_100_is_a_connection_error(serve: Callable[[Handler], str],
+                                                                        head: bytes, said: str) -> None:
+    error = reason_of(AsyncScraper(), serve(answer(Seen(), head + http("200 OK", BODY))))
+    assert error.reason == "connection" and str(error).startswith("connection failed: ") and said in str(error)
+
+
+def test_endless_trailers_end_at_the_framing_bound_not_the_deadline(serve: Callable[[Handler], str]) -> None:
+    """A chunked body whose trailer never ends: llhttp keeps the line in memory (and grows it quadratically)."""
+    url = serve(flood(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nX-T: ", b"y"))
+    started = time.monotonic()
+    error = reason_of(AsyncScraper(ScrapeLimits(deadline_s=5.0)), url)
+    assert error.reason == "connection" and "without a body byte" in str(error)
+    assert time.monotonic() - started < 2.5  # the bound, long before the deadline
+
+
+def test_the_wire_is_capped_at_twice_the_body_cap(serve: Callable[[Handler], str]) -> None:
+    body = b"x" * 100_000
+    tiny = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * len(body) + b"0\r\n\r\n"
+    whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    limits = ScrapeLimits(max_bytes=2 * len(body))
+    assert AsyncScraper(limits).fetch(serve(answer(Seen(), whole))) == body
+    error = reason_of(AsyncScraper(limits), serve(answer(Seen(), tiny)))  # 600 KB of wire for 100 KB of body
+    assert error.reason == "too_large" and "on the wire" in str(error)
+
+
 @pytest.mark.parametrize("path", ["/metrics x", "/m\x7fetrics", "/m\u00e9trics"])
 def test_a_path_a_request_line_cannot_carry_is_refused_before_sending(serve: Callable[[Handler], str],
                                                                      path: str) -> None:
@@ -151,7 +188,7 @@ def test_a_path_a_request_line_cannot_carry_is_refused_before_sending(serve: Cal
     url = serve(answer(seen, http("200 OK", BODY)))
     error = reason_of(AsyncScraper(), url.replace("/metrics", path))
     assert error.reason == "connection" and "cannot be sent in a request line" in str(error)
-    assert seen.requests == []
+    assert seen.requests == [] and seen.connections == 0  # refused before connecting
 
 
 def test_an_informational_answer_before_the_answer_is_skipped(serve: Callable[[Handler], str]) -> None:

@@ -14,7 +14,9 @@ connect timeout (TCP and TLS handshake, at most the time left); the body cap cou
 inflating (:class:`~watchdog.adapters.inflate.Inflater`); the response head at most :data:`MAX_HEAD` bytes
 (counted as it is fed to the parser, 4 KiB at a time); 1xx answers skipped. ``Connection: close``;
 content-length, chunked and close-delimited bodies are framed by llhttp (a framed body cut short is an error);
-bytes after the end of the answer are never read. The request is written here: its target and Host must be
+the parser stops at the end of the answer (a pipelined second answer or garbage after it is never read); a 101
+or a status below 100 is an error; at most 64 KiB of framing without a body byte (chunk sizes, extensions,
+trailers) and at most twice the cap plus 64 KiB on the wire. The request is written here: its target and Host must be
 visible ASCII (else refused before sending). A 3xx is an error, never followed. Nothing is read from the
 environment (no proxies, netrc, CA variables): the connection is a plain ``loop.create_connection`` to the URL's
 host and port, HTTPS verified with :func:`~watchdog.adapters.connect.client_tls` (certifi's bundle) and the URL's
@@ -217,6 +219,7 @@ class AsyncScraper:
         loop = asyncio.get_running_loop()
         wire: _Wire | None = None
         try:
+            request = self._request(target)  # a URL a request line cannot carry is refused before connecting
             tls = client_tls() if target.scheme == "https" else None
             try:
                 async with asyncio.timeout(min(self.limits.connect_timeout_s, deadline - loop.time())):
@@ -225,7 +228,7 @@ class AsyncScraper:
                 if loop.time() >= deadline:
                     raise  # the total deadline (asyncio.timeout_at above) says so
                 raise _ConnectTimeout from None
-            return await self._exchange(target, wire)
+            return await self._exchange(request, wire)
         except (ScrapeError, TimeoutError, asyncio.CancelledError):
             raise
         except _ConnectTimeout:
@@ -240,13 +243,12 @@ class AsyncScraper:
             if wire is not None and wire.transport is not None:
                 wire.transport.abort()  # Connection: close; nothing is reused, nothing left to flush
 
-    async def _exchange(self, target: _Url, wire: _Wire) -> bytes:
+    async def _exchange(self, request: bytes, wire: _Wire) -> bytes:
         assert wire.transport is not None  # connected
-        wire.transport.write(self._request(target))
+        wire.transport.write(request)
         answer = _Answer(self.limits.max_bytes)
         parser = answer.parser = httptools.HttpResponseParser(answer)
         try:
-            head_fed = 0
             while not answer.done:
                 data = await wire.read()
                 if not data:  # the end of the stream: an answer without framing ends here; any other is cut short
@@ -263,20 +265,8 @@ class AsyncScraper:
                     # _BUFFERED bytes: ~15 ms of 1-byte chunks or 1xx answers, a 65 KB body ~10 us).
                     step = _HEAD_STEP if answer.head is None else _BODY_STEP
                     piece, view = view[:step], view[step:]
-                    try:
-                        parser.feed_data(piece)
-                    except httptools.HttpParserCallbackError as exc:
-                        if isinstance(exc.__context__, ScrapeError):
-                            raise exc.__context__ from None
-                        raise
-                    except httptools.HttpParserError:
-                        if not answer.done:  # bytes after the end of the answer are never read
-                            raise
-                    if answer.head is None:  # bytes fed since the answer began (a whole piece when it began in it)
-                        head_fed = len(piece) if answer.began else head_fed + len(piece)
-                        answer.began = False
-                        if head_fed > MAX_HEAD:
-                            raise ValueError(f"response head above {MAX_HEAD} bytes")
+                    _feed(parser, piece)
+                    answer.account(len(piece))
             return answer.body()
         finally:
             answer.parser = None  # the parser holds the answer: no reference cycle for the (paused) collector
@@ -306,7 +296,7 @@ class _Answer:
         self.cap = cap
         self.received = self.began = self.done = self.framed = False
         self.head: Inflater | bool | None = None  # None until the final answer's head; then its inflater or False
-        self.on_wire = 0
+        self.on_wire = self.fed = self.head_fed = self.idle_fed = self.body_seen = 0
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.parts: list[bytes] = []
@@ -325,6 +315,8 @@ class _Answer:
     def on_headers_complete(self) -> None:
         assert self.parser is not None
         status = self.parser.get_status_code()
+        if status < 100:
+            raise ScrapeError("connection", f"connection failed: invalid status code {status}")
         if status < 200:
             return  # informational (1xx), never the answer; 101 without our asking is an error of the parser's
         inflater = _check_head(status, self.reason, self.headers, self.cap)
@@ -342,11 +334,52 @@ class _Answer:
     def on_message_complete(self) -> None:
         if self.head is not None:
             self.done = True
+            raise _Done  # stops llhttp here: whatever follows the answer (another answer, garbage) is never read
+
+    def account(self, size: int) -> None:
+        """Count ``size`` bytes just fed: the head's bound until the final head is read (a whole piece when an
+        answer began in it), then the bytes on the wire and the framing that brought no body byte (chunk sizes,
+        extensions, trailers: llhttp keeps a trailer line in memory until its end)."""
+        self.fed += size
+        if self.head is None:
+            self.head_fed = size if self.began else self.head_fed + size
+            self.began = False
+            if self.head_fed > MAX_HEAD:
+                raise ValueError(f"response head above {MAX_HEAD} bytes")
+            return
+        if self.done:
+            return
+        self.idle_fed = 0 if self.on_wire > self.body_seen else self.idle_fed + size
+        self.body_seen = self.on_wire
+        if self.idle_fed > MAX_HEAD:
+            raise ValueError(f"more than {MAX_HEAD} bytes of framing (chunk sizes, extensions, trailers) "
+                             "without a body byte")
+        if self.fed > 2 * self.cap + MAX_HEAD:
+            raise ScrapeError("too_large", f"too large: more than {2 * self.cap} bytes on the wire for a body of "
+                                           f"at most {self.cap}")
 
     def body(self) -> bytes:
         if isinstance(self.head, Inflater):
             self.head.finish()
         return b"".join(self.parts)  # within the cap: counted on the wire, and by the Inflater after inflating
+
+
+class _Done(Exception):
+    """Raised by the parser's callback at the end of the final answer: llhttp stops there."""
+
+
+def _feed(parser: httptools.HttpResponseParser, piece: memoryview) -> None:
+    """Feed one piece; the end of the answer ends it quietly, a callback's ScrapeError is raised as itself."""
+    try:
+        parser.feed_data(piece)
+    except httptools.HttpParserCallbackError as exc:
+        if isinstance(exc.__context__, _Done):
+            return
+        if isinstance(exc.__context__, ScrapeError):
+            raise exc.__context__ from None
+        raise
+    except httptools.HttpParserUpgrade:
+        raise ValueError("the pod switched protocols (101, Upgrade) unasked") from None
 
 
 def _check_head(status: int, reason: bytes, headers: list[tuple[bytes, bytes]], cap: int) -> Inflater | None:
