@@ -17,7 +17,7 @@ import pytest
 from tests.adapters import test_scrape as contract
 from tests.adapters.test_scrape import *  # noqa: F403  (the contract's tests, collected again here)
 from tests.adapters.test_scrape import BODY, Handler, Seen, _read_request, answer, http, reason_of
-from watchdog.adapters import ascrape
+from watchdog.adapters import ascrape, httpanswer
 from watchdog.adapters.ascrape import MAX_HEAD, AsyncScraper
 from watchdog.adapters.scrape import ScrapeLimits
 
@@ -330,7 +330,7 @@ def test_a_scrape_leaves_no_reference_cycle_holding_its_answer(serve: Callable[[
         for _ in range(5):
             assert scraper.fetch(url) == BODY
         gc.collect()
-        assert not [o for o in gc.garbage if isinstance(o, ascrape._Answer)]
+        assert not [o for o in gc.garbage if isinstance(o, httpanswer.Answer)]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()

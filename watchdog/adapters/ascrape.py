@@ -42,7 +42,7 @@ import httptools
 import tenacity
 
 from watchdog.adapters.connect import client_tls
-from watchdog.adapters.inflate import Inflater
+from watchdog.adapters.httpanswer import MAX_HEAD, Answer, feed
 from watchdog.adapters.scrape import (
     _RETRY_PAUSE_S,
     _RETRY_POLICY,
@@ -60,9 +60,6 @@ T = TypeVar("T")
 _HEAD_STEP = 4 * 1024  # bytes fed to the parser at once until the final answer's head is read
 _BODY_STEP = 64 * 1024  # then
 _TOKEN = re.compile(r"[!-~]+")  # what a request target and a Host value may hold: visible ASCII, no space
-MAX_HEAD = 64 * 1024
-"""Bytes of a response head (status line and headers) at most: above, ``connection`` (http.client allowed 100
-header lines of 64 KiB each)."""
 _BUFFERED = 256 * 1024  # bytes received and not yet read at most, per connection (then reading pauses)
 
 
@@ -246,7 +243,7 @@ class AsyncScraper:
     async def _exchange(self, request: bytes, wire: _Wire) -> bytes:
         assert wire.transport is not None  # connected
         wire.transport.write(request)
-        answer = _Answer(self.limits.max_bytes)
+        answer = Answer(self.limits.max_bytes)
         parser = answer.parser = httptools.HttpResponseParser(answer)
         try:
             while not answer.done:
@@ -265,7 +262,7 @@ class AsyncScraper:
                     # _BUFFERED bytes: ~15 ms of 1-byte chunks or 1xx answers, a 65 KB body ~10 us).
                     step = _HEAD_STEP if answer.head is None else _BODY_STEP
                     piece, view = view[:step], view[step:]
-                    _feed(parser, piece)
+                    feed(parser, piece)
                     answer.account(len(piece))
             return answer.body()
         finally:
@@ -287,118 +284,6 @@ class AsyncScraper:
                 self._requests.clear()
             self._requests[key] = request
         return request
-
-
-class _Answer:
-    """What httptools' parser reports of one response (its callbacks), within the cap. A 1xx answer is skipped."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.received = self.began = self.done = self.framed = False
-        self.head: Inflater | bool | None = None  # None until the final answer's head; then its inflater or False
-        self.on_wire = self.fed = self.head_fed = self.idle_fed = self.body_seen = 0
-        self.reason = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.parts: list[bytes] = []
-        self.parser: httptools.HttpResponseParser | None = None
-
-    def on_message_begin(self) -> None:
-        self.began = True
-        self.reason, self.headers = b"", []
-
-    def on_status(self, reason: bytes) -> None:
-        self.reason += reason  # in pieces when it arrived in pieces
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
-
-    def on_headers_complete(self) -> None:
-        assert self.parser is not None
-        status = self.parser.get_status_code()
-        if status < 100:
-            raise ScrapeError("connection", f"connection failed: invalid status code {status}")
-        if status < 200:
-            return  # informational (1xx), never the answer; 101 without our asking is an error of the parser's
-        inflater = _check_head(status, self.reason, self.headers, self.cap)
-        self.head = False if inflater is None else inflater
-        coding = _header(self.headers, b"transfer-encoding")
-        self.framed = _header(self.headers, b"content-length") is not None or (
-            coding is not None and coding.split(",")[-1].strip().lower() == "chunked")
-
-    def on_body(self, data: bytes) -> None:
-        self.on_wire += len(data)
-        if self.on_wire > self.cap:
-            raise ScrapeError("too_large", f"too large: body above {self.cap} bytes")
-        self.parts.append(data if not isinstance(self.head, Inflater) else self.head.feed(data))
-
-    def on_message_complete(self) -> None:
-        if self.head is not None:
-            self.done = True
-            raise _Done  # stops llhttp here: whatever follows the answer (another answer, garbage) is never read
-
-    def account(self, size: int) -> None:
-        """Count ``size`` bytes just fed: the head's bound until the final head is read (a whole piece when an
-        answer began in it), then the bytes on the wire and the framing that brought no body byte (chunk sizes,
-        extensions, trailers: llhttp keeps a trailer line in memory until its end)."""
-        self.fed += size
-        if self.head is None:
-            self.head_fed = size if self.began else self.head_fed + size
-            self.began = False
-            if self.head_fed > MAX_HEAD:
-                raise ValueError(f"response head above {MAX_HEAD} bytes")
-            return
-        if self.done:
-            return
-        self.idle_fed = 0 if self.on_wire > self.body_seen else self.idle_fed + size
-        self.body_seen = self.on_wire
-        if self.idle_fed > MAX_HEAD:
-            raise ValueError(f"more than {MAX_HEAD} bytes of framing (chunk sizes, extensions, trailers) "
-                             "without a body byte")
-        if self.fed > 2 * self.cap + MAX_HEAD:
-            raise ScrapeError("too_large", f"too large: more than {2 * self.cap} bytes on the wire for a body of "
-                                           f"at most {self.cap}")
-
-    def body(self) -> bytes:
-        if isinstance(self.head, Inflater):
-            self.head.finish()
-        return b"".join(self.parts)  # within the cap: counted on the wire, and by the Inflater after inflating
-
-
-class _Done(Exception):
-    """Raised by the parser's callback at the end of the final answer: llhttp stops there."""
-
-
-def _feed(parser: httptools.HttpResponseParser, piece: memoryview) -> None:
-    """Feed one piece; the end of the answer ends it quietly, a callback's ScrapeError is raised as itself."""
-    try:
-        parser.feed_data(piece)
-    except httptools.HttpParserCallbackError as exc:
-        if isinstance(exc.__context__, _Done):
-            return
-        if isinstance(exc.__context__, ScrapeError):
-            raise exc.__context__ from None
-        raise
-    except httptools.HttpParserUpgrade:
-        raise ValueError("the pod switched protocols (101, Upgrade) unasked") from None
-
-
-def _check_head(status: int, reason: bytes, headers: list[tuple[bytes, bytes]], cap: int) -> Inflater | None:
-    """The final answer's head: a ScrapeError unless 2xx with a content coding we read; its inflater if gzip."""
-    if not 200 <= status < 300:
-        detail = f"HTTP {status} {reason.decode('latin-1')}".strip()
-        if 300 <= status < 400:
-            detail += f" (redirect to {_header(headers, b'location') or '?'} not followed)"
-        raise ScrapeError("http_status", detail)
-    encoding = (_header(headers, b"content-encoding") or "identity").strip().lower()
-    if encoding not in ("identity", "", "gzip", "x-gzip"):
-        raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
-    return Inflater(cap) if encoding in ("gzip", "x-gzip") else None
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    """Every value of header ``name`` (lower case) joined by ", " (as http.client does), or None."""
-    values = [value.decode("latin-1") for key, value in headers if key == name]
-    return ", ".join(values) if values else None
 
 
 def _map_error(exc: BaseException) -> ScrapeError:
