@@ -15,6 +15,7 @@ from __future__ import annotations
 import httptools
 
 from watchdog.adapters.inflate import Inflater
+from watchdog.adapters.scrape import check_head
 from watchdog.adapters.scrape_errors import ScrapeError
 
 __all__ = ["MAX_HEAD", "Answer", "feed"]
@@ -54,7 +55,8 @@ class Answer:
             raise ScrapeError("connection", f"connection failed: invalid status code {status}")
         if status < 200:
             return  # informational (1xx), never the answer; 101 without our asking is an error of the parser's
-        inflater = _check_head(status, self.reason, self.headers, self.cap)
+        inflater = check_head(status, self.reason.decode("latin-1"), _header(self.headers, b"location"),
+                              _header(self.headers, b"content-encoding"), self.cap)
         self.head = False if inflater is None else inflater
         coding = _header(self.headers, b"transfer-encoding")
         self.framed = _header(self.headers, b"content-length") is not None or (
@@ -115,19 +117,6 @@ def feed(parser: httptools.HttpResponseParser, piece: memoryview) -> None:
         raise
     except httptools.HttpParserUpgrade:
         raise ValueError("the pod switched protocols (101, Upgrade) unasked") from None
-
-
-def _check_head(status: int, reason: bytes, headers: list[tuple[bytes, bytes]], cap: int) -> Inflater | None:
-    """The final answer's head: a ScrapeError unless 2xx with a content coding we read; its inflater if gzip."""
-    if not 200 <= status < 300:
-        detail = f"HTTP {status} {reason.decode('latin-1')}".strip()
-        if 300 <= status < 400:
-            detail += f" (redirect to {_header(headers, b'location') or '?'} not followed)"
-        raise ScrapeError("http_status", detail)
-    encoding = (_header(headers, b"content-encoding") or "identity").strip().lower()
-    if encoding not in ("identity", "", "gzip", "x-gzip"):
-        raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
-    return Inflater(cap) if encoding in ("gzip", "x-gzip") else None
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:

@@ -150,16 +150,9 @@ class Scraper:
                 conn.close()
 
     def _read_body(self, response: BaseHTTPResponse, guard: DeadlineGuard) -> bytes:
-        if not 200 <= response.status < 300:
-            detail = f"HTTP {response.status} {response.reason or ''}".strip()
-            if 300 <= response.status < 400:
-                detail += f" (redirect to {response.headers.get('Location', '?')} not followed)"
-            raise ScrapeError("http_status", detail)
-        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-        if encoding not in ("identity", "", "gzip", "x-gzip"):
-            raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
         cap = self.limits.max_bytes
-        inflater = Inflater(cap) if encoding in ("gzip", "x-gzip") else None
+        inflater = check_head(response.status, response.reason or "", response.headers.get("Location"),
+                              response.headers.get("Content-Encoding"), cap)
         wire = 0
         parts: list[bytes] = []
         while True:
@@ -194,6 +187,21 @@ class Scraper:
 def redact(url: str) -> str:
     """``url`` with any ``user:password@`` replaced by ``***@`` (for messages)."""
     return re.sub(r"(?<=://)[^/@]*@", "***@", url)
+
+
+def check_head(status: int, reason: str, location: str | None, content_encoding: str | None,
+               cap: int) -> Inflater | None:
+    """The final answer's head, for both scrapers: a ScrapeError unless 2xx (a redirect is named, never followed)
+    with a content coding we read; the inflater (of ``cap`` bytes) for gzip, else None."""
+    if not 200 <= status < 300:
+        detail = f"HTTP {status} {reason}".strip()
+        if 300 <= status < 400:
+            detail += f" (redirect to {location or '?'} not followed)"
+        raise ScrapeError("http_status", detail)
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding not in ("identity", "", "gzip", "x-gzip"):
+        raise ScrapeError("bad_encoding", f"bad encoding: unsupported Content-Encoding {encoding!r}")
+    return Inflater(cap) if encoding in ("gzip", "x-gzip") else None
 
 
 @functools.lru_cache(maxsize=16384)  # a pod's URL is the same every cycle
