@@ -139,7 +139,6 @@ class AsyncScraper:
         self.limits = limits or ScrapeLimits()
         self.headers = _request_headers(encoding)
         self._retrying = tenacity.AsyncRetrying(**_RETRY_POLICY)
-        self._requests: dict[tuple[str, int, str, str], bytes] = {}  # at most 4,096 (emptied when full)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -269,21 +268,14 @@ class AsyncScraper:
             answer.parser = None  # the parser holds the answer: no reference cycle for the (paused) collector
 
     def _request(self, target: _Url) -> bytes:
-        """The request's bytes (cached per target: the same few every cycle)."""
-        key = (target.host, target.port, target.path, target.scheme)
-        request = self._requests.get(key)
-        if request is None:
-            host = f"[{target.host}]" if ":" in target.host else target.host
-            if target.port != (443 if target.scheme == "https" else 80):
-                host += f":{target.port}"
-            if not _TOKEN.fullmatch(target.path) or not _TOKEN.fullmatch(host):
-                raise ValueError(f"invalid URL: {target.path!r} or {host!r} cannot be sent in a request line")
-            lines = [f"GET {target.path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in self.headers.items())]
-            request = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
-            if len(self._requests) >= 4096:
-                self._requests.clear()
-            self._requests[key] = request
-        return request
+        """The request's bytes; ValueError when the URL's target or Host cannot be sent in a request line."""
+        host = f"[{target.host}]" if ":" in target.host else target.host
+        if target.port != (443 if target.scheme == "https" else 80):
+            host += f":{target.port}"
+        if not _TOKEN.fullmatch(target.path) or not _TOKEN.fullmatch(host):
+            raise ValueError(f"invalid URL: {target.path!r} or {host!r} cannot be sent in a request line")
+        lines = [f"GET {target.path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in self.headers.items())]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
 
 
 def _map_error(exc: BaseException) -> ScrapeError:
