@@ -300,3 +300,18 @@ def test_a_bad_line_among_good_ones_is_judged_like_prometheus_client() -> None:
         with pytest.raises(ValueError):
             list(text_string_to_metric_families(bad))
         assert parse_exposition(bad, VLLM).skipped_lines == 1
+
+
+def test_series_keys_are_remembered_bounded_and_written_the_same() -> None:
+    from watchdog.core import parsing
+
+    parsing._KEYS.clear()
+    quoted = (("engine", 'a"b\\c\nd'), ("model_name", "m"))
+    first = EngineSnapshot(quoted, 1.0).key
+    assert first == 'engine="a\\"b\\\\c\\nd",model_name="m"'
+    assert EngineSnapshot(quoted, 2.0).key == first and parsing._KEYS[quoted] == first
+    long = (("engine", "x" * 600),)
+    assert EngineSnapshot(long, 1.0).key == f'engine="{"x" * 600}"' and long not in parsing._KEYS
+    for i in range(5000):  # a tenant printing ever new label sets: the memo stays bounded
+        assert EngineSnapshot((("engine", str(i)),), 1.0).key == f'engine="{i}"'
+    assert 0 < len(parsing._KEYS) <= 4096

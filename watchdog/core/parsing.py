@@ -112,7 +112,23 @@ class ParseResult:
     ``series`` and ``found_families`` are empty: the body is unknown, never evidence."""
 
 
-def _key(labels: Labels) -> str:  # asked for every engine series every cycle: values rarely need escaping
+#: Keys already written (a fleet's engines carry the same few label sets every cycle): at most 4,096, each at
+#: most 512 characters (a longer one is written each time), emptied when full. A cache of a pure function.
+_KEYS: dict[Labels, str] = {}
+
+
+def _key(labels: Labels) -> str:  # asked for every engine series every cycle
+    key = _KEYS.get(labels)
+    if key is None:
+        key = _write_key(labels)
+        if len(key) <= 512:
+            if len(_KEYS) >= 4096:
+                _KEYS.clear()
+            _KEYS[labels] = key
+    return key
+
+
+def _write_key(labels: Labels) -> str:  # values rarely need escaping
     return ",".join([f'{name}="{value}"' if "\\" not in value and '"' not in value and "\n" not in value
                      else f'{name}="{escape_label_value(value)}"' for name, value in labels])
 

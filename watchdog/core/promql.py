@@ -240,7 +240,7 @@ class Reading:
         if not namespace or not name:
             return None
         engines = self.slots.setdefault((namespace, name), {})
-        engine = tuple((n, v) for n, v in zip(self.engine_labels, engine_values, strict=True) if v)
+        engine = tuple([(n, v) for n, v in zip(self.engine_labels, engine_values, strict=True) if v])
         return engines.setdefault(engine, [None] * len(self.plan.slots))
 
     def pods(self) -> dict[PodKey, PodReading]:
