@@ -19,7 +19,7 @@ from tests.adapters.test_scrape import *  # noqa: F403  (the contract's tests, c
 from tests.adapters.test_scrape import BODY, Handler, Seen, _read_request, answer, http, reason_of
 from watchdog.adapters import ascrape, httpanswer
 from watchdog.adapters.ascrape import MAX_HEAD, AsyncScraper
-from watchdog.adapters.scrape import ScrapeLimits
+from watchdog.adapters.scrape import ScrapeError, ScrapeLimits
 
 
 @pytest.fixture(autouse=True)
@@ -220,6 +220,19 @@ def test_the_deadline_covers_the_retry(serve: Callable[[Handler], str], connects
     elapsed = time.monotonic() - started
     assert (error.reason, str(error)) == ("timeout", "timeout after 0.8 s")
     assert len(connects) == 2 and 0.7 <= elapsed < 1.5
+
+
+def test_a_shorter_deadline_per_scrape_and_never_a_longer_one(serve: Callable[[Handler], str]) -> None:
+    url = serve(lambda conn, stop: stop.wait(10))  # accepts, never answers
+    scraper = AsyncScraper(ScrapeLimits(deadline_s=0.6))
+    for asked, expected in ((0.2, 0.2), (30.0, 0.6)):
+        started = time.monotonic()
+        with pytest.raises(ScrapeError) as caught:
+            scraper.run(scraper.fetch_async(url, deadline_s=asked)).result(5)
+        elapsed = time.monotonic() - started
+        assert (caught.value.reason, str(caught.value)) == ("timeout", f"timeout after {expected} s")
+        assert expected - 0.05 <= elapsed < expected + 0.4
+    scraper.close()
 
 
 def test_the_loop_uses_the_monotonic_clock() -> None:

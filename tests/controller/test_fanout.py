@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from watchdog.adapters.ascrape import AsyncScraper
-from watchdog.controller.fanout import AUTO_BASE, AUTO_MAX, Fanout, auto_workers, slow_seconds
+from watchdog.controller.fanout import AUTO_BASE, AUTO_MAX, Fanout, auto_workers, scrape_deadline, slow_seconds
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
 
@@ -128,7 +128,7 @@ class Loop:
     def fetch(self, url: str) -> bytes:
         raise AssertionError("not called")
 
-    async def fetch_async(self, url: str) -> bytes:
+    async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
         raise AssertionError("not called")
 
     def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
@@ -182,3 +182,28 @@ def test_on_the_loop_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
         loop.close()
     assert fanout.size == AUTO_BASE + 40
     assert max(done.values()) < 1.0 and max(done[f"uid-{i}"] for i in range(40, 240)) < 0.45
+
+
+def test_a_pod_that_keeps_timing_out_gets_a_short_deadline_but_the_full_one_every_4th_cycle() -> None:
+    assert [scrape_deadline(timeouts, 1, 3.0) for timeouts in range(5)] == [None, None, 1.0, 1.0, 1.0]
+    assert [scrape_deadline(7, cycle, 3.0) for cycle in range(1, 10)] == [1.0, 1.0, 1.0, None] * 2 + [1.0]
+    assert scrape_deadline(2, 1, 1.0) == 0.5 and scrape_deadline(2, 1, 0.2) == 0.1  # never the full one
+
+
+def test_on_the_loop_each_cycle_sets_the_deadlines_of_its_pods() -> None:
+    fanout, loop = Fanout(0, deadline_s=3.0), Loop()
+    batch = jobs([0.01, 3.0, 3.0])
+    for (_, record), timeouts in zip(batch, [0, 1, 2], strict=True):
+        record.timeouts = timeouts
+    seen: list[list[float | None]] = []
+
+    async def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+        return None
+
+    try:
+        for _ in range(4):
+            fanout.submit_async(batch, scrape, loop).result(5)
+            seen.append([record.deadline_s for _, record in batch])
+    finally:
+        loop.close()
+    assert seen == [[None, None, 1.0]] * 3 + [[None, None, None]]  # the 4th cycle: the full deadline for every pod

@@ -25,8 +25,10 @@ class Loop:
 
     def __init__(self, outcome: bytes | BaseException) -> None:
         self.outcome = outcome
+        self.deadlines: list[float | None] = []
 
-    async def fetch_async(self, url: str) -> bytes:
+    async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
+        self.deadlines.append(deadline_s)
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
@@ -52,3 +54,15 @@ def test_on_the_loop_every_failure_is_the_pods_own_outcome(outcome: bytes | Base
     result, parsed = asyncio.run(scrapes.on_loop(TARGET, pod))
     assert result == expected and pod.scrape_detail == detail
     assert (parsed is not None) == (expected == "ok") and pod.scrape_seconds > 0
+
+
+def test_on_the_loop_a_shortened_deadline_is_passed_on_and_named_in_the_detail() -> None:
+    loop = Loop(ScrapeError("timeout", "timeout after 1.0 s"))
+    scrapes = Scrapes(loop, {"vllm": get_profile("vllm")}, new_metrics())
+    pod = PodRecord(0, 0.0, timeouts=3, deadline_s=1.0)
+    assert asyncio.run(scrapes.on_loop(TARGET, pod))[0] == "timeout"
+    assert pod.scrape_detail == ("timeout after 1.0 s (a shortened deadline: its last 3 scrapes timed out; "
+                                 "every 4th cycle it gets the full deadline)")
+    pod.deadline_s = None
+    asyncio.run(scrapes.on_loop(TARGET, pod))
+    assert loop.deadlines == [1.0, None] and pod.scrape_detail == "timeout after 1.0 s"

@@ -181,13 +181,15 @@ class AsyncScraper:
             return self._loop
 
     # -- one scrape -----------------------------------------------------------------------------------------
-    async def fetch_async(self, url: str) -> bytes:
-        """GET ``url`` on the running loop; the body (bytes, gzip undone). Raises :class:`ScrapeError`."""
-        return await self._fetch(_check_url(url))
+    async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
+        """GET ``url`` on the running loop; the body (bytes, gzip undone). ``deadline_s``: a shorter deadline for
+        this scrape (never longer than the limits'). Raises :class:`ScrapeError`."""
+        return await self._fetch(_check_url(url), deadline_s)
 
-    async def _fetch(self, target: _Url) -> bytes:
+    async def _fetch(self, target: _Url, deadline_s: float | None = None) -> bytes:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limits.deadline_s  # the loop's clock is time.monotonic
+        seconds = self.limits.deadline_s if deadline_s is None else min(deadline_s, self.limits.deadline_s)
+        deadline = loop.time() + seconds  # the loop's clock is time.monotonic
         try:
             async with asyncio.timeout_at(deadline):
                 try:
@@ -209,7 +211,7 @@ class AsyncScraper:
                 except _Retryable as exc:
                     raise exc.error from None
         except TimeoutError:
-            raise ScrapeError("timeout", f"timeout after {self.limits.deadline_s} s") from None
+            raise ScrapeError("timeout", f"timeout after {seconds} s") from None
 
     async def _attempt(self, target: _Url, deadline: float) -> bytes:
         loop = asyncio.get_running_loop()

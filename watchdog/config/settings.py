@@ -58,7 +58,8 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0.0, maximum=86400.0),
     Setting("scrape_interval_seconds", "float", 15.0, "seconds between cycles (discover, scrape, detect, act)",
             minimum=1.0, maximum=86400.0),
-    Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included",
+    Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included (a pod "
+            "whose last 2 scrapes timed out gets 1 s, or half this when shorter, except every 4th cycle)",
             minimum=0.1, maximum=86400.0),
     Setting("connect_timeout_seconds", "float", 1.0, "TCP connect timeout of one scrape, seconds",
             minimum=0.05, maximum=86400.0),

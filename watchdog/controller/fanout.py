@@ -19,8 +19,13 @@ many at once as the pool would have threads (a semaphore; 64 prompt scrapes at o
 thread per scrape, and no more bodies in memory at once than scrapes in flight (each is parsed on the loop as soon
 as it arrived).
 
-A timeout is never evidence here either: sizing only decides how many scrapes wait at once, never what a
-scrape's outcome means, and every pod gets the full scrape deadline.
+- **Shorter deadlines for pods that keep timing out** (on the loop, :func:`scrape_deadline`): after 2 timed-out
+  scrapes in a row a pod gets 1 s (half the deadline when that is shorter) instead of the full deadline, except
+  on every 4th cycle, when every pod gets the full one. The cycle judges after its last scrape, so one hung pod
+  held every pod's verdicts (and deletions) for the whole deadline; now only every 4th cycle is held that long.
+
+A timeout is never evidence here either: sizing and deadlines only decide how long a scrape may wait and how
+many wait at once, never what a scrape's outcome means (a timeout is unknown, whatever its deadline).
 """
 
 from __future__ import annotations
@@ -49,6 +54,24 @@ def slow_seconds(deadline_s: float) -> float:
     return min(1.0, deadline_s / 2)
 
 
+SHORTEN_AFTER = 2  # consecutive timed-out scrapes before a pod's deadline is shortened
+FULL_EVERY = 4  # every 4th cycle, every pod's scrape gets the full deadline
+
+
+def scrape_deadline(timeouts: int, cycle: int, deadline_s: float) -> float | None:
+    """The deadline of a pod's scrape this ``cycle`` (a count) when shorter than ``deadline_s``, else None.
+
+    A pod whose last :data:`SHORTEN_AFTER` scrapes or more timed out (``timeouts``: in a row) gets
+    :func:`slow_seconds` (1 s at the default 3 s), so that a hung pod does not hold every cycle's verdicts for the
+    whole deadline; except on every :data:`FULL_EVERY`-th cycle -- the same cycle for every pod, so that the others
+    are not held -- when it gets the full deadline: a pod that answers again, only slowly, answers then, and one
+    answer in time restores its deadline. A timeout is unknown either way, never evidence."""
+    if timeouts < SHORTEN_AFTER or cycle % FULL_EVERY == 0:
+        return None
+    short = slow_seconds(deadline_s)
+    return short if short < deadline_s else None
+
+
 def auto_workers(last_seconds: Sequence[float], deadline_s: float) -> int:
     """Workers for one cycle from each pod's last scrape time in seconds (0.0: never scraped)."""
     if not last_seconds:
@@ -67,6 +90,7 @@ class Fanout:
         self.fixed = workers
         self.deadline_s = deadline_s
         self.size = 0  # the current pool's number of workers (0: no pool yet)
+        self.cycles = 0  # batches submitted on a loop (the cycle count of scrape_deadline)
         self._pool: ThreadPoolExecutor | None = None
 
     def submit(self, jobs: Sequence[tuple[ScrapeTarget, PodRecord]],
@@ -81,7 +105,11 @@ class Fanout:
                      ) -> Future[dict[str, R]]:
         """Run the coroutine ``scrape(target, record)`` of every job on ``loop``, slowest first, as many at once as
         the pool would have workers; ONE future, of every result by pod UID (the caller wakes once, not once per
-        pod: each wake-up of a waiting thread took the GIL from the loop)."""
+        pod: each wake-up of a waiting thread took the GIL from the loop). Each record's ``deadline_s`` is set to
+        this cycle's :func:`scrape_deadline`."""
+        self.cycles += 1
+        for _, record in jobs:
+            record.deadline_s = scrape_deadline(record.timeouts, self.cycles, self.deadline_s)
         last = [record.scrape_seconds for _, record in jobs]
         self.size = self.fixed or auto_workers(last, self.deadline_s)
         ordered = sorted(jobs, key=lambda job: -job[1].scrape_seconds)

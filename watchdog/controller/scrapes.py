@@ -15,6 +15,7 @@ import time
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
 from watchdog.adapters.scrape import ScrapeError
+from watchdog.controller.fanout import FULL_EVERY
 from watchdog.controller.ports import AsyncFetcher, Fetcher
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import ScrapeTarget
@@ -51,7 +52,10 @@ class Scrapes:
         assert self.loop is not None  # the cycle runs this only on the scraper's own loop
         start = time.perf_counter()
         try:
-            return self._parse(target, pod, await self.loop.fetch_async(target.url))
+            short = pod.deadline_s
+            body = await (self.loop.fetch_async(target.url) if short is None
+                          else self.loop.fetch_async(target.url, deadline_s=short))
+            return self._parse(target, pod, body)
         except ScrapeError as exc:
             return self._failed(target, pod, exc)
         except Exception as exc:  # one pod's unexpected trouble is its own unknown, never the others' (one batch)
@@ -66,6 +70,9 @@ class Scrapes:
                   extra=facts(target, result=exc.reason, reason=str(exc)))
         if pod is not None:
             pod.scrape_detail = str(exc)
+            if exc.reason == "timeout" and pod.deadline_s is not None:
+                pod.scrape_detail += (f" (a shortened deadline: its last {pod.timeouts} scrapes timed out; every "
+                                      f"{FULL_EVERY}th cycle it gets the full deadline)")
         return exc.reason, None
 
     def _parse(self, target: ScrapeTarget, pod: PodRecord | None, body: bytes) -> Outcome:

@@ -65,11 +65,14 @@ class PodRecord:
     scraped_at: float | None = None  # monotonic time of the last scrape
     scrape_detail: str = ""  # why the last scrape failed, one line ("" when it worked)
     sample_t: float | None = None  # source prometheus: the newest sample time fed (Prometheus' clock, Unix s)
+    timeouts: int = 0  # scrapes in a row that timed out (0 after any other outcome)
+    deadline_s: float | None = None  # this cycle's shortened scrape deadline (fanout.scrape_deadline), or None
 
     def note_scrape(self, target: ScrapeTarget, outcome: str, now: float) -> None:
         """Remember this cycle's scrape ``outcome`` of ``target`` (this record's pod) at ``now``; log its first
         failed scrape (also before any engine series is known) and its recovery, once each, with the reason."""
         was = self.outcome
+        self.timeouts = self.timeouts + 1 if outcome == "timeout" else 0
         failing, was_failing = outcome != "ok", was not in ("ok", "")
         if failing and not was_failing:
             log.info("pod %s: scrape of %s failed (%s: %s): its engines are unknown until it answers", target.ref,
