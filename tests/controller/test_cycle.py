@@ -415,3 +415,31 @@ def test_the_default_scraper_fetches_and_parses_every_pod_on_its_loop(rig: Rig, 
     assert report.scrapes == {"ok": 4} and parsed_on == ["scrape-loop"] * 4  # each body parsed where it arrived
     assert all(0 < pod.scrape_seconds < 1 for pod in rig.wd.pods.values())
     assert rig.wd.fanout.size == 4  # the semaphore: at most as many at once as the pool would have threads
+
+
+def test_every_scraped_sample_is_stamped_with_its_cycles_start(api: EmulatorServer, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # A window of two whole intervals (30 s at 15 s). The first cycle waits 2 s for something (a hung pod's full
+    # deadline, say), the next ones do not: stamped when judged, the third sample would lie 28 s after the first
+    # and the stall would come one interval late; stamped at each cycle's start, they lie 15 s apart.
+    from watchdog.controller import scrapes
+
+    rig = Rig(api, make_config(tmp_path, windowSeconds=30, minSamples=3))
+    real, waits = scrapes.parse_exposition, [2.0]
+
+    def slow_first_cycle(body: bytes, profile: Any) -> Any:
+        rig.now += waits.pop() if waits else 0.0  # the clock moves while the cycle runs
+        return real(body, profile)
+
+    monkeypatch.setattr(scrapes, "parse_exposition", slow_first_cycle)
+    try:
+        rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))
+        verdict_times = []
+        for start in (15.0, 30.0, 45.0):  # the scheduler's grid
+            rig.now = start
+            report = rig.wd.run_cycle()
+            verdict_times.append([v.t for _ref, _key, v in report.verdicts])
+        assert verdict_times == [[15.0], [30.0], [45.0]]  # the first cycle's 2 s are not in its samples
+        assert states(report) == {"wedged": "stalled"}  # 30 s after its first busy sample, not 28 s
+    finally:
+        rig.close()

@@ -126,7 +126,24 @@ class TestStalledThreshold:
         assert vs[7].state == "suspect"  # t=105
         assert vs[8].state == "stalled" and vs[8].stalled_for_s == 120.0  # >=, not >
         assert detect(frozen(9), window_s=120.0).stalled
-        assert not detect(frozen(9), window_s=120.001).stalled
+        # the slack (1% of the window, at most 1 s): 120 s of no progress is the window up to 121 s, not beyond
+        assert detect(frozen(9), window_s=121.0).stalled
+        assert not detect(frozen(9), window_s=121.001).stalled
+
+    @pytest.mark.parametrize("window_s, slack", [(15.0, 0.15), (60.0, 0.6), (100.0, 1.0), (120.0, 1.0),
+                                                 (600.0, 1.0)])
+    def test_a_scheduled_sample_a_little_early_is_still_the_window(self, window_s: float, slack: float) -> None:
+        # Samples every window/4 s; the last one arrives early by a hair less, or a hair more, than the slack.
+        assert detector.window_slack(window_s) == pytest.approx(slack)
+        step = window_s / 4
+        early = [busy(i * step, 5, 5) for i in range(4)]
+        assert detect([*early, busy(window_s - slack + 1e-6, 5, 5)], window_s=window_s).stalled
+        assert detect([*early, busy(window_s - slack - 1e-3, 5, 5)], window_s=window_s).state == "suspect"
+
+    def test_the_slack_never_stands_in_for_min_samples(self) -> None:
+        two = [busy(0, 5, 5), busy(119.5, 5, 5)]  # within the slack of 120 s, but 2 samples < 3
+        assert detect(two, min_samples=3).state == "suspect"
+        assert detect(two, min_samples=2).stalled
 
     def test_min_samples_needed_inside_the_clock(self) -> None:
         # Only two samples, 200 s apart: time is past the window but evidence is thin.

@@ -3,6 +3,8 @@ aggregation as a scraped body (one rule, core/parsing.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.promfake import FakePrometheus, Item, evaluate, stored
 from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
 from watchdog.core.profiles import Profile, get_profile, label_name_problem
@@ -189,3 +191,12 @@ def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots
     assert (series.running, series.waiting) == (2.0, 3.0)  # 7 waiting minus 1 + 3 deferred
     assert reading.pods()[("n", "p")].parsed.found_families == {
         "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason"}
+
+
+def test_the_runbooks_promql_is_what_the_vllm_profile_sends() -> None:
+    runbook = (Path(__file__).resolve().parents[2] / "RUNBOOK.md").read_text()
+    block = runbook.split("**The PromQL it sends**", 1)[1].split("```promql\n", 1)[1].split("```", 1)[0]
+    shown = [line for line in block.splitlines() if line and not line.startswith("#")]
+    sent = plan(get_profile("vllm"), 60.0, "namespace", "pod").queries()
+    assert len(shown) == len(set(shown)) == 15
+    assert sorted(shown) == sorted(sent)

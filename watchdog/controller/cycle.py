@@ -5,8 +5,11 @@ never raises for a single pod's trouble (logged, counted as unknown); an API fai
 the whole cycle (logged by the caller), because acting on half a picture is unsafe.
 
 State is kept per engine series, keyed by pod UID plus the engine's labels, dropped when the pod is gone and
-reset when the pod's container restart count changes. Sample times come from the monotonic clock (source
-prometheus: Prometheus' own sample times moved onto it, ``promsource``; a sample already fed is not fed again).
+reset when the pod's container restart count changes. Sample times come from the monotonic clock: every scraped
+sample of a cycle is stamped with the cycle's start, so that two cycles' samples lie a whole number of intervals
+apart whatever each cycle waited for (a cycle waiting for a hung pod's full deadline, the next one not, would
+otherwise move the stamps by seconds, and a window of whole intervals by one interval, at random). Source
+prometheus: Prometheus' own sample times moved onto it (``promsource``; a sample already fed is not fed again).
 
 API requests: namespaces and pods from ``listing`` (``run``: the watch-based cache) cost none, else 1 + 1 LIST per
 target; plus the brake's ConfigMap GET, a few GETs/DELETE/Events per remediation, and Prometheus' queries.
@@ -168,6 +171,7 @@ class Watchdog:
 
     def _cycle(self) -> CycleReport:
         started, requests_before = time.perf_counter(), self.kube.api_requests
+        tick = self.clock()  # every scraped sample's time (the module docstring says why)
         report = CycleReport()
         namespaces = self.lister.list_namespaces(self.namespace_selector)
         pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
@@ -197,7 +201,7 @@ class Watchdog:
         reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
             self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
         scraped = batch.result() if batch is not None else {uid: f.result() for uid, f in futures.items()}
-        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], None, True) for t in found.targets]
+        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], tick, True) for t in found.targets]
         judged: list[tuple[ScrapeTarget, PodRecord]] = []
         health = PodHealth()
         for target, (outcome, parsed, t, fresh) in zip(found.targets, results, strict=True):

@@ -14,8 +14,11 @@ The rules, each one pinned by a test in ``tests/core/test_detector.py``:
 3. The stall clock starts at ``t`` of the latest sample that showed progress, or of the first busy sample after
    an idle sample (or the first sample ever seen), whichever is later.
 4. ``stalled`` when the latest sample is busy, nothing progressed since the clock started,
-   ``t - clock_start >= window_s`` and at least ``min_samples`` known busy samples lie in
-   ``[clock_start, t]`` (both ends included). Busy without progress before that is ``suspect``.
+   ``t - clock_start >= window_s - slack`` and at least ``min_samples`` known busy samples lie in
+   ``[clock_start, t]`` (both ends included). Busy without progress before that is ``suspect``. The slack
+   (:func:`window_slack`: 1% of the window, at most 1 s) absorbs the jitter of samples taken on a schedule: with
+   a window that is a whole number of intervals (120 s at 15 s), a sample a millisecond early must not cost a
+   whole interval more. It never lets fewer than ``min_samples`` samples decide.
 5. *Unknown* samples (``running`` missing, or every progress signal missing; NaN, +/-Inf and negative values
    count as missing) are never evidence: they do not start, advance or satisfy the clock, and do not move the
    baselines. A verdict on an unknown latest sample is ``unknown``. A gap of unknowns inside a running clock
@@ -44,10 +47,19 @@ from watchdog.core.profiles import Selector
 from watchdog.core.vocab import EngineState
 
 State = EngineState
-__all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "DetectorState", "Sample", "State", "Verdict", "detect"]
+__all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "DetectorState", "Sample", "State", "Verdict", "detect",
+           "window_slack"]
 
 DEFAULT_WINDOW_S = 120.0
 DEFAULT_MIN_SAMPLES = 3
+SLACK_FRACTION = 0.01  # of the window (rule 4)
+SLACK_MAX_S = 1.0
+
+
+def window_slack(window_s: float) -> float:
+    """Seconds by which a stall may fall short of ``window_s`` and still count as the window (rule 4): the
+    jitter of scheduled samples, 1% of the window, at most 1 s."""
+    return min(SLACK_MAX_S, SLACK_FRACTION * window_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +213,7 @@ class DetectorState:
             + f", progress signals unchanged ({', '.join(f'{name}={_fmt(v)}' for name, v in frozen)}) for "
             f"{stalled_for:.0f} s over {self._busy_samples} busy samples (window {window_s:.0f} s)"
         )
-        if stalled_for >= window_s and self._busy_samples >= self.min_samples:
+        if stalled_for >= window_s - window_slack(window_s) and self._busy_samples >= self.min_samples:
             return Verdict(
                 "stalled", True, stalled_for, f"stalled: {evidence}",
                 t=sample.t, running=running, busy_samples=self._busy_samples,
