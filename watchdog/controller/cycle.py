@@ -6,10 +6,12 @@ the whole cycle (logged by the caller), because acting on half a picture is unsa
 
 State is kept per engine series, keyed by pod UID plus the engine's labels, dropped when the pod is gone and
 reset when the pod's container restart count changes. Sample times come from the monotonic clock: every scraped
-sample of a cycle is stamped with the cycle's start, so that two cycles' samples lie a whole number of intervals
-apart whatever each cycle waited for (a cycle waiting for a hung pod's full deadline, the next one not, would
-otherwise move the stamps by seconds, and a window of whole intervals by one interval, at random). Source
-prometheus: Prometheus' own sample times moved onto it (``promsource``; a sample already fed is not fed again).
+sample of a cycle is stamped with the moment the cycle's scrapes start (after discovery), so that two cycles'
+samples lie a whole number of intervals apart whatever each cycle waited for (a cycle waiting for a hung pod's
+full deadline, the next one not, would otherwise move the stamps by seconds, and a window of whole intervals by
+one interval, at random); a stamp is off a pod's own read by at most the scrape deadline, as a stamp taken when
+the cycle judged was. Source prometheus: Prometheus' own sample times moved onto it (``promsource``; a sample
+already fed is not fed again).
 
 API requests: namespaces and pods from ``listing`` (``run``: the watch-based cache) cost none, else 1 + 1 LIST per
 target; plus the brake's ConfigMap GET, a few GETs/DELETE/Events per remediation, and Prometheus' queries.
@@ -171,7 +173,6 @@ class Watchdog:
 
     def _cycle(self) -> CycleReport:
         started, requests_before = time.perf_counter(), self.kube.api_requests
-        tick = self.clock()  # every scraped sample's time (the module docstring says why)
         report = CycleReport()
         namespaces = self.lister.list_namespaces(self.namespace_selector)
         pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
@@ -195,6 +196,7 @@ class Watchdog:
         from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
         jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target] != "prometheus"]
         # Every scrape on the scraper's loop, one future for them all; a scraper without a loop (a fake): threads.
+        tick = self.clock()  # every scraped sample's time: when the scrapes start (the module docstring says why)
         loop = self.scrapes.loop
         batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, loop) if loop is not None else None
         futures = self.fanout.submit(jobs, self.scrapes.timed) if batch is None else {}
