@@ -37,6 +37,8 @@ def pod(uid: str, *, ready: bool = True, gate: str | None = "True", gated: bool 
     ([("stalled", 130.0)], "drain"),
     ([("suspect", 60.0)], "drain"),  # suspect for quarantineAfterSeconds
     ([("suspect", 59.0)], "hold"),  # suspect, not long enough
+    ([("suspect", 59.5)], "drain"),  # within the detector's slack for scheduled samples (1%: 0.6 s)
+    ([("suspect", 59.3)], "hold"),  # beyond it
     ([("unknown", 0.0)], "hold"),  # a failed scrape is never evidence: neither drains nor releases
     ([], "hold"),  # no engine series known
     ([("progressing", 0.0), ("unknown", 0.0)], "hold"),  # a mixed pod is not released

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from watchdog.core.detector import window_slack
 from watchdog.core.discovery import condition, controller_of, has_gate
 from watchdog.core.model import GATE_CONDITION, owner_key
 from watchdog.core.vocab import SETTLED_STATES, QuarantineChange, QuarantineHold
@@ -109,10 +110,12 @@ def read_fleet(pods: Iterable[Mapping[str, Any]]) -> Fleet:
 
 def wanted(states: Iterable[tuple[str, float]], after_s: float) -> Want:
     """What the engines of one pod ask for: ``states`` are (detector state, seconds suspect or stalled) per
-    engine series. Drain on a stalled series or one suspect for ``after_s``; release when there is at least one
-    series and all are idle, paused or progressing; otherwise hold (unknown is never evidence)."""
+    engine series. Drain on a stalled series or one suspect for ``after_s`` (with the detector's slack for
+    scheduled samples); release when there is at least one series and all are idle, paused or progressing;
+    otherwise hold (unknown is never evidence)."""
     seen = list(states)
-    if any(s == "stalled" or (s == "suspect" and t >= after_s) for s, t in seen):
+    reached = after_s - window_slack(after_s)
+    if any(s == "stalled" or (s == "suspect" and t >= reached) for s, t in seen):
         return "drain"
     if seen and all(s in SETTLED_STATES for s, _ in seen):
         return "release"
