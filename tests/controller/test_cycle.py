@@ -3,6 +3,7 @@ vLLM pods on 127.0.0.x, and a fake monotonic clock advanced 15 s per cycle so wi
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import threading
@@ -417,29 +418,64 @@ def test_the_default_scraper_fetches_and_parses_every_pod_on_its_loop(rig: Rig, 
     assert rig.wd.fanout.size == 4  # the semaphore: at most as many at once as the pool would have threads
 
 
-def test_every_scraped_sample_is_stamped_with_its_cycles_start(api: EmulatorServer, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    # A window of two whole intervals (30 s at 15 s). The first cycle waits 2 s for something (a hung pod's full
-    # deadline, say), the next ones do not: stamped when judged, the third sample would lie 28 s after the first
-    # and the stall would come one interval late; stamped at each cycle's start, they lie 15 s apart.
+
+def test_a_sample_is_stamped_when_its_own_body_arrived_never_before(api: EmulatorServer, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wedged pod's first read ends 2 s into its cycle: the stall clock starts there (17 s), not at the cycle's
+    # start (15 s), so 30 s of proven no-progress end at 47 s: suspect at the 45 s cycle, stalled at 60 s.
     from watchdog.controller import scrapes
 
     rig = Rig(api, make_config(tmp_path, windowSeconds=30, minSamples=3))
     real, waits = scrapes.parse_exposition, [2.0]
 
-    def slow_first_cycle(body: bytes, profile: Any) -> Any:
-        rig.now += waits.pop() if waits else 0.0  # the clock moves while the cycle runs
+    def slow_first_read(body: bytes, profile: Any) -> Any:
+        rig.now += waits.pop() if waits else 0.0  # the clock moves while this pod's body is read
         return real(body, profile)
 
-    monkeypatch.setattr(scrapes, "parse_exposition", slow_first_cycle)
+    monkeypatch.setattr(scrapes, "parse_exposition", slow_first_read)
     try:
         rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))
-        verdict_times = []
+        seen = []
+        for start in (15.0, 30.0, 45.0, 60.0):  # the scheduler's grid
+            rig.now = start
+            report = rig.wd.run_cycle()
+            seen.append([(v.t, v.state) for _ref, _key, v in report.verdicts])
+        assert seen == [[(17.0, "suspect")], [(30.0, "suspect")], [(45.0, "suspect")], [(60.0, "stalled")]]
+    finally:
+        rig.close()
+
+
+def test_another_pods_wait_does_not_move_a_samples_time(api: EmulatorServer, tmp_path: Path) -> None:
+    # A window of two whole intervals (30 s at 15 s). In the first cycle another pod keeps the cycle waiting 2 s
+    # after the wedged pod's body arrived: stamped when the cycle judged, the wedged pod's samples would lie 28 s
+    # apart at 45 s and its stall would come one interval late; stamped on arrival they lie 30 s apart.
+    rig = Rig(api, make_config(tmp_path, windowSeconds=30, minSamples=3))
+    try:
+        wedged = rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))
+        slow = rig.sim("127.0.0.3", "idle")
+        rig.deployment("slow", slow)
+        uid = wedged["pod"]["metadata"]["uid"]
+        loop = rig.wd.scrapes.loop
+        assert loop is not None
+        real, waits = loop.fetch_async, [2.0]
+
+        async def fetch(url: str, deadline_s: float | None = None) -> bytes:
+            body = await real(url, deadline_s)
+            if slow.address in url and waits:
+                for _ in range(500):  # until the wedged pod's body is in
+                    if uid in rig.wd.pods and rig.wd.pods[uid].read_at is not None:
+                        break
+                    await asyncio.sleep(0.01)
+                rig.now += waits.pop()  # then this pod keeps the cycle 2 s longer
+            return body
+
+        loop.fetch_async = fetch  # type: ignore[method-assign]
+        times = []
         for start in (15.0, 30.0, 45.0):  # the scheduler's grid
             rig.now = start
             report = rig.wd.run_cycle()
-            verdict_times.append([v.t for _ref, _key, v in report.verdicts])
-        assert verdict_times == [[15.0], [30.0], [45.0]]  # the first cycle's 2 s are not in its samples
-        assert states(report) == {"wedged": "stalled"}  # 30 s after its first busy sample, not 28 s
+            times.append({ref.split("/")[1].split("-")[0]: v.t for ref, _key, v in report.verdicts})
+        assert [t["wedged"] for t in times] == [15.0, 30.0, 45.0] and times[0]["slow"] == 17.0
+        assert states(report)["wedged"] == "stalled"  # 30 s after its first busy sample, not 28 s
     finally:
         rig.close()

@@ -66,3 +66,34 @@ def test_on_the_loop_a_shortened_deadline_is_passed_on_and_named_in_the_detail()
     pod.deadline_s = None
     asyncio.run(scrapes.on_loop(TARGET, pod))
     assert loop.deadlines == [1.0, None] and pod.scrape_detail == "timeout after 1.0 s"
+
+
+class Fetcher:
+    """A Fetcher without a loop (the threaded path) whose fetch moves ``clock`` by ``wait`` first."""
+
+    def __init__(self, clock: list[float], wait: float) -> None:
+        self.clock, self.wait = clock, wait
+
+    def fetch(self, url: str) -> bytes:
+        self.clock[0] += self.wait
+        return BODY
+
+    def close(self) -> None: ...
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_pods_read_at_is_when_its_body_arrived_on_either_path(threaded: bool) -> None:
+    now = [100.0]
+    pod = PodRecord(0, 0.0)
+    if threaded:
+        scrapes = Scrapes(Fetcher(now, 2.5), {"vllm": get_profile("vllm")}, new_metrics(), clock=lambda: now[0])
+        result, _ = scrapes.timed(TARGET, pod)
+    else:
+        class Late(Loop):
+            async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
+                now[0] += 2.5
+                return BODY
+
+        scrapes = Scrapes(Late(BODY), {"vllm": get_profile("vllm")}, new_metrics(), clock=lambda: now[0])
+        result, _ = asyncio.run(scrapes.on_loop(TARGET, pod))
+    assert result == "ok" and pod.read_at == 102.5

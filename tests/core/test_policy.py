@@ -111,15 +111,16 @@ def test_breaker_threshold_is_a_fraction_and_a_minimum(watched: int, bad: int, t
 def test_warm_up_needs_a_window_since_start_and_since_first_listing() -> None:
     p = DeletionPolicy(Rails(window_seconds=120), started=T0)
     assert decide(p, now=T0 + 500).rule == "warm_up"  # never listed pods yet
-    p.begin_cycle(T0 + 300, watched=1, bad=0)  # the API answered only at T0+300 (429s before)
-    assert decide(p, now=T0 + 419).rule == "warm_up"
-    assert decide(p, now=T0 + 420).action == "delete"
+    p.begin_cycle(T0 + 301, watched=1, bad=0, listed_at=T0 + 300)  # the API answered only at T0+300 (429s before)
+    assert decide(p, now=T0 + 418.9).rule == "warm_up"
+    assert decide(p, now=T0 + 419).action == "delete"  # a window since the listing, less the detector's 1 s slack
 
 
 def test_minimum_pod_age_defaults_to_the_window() -> None:
-    assert decide(policy(window_seconds=120), age=119).rule == "min_age"
+    assert decide(policy(window_seconds=120), age=118.9).rule == "min_age"
     assert decide(policy(window_seconds=120), age=None).rule == "min_age"
-    assert decide(policy(window_seconds=120), age=120).action == "delete"
+    assert decide(policy(window_seconds=120), age=119).action == "delete"  # the window less the detector's slack
+    assert decide(policy(window_seconds=120, min_pod_age_seconds=200), age=199.9).rule == "min_age"  # exact
     assert decide(policy(window_seconds=120, min_pod_age_seconds=3600), age=600).rule == "min_age"
 
 

@@ -5,13 +5,14 @@ never raises for a single pod's trouble (logged, counted as unknown); an API fai
 the whole cycle (logged by the caller), because acting on half a picture is unsafe.
 
 State is kept per engine series, keyed by pod UID plus the engine's labels, dropped when the pod is gone and
-reset when the pod's container restart count changes. Sample times come from the monotonic clock: every scraped
-sample of a cycle is stamped with the moment the cycle's scrapes start (after discovery), so that two cycles'
-samples lie a whole number of intervals apart whatever each cycle waited for (a cycle waiting for a hung pod's
-full deadline, the next one not, would otherwise move the stamps by seconds, and a window of whole intervals by
-one interval, at random); a stamp is off a pod's own read by at most the scrape deadline, as a stamp taken when
-the cycle judged was. Source prometheus: Prometheus' own sample times moved onto it (``promsource``; a sample
-already fed is not fed again).
+reset when the pod's container restart count changes. Sample times come from the monotonic clock: a scraped
+sample is stamped when its own body arrived (``Scrapes``), never before it (a stamp before the read that showed
+progress would start the stall clock early: a deletion on less proven time than the window) and not when the
+cycle judged (a cycle waiting for a hung pod's full deadline, the next one not, moved every stamp by seconds and
+a window of whole intervals by one interval, at random); the prompt pods are scraped in the same order every cycle
+(``fanout.order``), so a pod's body arrives at about the same moment of each. The confirmation scrape before a
+deletion reads the pod again after every stamp of its cycle. Source prometheus: Prometheus' own sample times
+moved onto it (``promsource``; a sample already fed is not fed again).
 
 API requests: namespaces and pods from ``listing`` (``run``: the watch-based cache) cost none, else 1 + 1 LIST per
 target; plus the brake's ConfigMap GET, a few GETs/DELETE/Events per remediation, and Prometheus' queries.
@@ -147,7 +148,7 @@ class Watchdog:
             t.name: target_profile(t.name, t.profile, t.metrics) for t in config.targets
         }
         self._sources = {t.name: config.source_of(t) for t in config.targets}
-        self.scrapes = Scrapes(self.scraper, self._profiles, self.metrics)
+        self.scrapes = Scrapes(self.scraper, self._profiles, self.metrics, clock)
         self.prometheus = None if "prometheus" not in self._sources.values() else PrometheusSource.from_settings(
             config, prometheus or client_from(config))
         self._offset = wall_clock() - clock()  # Prometheus sample times (Unix s) -> the monotonic clock
@@ -176,6 +177,7 @@ class Watchdog:
         report = CycleReport()
         namespaces = self.lister.list_namespaces(self.namespace_selector)
         pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
+        listed_at = self.clock()  # before any sample of this cycle: the warm-up counts from here
         found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
                          require_controller=self.config.require_controller,
                          allow_loopback=self.config.allow_loopback_pod_ips)
@@ -196,14 +198,14 @@ class Watchdog:
         from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
         jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target] != "prometheus"]
         # Every scrape on the scraper's loop, one future for them all; a scraper without a loop (a fake): threads.
-        tick = self.clock()  # every scraped sample's time: when the scrapes start (the module docstring says why)
         loop = self.scrapes.loop
         batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, loop) if loop is not None else None
         futures = self.fanout.submit(jobs, self.scrapes.timed) if batch is None else {}
         reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
             self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
         scraped = batch.result() if batch is not None else {uid: f.result() for uid, f in futures.items()}
-        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], tick, True) for t in found.targets]
+        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], records[t.uid].read_at, True)
+                   for t in found.targets]
         judged: list[tuple[ScrapeTarget, PodRecord]] = []
         health = PodHealth()
         for target, (outcome, parsed, t, fresh) in zip(found.targets, results, strict=True):
@@ -221,7 +223,7 @@ class Watchdog:
             if target.uid in found.ready_uids and target.owner_key:
                 self.policy.owner_ready(target.owner_key, pod.first_seen)
 
-        self._rails_for_cycle(health, {str(n.get("metadata", {}).get("name")) for n in namespaces})
+        self._rails_for_cycle(health, {str(n.get("metadata", {}).get("name")) for n in namespaces}, listed_at)
         self.quarantine.run(judged, self.policy, self._was_leader)  # the gate first: it drains before any deletion
         for target, pod in judged:
             try:
@@ -237,7 +239,7 @@ class Watchdog:
                                leader=self._was_leader)
         return report
 
-    def _rails_for_cycle(self, health: PodHealth, namespaces: set[str]) -> None:
+    def _rails_for_cycle(self, health: PodHealth, namespaces: set[str], listed_at: float) -> None:
         now = self.clock()
         leader = self.leader()
         if leader and not self._was_leader:
@@ -248,7 +250,7 @@ class Watchdog:
         if self.brake is not None:
             self.policy.set_brake(self.brake.read())
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,
-                                         namespaces=health.by_namespace)
+                                         namespaces=health.by_namespace, listed_at=listed_at)
         for namespace in status.namespaces_tripped:
             watched, bad = health.by_namespace[namespace]
             log.error("namespace breaker OPEN in %s: %d of its %d watched pods look stalled or unknown: deleting "

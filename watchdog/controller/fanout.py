@@ -4,7 +4,9 @@ A scrape of a hung pod holds its worker thread until the deadline, a slow pod's 
 pods, which answer in milliseconds, must not queue behind them. So:
 
 - **Slowest first**, by each pod's scrape time last cycle: a pod that hangs until the deadline overlaps with
-  the fast ones instead of adding its deadline to the end of the cycle.
+  the fast ones instead of adding its deadline to the end of the cycle. The prompt pods (under
+  :func:`slow_seconds`) then keep the order they are given (discovery's), the same every cycle: a pod's body
+  arrives at about the same moment of each cycle, and that moment is its sample's time (``cycle.py``).
 - **Sized by the fleet** (``workers: 0``, the default): each cycle runs :data:`AUTO_BASE` workers for the pods
   that answer promptly, plus one per pod that may hold a worker for long -- every pod whose last scrape took at
   least :func:`slow_seconds` (slow, hung or timing out: known from last cycle), and one per
@@ -72,6 +74,14 @@ def scrape_deadline(timeouts: int, cycle: int, deadline_s: float) -> float | Non
     return short if short < deadline_s else None
 
 
+def order(jobs: Sequence[tuple[ScrapeTarget, PodRecord]], deadline_s: float
+          ) -> list[tuple[ScrapeTarget, PodRecord]]:
+    """``jobs`` in the order their scrapes start: the slow pods by last cycle's scrape time, slowest first, then
+    the prompt ones as given (see the module docstring)."""
+    slow = slow_seconds(deadline_s)
+    return sorted(jobs, key=lambda job: -job[1].scrape_seconds if job[1].scrape_seconds >= slow else 0.0)
+
+
 def auto_workers(last_seconds: Sequence[float], deadline_s: float) -> int:
     """Workers for one cycle from each pod's last scrape time in seconds (0.0: never scraped)."""
     if not last_seconds:
@@ -97,7 +107,7 @@ class Fanout:
                scrape: Callable[[ScrapeTarget, PodRecord], R]) -> dict[str, Future[R]]:
         """Start ``scrape(target, record)`` for every job, slowest first; the futures by pod UID."""
         pool = self._pool_for([record.scrape_seconds for _, record in jobs])
-        ordered = sorted(jobs, key=lambda job: -job[1].scrape_seconds)
+        ordered = order(jobs, self.deadline_s)
         return {target.uid: pool.submit(scrape, target, record) for target, record in ordered}
 
     def submit_async(self, jobs: Sequence[tuple[ScrapeTarget, PodRecord]],
@@ -112,7 +122,7 @@ class Fanout:
             record.deadline_s = scrape_deadline(record.timeouts, self.cycles, self.deadline_s)
         last = [record.scrape_seconds for _, record in jobs]
         self.size = self.fixed or auto_workers(last, self.deadline_s)
-        ordered = sorted(jobs, key=lambda job: -job[1].scrape_seconds)
+        ordered = order(jobs, self.deadline_s)
 
         async def every() -> dict[str, R]:
             limit = asyncio.Semaphore(self.size)

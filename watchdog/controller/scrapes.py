@@ -4,13 +4,16 @@
 there too, as soon as the body arrived, so no more bodies are alive than scrapes in flight); :meth:`Scrapes.timed`
 the same on a pool thread for a scraper without a loop (tests' fakes); :meth:`Scrapes.scrape` the synchronous one
 (the confirmation before a deletion). Each pod's ``scrape_seconds`` (the fan-out's order and size next cycle) is
-the time from the start of its fetch to the end of its parse, never the time it waited for its turn.
+the time from the start of its fetch to the end of its parse, never the time it waited for its turn; its
+``read_at`` the moment that ended, on ``clock`` (the sample's time: never before the body it reads arrived, so the
+stall clock never starts before the read that showed progress; docs in :mod:`watchdog.controller.cycle`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
@@ -30,8 +33,9 @@ Outcome = tuple[str, ParseResult | None]  # (outcome: "ok" or a ScrapeError reas
 class Scrapes:
     """Fetch with ``scraper``, parse with the target's profile; why a scrape failed goes to ``pod.scrape_detail``."""
 
-    def __init__(self, scraper: Fetcher, profiles: dict[str, Profile], metrics: Metrics) -> None:
-        self.scraper, self.profiles, self.metrics = scraper, profiles, metrics
+    def __init__(self, scraper: Fetcher, profiles: dict[str, Profile], metrics: Metrics,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.scraper, self.profiles, self.metrics, self.clock = scraper, profiles, metrics, clock
         # the scraper's own event loop, when it has one (decided once: a Protocol check per pod costs microseconds)
         self.loop: AsyncFetcher | None = scraper if isinstance(scraper, AsyncFetcher) else None
 
@@ -47,6 +51,7 @@ class Scrapes:
             return self.scrape(target, pod)
         finally:
             pod.scrape_seconds = time.perf_counter() - start
+            pod.read_at = self.clock()
 
     async def on_loop(self, target: ScrapeTarget, pod: PodRecord) -> Outcome:
         assert self.loop is not None  # the cycle runs this only on the scraper's own loop
@@ -64,6 +69,7 @@ class Scrapes:
                                                                        f"{type(exc).__name__}: {exc}"[:300]))
         finally:
             pod.scrape_seconds = time.perf_counter() - start
+            pod.read_at = self.clock()
 
     def _failed(self, target: ScrapeTarget, pod: PodRecord | None, exc: ScrapeError) -> Outcome:
         log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc,

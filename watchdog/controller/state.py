@@ -63,6 +63,7 @@ class PodRecord:
     outcome: str = ""  # the last scrape's outcome ("" before the first), for logs and /status
     outcome_since: float = 0.0  # monotonic time the scrape outcome last changed between ok and failing
     scraped_at: float | None = None  # monotonic time of the last scrape
+    read_at: float | None = None  # monotonic time its last scrape's body arrived (or failed): the sample's time
     scrape_detail: str = ""  # why the last scrape failed, one line ("" when it worked)
     sample_t: float | None = None  # source prometheus: the newest sample time fed (Prometheus' clock, Unix s)
     timeouts: int = 0  # scrapes in a row that timed out (0 after any other outcome)

@@ -9,8 +9,9 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    turns the deletion into a ``StalledPodDryRun`` Event.
 3. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting
    or the run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``); not the leader;
-   warm-up (no deletion before a full window since start and since the first successful pod listing);
-   the pod is younger than the minimum age; the mass-stall breaker is open; the cluster-wide budget (default
+   warm-up (no deletion before a full window since start and since the first successful pod listing, with the
+   detector's slack: :func:`~watchdog.core.detector.window_slack`); the pod is younger than the minimum age (by
+   default the window, with that slack); the mass-stall breaker is open; the cluster-wide budget (default
    2 per 10 min), the namespace budget (1 per 10 min) or the owner rule (1 per owner until a replacement pod
    of that owner is Ready) is used up.
 
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from watchdog.core.detector import window_slack
 from watchdog.core.vocab import DecisionAction
 
 Action = DecisionAction
@@ -122,13 +124,14 @@ class DeletionPolicy:
 
     # -- per-cycle inputs ------------------------------------------------------------------------------------
     def begin_cycle(self, now: float, *, watched: int, bad: int,
-                    namespaces: Mapping[str, tuple[int, int]] | None = None) -> CycleStatus:
-        """Call once per cycle after a successful pod listing: ``watched`` pods judged, ``bad`` of them with a
-        stalled engine (the fleet-wide breaker); ``namespaces``: namespace -> (watched, bad) where bad also
-        counts pods that could not be judged (failed scrape, no usable series) — each namespace's own breaker,
-        so one tenant's broken pods hold back deletions in its namespace only."""
+                    namespaces: Mapping[str, tuple[int, int]] | None = None,
+                    listed_at: float | None = None) -> CycleStatus:
+        """Call once per cycle after a successful pod listing (at ``listed_at``; None: ``now``): ``watched`` pods
+        judged, ``bad`` of them with a stalled engine (the fleet-wide breaker); ``namespaces``: namespace ->
+        (watched, bad) where bad also counts pods that could not be judged (failed scrape, no usable series) —
+        each namespace's own breaker, so one tenant's broken pods hold back deletions in its namespace only."""
         if self._first_sync is None:
-            self._first_sync = now
+            self._first_sync = now if listed_at is None else listed_at
         was_open = self.breaker_open(now)
         if self._over(watched, bad):
             self._breaker_until = now + self.rails.breaker_cooldown_seconds
@@ -182,11 +185,12 @@ class DeletionPolicy:
             return Decision("defer", "paused", f"the watchdog is paused ({self.paused_by})")
         if not leader:
             return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
-        if self._first_sync is None or now - max(self.started, self._first_sync) < r.window_seconds:
+        full = r.window_seconds - window_slack(r.window_seconds)  # as the detector reaches the window
+        if self._first_sync is None or now - max(self.started, self._first_sync) < full:
             return Decision("defer", "warm_up", f"warming up: no deletion before a full {r.window_seconds:g} s window "
                                                 "since start and since the first pod listing")
         min_age = r.window_seconds if r.min_pod_age_seconds is None else r.min_pod_age_seconds
-        if pod_age_s is None or pod_age_s < min_age:
+        if pod_age_s is None or pod_age_s < (full if r.min_pod_age_seconds is None else min_age):
             age = "unknown" if pod_age_s is None else f"{pod_age_s:.0f} s"
             return Decision("defer", "min_age", f"pod age {age} is below the minimum {min_age:g} s")
         if self.breaker_open(now):
