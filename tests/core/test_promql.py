@@ -31,11 +31,12 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     assert queries.slots[2] == ('sum by (namespace, pod, engine, model_name, reason) (last_over_time('
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"})')
-    assert queries.time == "max by (namespace, pod) (timestamp(vllm:num_requests_running))"
+    assert queries.time == "max by (namespace, pod, engine, model_name) (timestamp(vllm:num_requests_running))"
     assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
     assert queries.labels_of(str(queries.slots[2])) == ("namespace", "pod", "engine", "model_name")  # not reason
-    assert queries.labels_of(queries.time) == queries.labels_of(queries.up) == ("namespace", "pod")
+    assert queries.labels_of(queries.time) == ("namespace", "pod", "engine", "model_name")  # a time per engine
+    assert queries.labels_of(queries.up) == ("namespace", "pod")
     sglang = plan(SGLANG, 90.5, "ns", "name")
     assert sglang.slots[0] == (
         "max by (ns, name, dp_rank, engine_type, model_name, priority) (sum by (ns, name, dp_rank, engine_type, "
@@ -128,6 +129,23 @@ def test_an_engine_series_gone_from_its_pods_metrics_is_absent_at_once_while_the
     assert pods[("n", "p")].t == 1005.0
     assert set(_read(VLLM, items, 1004.0)[("n", "p")].parsed.series[i].labels for i in range(2)) == {
         (("engine", "0"),), (("engine", "1"),)}  # before that scrape both were there
+
+
+def test_an_engine_series_gone_without_a_staleness_marker_is_absent_while_the_pod_goes_on() -> None:
+    # Samples with explicit timestamps, federation, a job removed from the configuration: no marker is written,
+    # so Prometheus answers engine 1's last values for the whole staleness bound. Its own newest running sample
+    # is older than its pod's: it is left out (unknown), never fed again as fresh (frozen: a stall).
+    with FakePrometheus() as prom:
+        for t, tokens in ((1000.0, 100.0), (1005.0, 200.0), (1010.0, 300.0)):
+            for engine in ("0", "1") if t == 1000.0 else ("0",):
+                labels = {"namespace": "n", "pod": "p", "engine": engine}
+                prom.add("vllm:num_requests_running", labels, t, 5.0)
+                prom.add("vllm:generation_tokens_total", labels, t, tokens if engine == "0" else 7.0)
+        items = list(prom.series.items())
+    for at in (1006.0, 1011.0):
+        reading = _read(VLLM, items, at)[("n", "p")]
+        assert [e.labels for e in reading.parsed.series] == [(("engine", "0"),)] and reading.t == at - 1
+    assert len(_read(VLLM, items, 1004.0)[("n", "p")].parsed.series) == 2  # before engine 0's next scrape: both
 
 
 def test_a_series_older_than_the_staleness_bound_is_absent() -> None:

@@ -3,7 +3,8 @@
 
 One world, one run: a wedged pod, a busy one, a data-parallel pod with one wedged rank, a pod whose counters
 reset (an engine restart) after it wedged, a data-parallel pod one of whose engines vanishes from its /metrics
-while the other goes on (Prometheus marks its series stale), a pod Prometheus stops scraping (its series age past
+while the other goes on (Prometheus marks its series stale), the same with samples carrying explicit
+timestamps (Prometheus writes no staleness marker for those), a pod Prometheus stops scraping (its series age past
 prometheusStalenessSeconds), a pod whose engine stops answering (up == 0 while its older samples are still
 inside the staleness bound) and a pod whose target never answers (up == 0 from the start).
 """
@@ -42,7 +43,18 @@ SD_DELAY_S = 5.0  # Prometheus applies service-discovery changes at most every 5
 SETTINGS = {**FAST_SETTINGS, **OPEN_RAILS, **PROMETHEUS_SETTINGS, "windowSeconds": WINDOW_S,
             "prometheusStalenessSeconds": STALENESS_S}
 ADDRESSES = {"busy": "127.0.0.30", "wedged": "127.0.0.31", "dp": "127.0.0.32", "reset": "127.0.0.33",
-             "unscraped": "127.0.0.34", "stopped": "127.0.0.35", "down": "127.0.0.36", "shrink": "127.0.0.37"}
+             "unscraped": "127.0.0.34", "stopped": "127.0.0.35", "down": "127.0.0.36", "shrink": "127.0.0.37",
+             "ghost": "127.0.0.38"}
+
+
+class TimestampedPod(SimPod):
+    """Every sample line carries an explicit timestamp (as federation or some exporters write them): when a
+    series leaves /metrics, Prometheus writes no staleness marker and answers its last values until they age out."""
+
+    def exposition(self) -> bytes:
+        stamp = b" %d" % int(time.time() * 1000)
+        return b"\n".join(line + stamp if line and not line.startswith(b"#") else line
+                          for line in super().exposition().split(b"\n"))
 
 
 @dataclass
@@ -57,8 +69,8 @@ class World:
     alive: set[str] = field(default_factory=set)
     events: list[dict[str, Any]] = field(default_factory=list)
 
-    def deploy(self, key: str, mode: str, **kw: Any) -> SimPod:
-        sim = SimPod(ADDRESSES[key], 0, mode, **kw)
+    def deploy(self, key: str, mode: str, cls: type[SimPod] = SimPod, **kw: Any) -> SimPod:
+        sim = cls(ADDRESSES[key], 0, mode, **kw)
         sim.start()
         self.sims[key] = sim
         self.pods[key] = seed_deployment(self.api, NS, key, sim.address, sim.port)
@@ -103,10 +115,11 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
             world.deploy("unscraped", "wedged")
             world.deploy("stopped", "wedged")
             world.deploy("shrink", "progressing", engines=2)
+            world.deploy("ghost", "progressing", cls=TimestampedPod, engines=2)
             dead_port = free_port(ADDRESSES["down"])  # nothing listens there: Prometheus' up == 0
             world.pods["down"] = seed_deployment(api, NS, "down", ADDRESSES["down"], dead_port)
             prometheus.set_targets([world.target(k) for k in ("busy", "wedged", "dp", "reset", "unscraped",
-                                                              "stopped", "down", "shrink")])
+                                                              "stopped", "down", "shrink", "ghost")])
             prometheus.wait_up({world.name(k): 1.0 for k in world.sims} | {world.name("down"): 0.0})
             status_port = free_port()
             config = write_config(tmp / "config.yaml", **{**SETTINGS, "prometheusUrl": prometheus.url,
@@ -118,6 +131,7 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
                      (2.0, "stopped", lambda: world.sims["stopped"].stop()),
                      (1.0, "reset_wedged", lambda: world.sims["reset"].set_mode("wedged")),
                      (1.0, "shrink", lambda: world.sims["shrink"].keep_engines(1)),
+                     (1.0, "ghost", lambda: world.sims["ghost"].keep_engines(1)),
                      (5.5, "reset", lambda: _restart_with_lower_counters(world, "reset"))]
             deadline = t0 + 45
             while time.monotonic() < deadline and run.alive():
@@ -228,6 +242,19 @@ def test_an_engine_gone_from_the_pods_metrics_is_not_fed_its_last_values(world: 
         states = {str(e["labels"].get("engine")): e["state"] for e in view.get("engines") or []}
         assert states.get("0") == "progressing" and states.get("1") in (None, "unknown"), states
     assert not any(f"{world.name('shrink')} series" in line and "-> stalled" in line
+                   for line in world.log.splitlines())
+
+
+def test_an_engine_gone_without_a_staleness_marker_is_not_fed_its_last_values(world: World) -> None:
+    # As above, but Prometheus writes no marker (explicit timestamps): engine 1's last values stay in the answers
+    # for prometheusStalenessSeconds (> the window). Its own newest running sample is older than its pod's: unknown.
+    assert world.name("ghost") in world.alive, world.log[-3000:]
+    late = world.views("ghost", since=world.marks["ghost"] + 3)
+    assert late, world.marks
+    for view in late:
+        states = {str(e["labels"].get("engine")): e["state"] for e in view.get("engines") or []}
+        assert states.get("0") == "progressing" and states.get("1") in (None, "unknown"), states
+    assert not any(f"{world.name('ghost')} series" in line and "-> stalled" in line
                    for line in world.log.splitlines())
 
 

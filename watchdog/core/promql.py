@@ -22,9 +22,13 @@ the parser does; without collapse labels the ``max`` is left out. The rows then 
 last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
 so that rows of a ``!=`` matcher stay rows of the right series (they are summed like any other label).
 
-The sample time of a pod is ``max by (namespace, pod) (timestamp(<running selector>))``: Prometheus' own time
-of its newest running sample (a pod's series come from one scrape), which is what the detector is fed, so
-detection does not depend on when the watchdog asked; ``timestamp`` looks back at most Prometheus'
+The sample time of a pod is the newest of ``max by (namespace, pod, <engine labels>) (timestamp(<running
+selector>))``: Prometheus' own time of its newest running sample (a pod's series come from one scrape), which is
+what the detector is fed, so detection does not depend on when the watchdog asked. An engine series whose own
+newest running sample is older than its pod's was not in the pod's latest scrape (it left ``/metrics`` without a
+staleness marker: samples with explicit timestamps, federation, a job removed from the configuration): it is
+left out of the reading (unknown), so that its last values are never fed again as fresh samples while its pod's
+other engines go on; ``timestamp`` looks back at most Prometheus'
 lookback delta (5 minutes by default), hence the staleness bound's maximum of 300 s. ``up`` is
 ``min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))``: one failing target of the pod makes it
 down. The confirmation before a deletion runs the same queries restricted to one pod (``restrict``).
@@ -147,8 +151,8 @@ class Plan:
 
     def labels_of(self, query: str) -> tuple[str, ...]:
         """The label names whose values :meth:`Reading.add` reads from ``query``'s rows: namespace and pod for the
-        time and ``up`` queries, :attr:`identity` for a slot's."""
-        return self.identity[:2] if query in (self.time, self.up) else self.identity
+        ``up`` query, :attr:`identity` for a slot's and the time query's."""
+        return self.identity[:2] if query == self.up else self.identity
 
 
 def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
@@ -170,7 +174,8 @@ def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: 
     slots = tuple(None if s is None else slot_query(s, profile, staleness_s, namespace_label, pod_label, restrict)
                   for s in signal_slots(profile))
     pods = _by([namespace_label, pod_label])
-    time = f"max by ({pods}) (timestamp({_series(profile.running, restrict)}))"
+    engines = _by([namespace_label, pod_label, *sorted(profile.engine_labels)])
+    time = f"max by ({engines}) (timestamp({_series(profile.running, restrict)}))"
     up_matchers = _restrict(restrict) or [f'{pod_label}!=""']
     up = f"min by ({pods}) (last_over_time({_selector('up', up_matchers)}[{_seconds(staleness_s)}]))"
     return Plan(slots, time, up, (namespace_label, pod_label, *sorted(profile.engine_labels)))
@@ -203,7 +208,8 @@ class Reading:
         self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
-        self.times: dict[PodKey, float] = {}
+        self.times: dict[PodKey, float] = {}  # each pod's newest running sample time
+        self.engine_times: dict[PodKey, dict[Labels, float]] = {}  # and each of its engine series
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
@@ -211,9 +217,11 @@ class Reading:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
-            for (namespace, name), value in rows:
+            for (namespace, name, *engine_values), value in rows:
                 if namespace and name and math.isfinite(value):
-                    self.times[(namespace, name)] = value
+                    pod = (namespace, name)
+                    self.engine_times.setdefault(pod, {})[self._engine(engine_values)] = value
+                    self.times[pod] = max(value, self.times.get(pod, value))
         if query == self.plan.up:
             self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
@@ -240,13 +248,20 @@ class Reading:
         if not namespace or not name:
             return None
         engines = self.slots.setdefault((namespace, name), {})
-        engine = tuple([(n, v) for n, v in zip(self.engine_labels, engine_values, strict=True) if v])
-        return engines.setdefault(engine, [None] * len(self.plan.slots))
+        return engines.setdefault(self._engine(engine_values), [None] * len(self.plan.slots))
+
+    def _engine(self, values: Sequence[str | None]) -> Labels:
+        """The engine series key of a row's engine label values (labels without a value left out)."""
+        return tuple([(n, v) for n, v in zip(self.engine_labels, values, strict=True) if v])
 
     def pods(self) -> dict[PodKey, PodReading]:
-        """Every pod with a slot row: its reading."""
+        """Every pod with a slot row: its reading (without the engine series missing from its latest scrape)."""
         out = {}
-        for pod, engines in self.slots.items():
+        for pod, every in self.slots.items():
+            newest, times = self.times.get(pod), self.engine_times.get(pod, {})
+            engines = every if newest is None else {k: v for k, v in every.items() if times.get(k) == newest}
+            if not engines:  # nothing of its latest scrape: no series
+                continue
             slots = zip(*engines.values(), strict=True)  # per slot, its values over the pod's engine series
             found = [m for m, values in zip(self.metrics, slots, strict=True)
                      if m is not None and values.count(None) < len(values)]
