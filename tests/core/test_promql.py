@@ -26,11 +26,13 @@ SGLANG = get_profile("sglang")
 def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> None:
     queries = plan(VLLM, 60, "namespace", "pod")
     assert len(queries.slots) == len(signal_slots(VLLM)) == 13
-    assert queries.slots[0] == ("sum by (namespace, pod, engine, model_name) "
-                                "(last_over_time(vllm:num_requests_running[60s]) and vllm:num_requests_running)")
-    assert queries.slots[2] == ('sum by (namespace, pod, engine, model_name, reason) (last_over_time('
+    assert queries.slots[0] == ("max by (namespace, pod, engine, model_name) (sum by (namespace, pod, engine, "
+                                "model_name, job, instance) (last_over_time(vllm:num_requests_running[60s]) and "
+                                "vllm:num_requests_running))")
+    assert queries.slots[2] == ('max by (namespace, pod, engine, model_name, reason) (sum by (namespace, pod, '
+                                'engine, model_name, reason, job, instance) (last_over_time('
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
-                                'vllm:num_requests_waiting_by_reason{reason="deferred"})')
+                                'vllm:num_requests_waiting_by_reason{reason="deferred"}))')
     assert queries.time == "max by (namespace, pod, engine, model_name) (timestamp(vllm:num_requests_running))"
     assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
@@ -40,7 +42,8 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     sglang = plan(SGLANG, 90.5, "ns", "name")
     assert sglang.slots[0] == (
         "max by (ns, name, dp_rank, engine_type, model_name, priority) (sum by (ns, name, dp_rank, engine_type, "
-        'model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank) (last_over_time(sglang:num_running_reqs{priority=""}'
+        'model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank, job, instance) (last_over_time('
+        'sglang:num_running_reqs{priority=""}'
         '[90500ms]) and sglang:num_running_reqs{priority=""}))')
     one = plan(SGLANG, 60, "namespace", "pod", {"namespace": "ns", "pod": 'a"b\\c'})
     assert 'sglang:num_running_reqs{priority="",namespace="ns",pod="a\\"b\\\\c"}[60s]' in str(one.slots[0])
@@ -98,13 +101,14 @@ def _read(profile: Profile, items: list[Item], at: float, restrict: dict[str, st
 def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
     a = _items(EXPOSITION, {"namespace": "ns", "pod": "a", "instance": "10.0.0.1:8000", "job": "j"}, 1000.0)
     a += _items('vllm:generation_tokens_total{engine="0",model_name="m"} 100', {"namespace": "ns", "pod": "a",
-                "instance": "10.0.0.1:8000", "job": "other"}, 1000.0)  # a second target on the same pod: summed
+                "instance": "10.0.0.1:8000", "job": "other"}, 1000.0)  # a second target on the same pod
     b = _items('vllm:num_requests_running{engine="0",model_name="m"} 1\n'
                'vllm:generation_tokens_total{engine="0",model_name="m"} 5', {"namespace": "ns", "pod": "b"}, 990.0)
     pods = _read(VLLM, a + b, 1000.0)
     assert set(pods) == {("ns", "a"), ("ns", "b")}
     (engine0, engine1) = pods[("ns", "a")].parsed.series
-    assert (engine0.running, engine0.waiting, engine0.progress[0]) == (5.0, 3.0, 223.0)  # newest samples, summed
+    # newest samples; of the two targets' copies the largest, never their sum
+    assert (engine0.running, engine0.waiting, engine0.progress[0]) == (5.0, 3.0, 123.0)
     assert (engine1.running, engine1.paused) == (0.0, 1.0)  # data-parallel engines apart; awake 0 = asleep
     assert pods[("ns", "a")].t == 1000.0 and pods[("ns", "b")].t == 990.0
     assert not pods[("ns", "a")].down
@@ -113,6 +117,27 @@ def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
     assert alone[("ns", "a")].parsed.series == direct.series
     assert alone[("ns", "a")].parsed.found_families == direct.found_families  # 0-valued rows found too
     assert set(_read(VLLM, a + b, 1000.0, {"namespace": "ns", "pod": "b"})) == {("ns", "b")}
+
+
+def test_a_pod_scraped_by_two_jobs_reads_as_one_and_its_counters_never_fall_when_one_copy_ages_out() -> None:
+    # A ServiceMonitor every 2 s and a PodMonitor every 10 s on one wedged pod (counters frozen at 500). Summed,
+    # the pair read 1000, then 500 once the slower copy aged out of the range: a counter reset, i.e. progress.
+    with FakePrometheus() as prom:
+        for job, every in (("service", 2.0), ("pod", 10.0)):
+            labels = {"namespace": "n", "pod": "p", "engine": "0", "job": job, "instance": "10.0.0.1:8000"}
+            for i in range(int(20 / every) + 1):
+                prom.add("vllm:num_requests_running", labels, 1000.0 + i * every, 21.0)
+                prom.add("vllm:generation_tokens_total", labels, 1000.0 + i * every, 500.0)
+        items = list(prom.series.items())
+    queries = plan(VLLM, 5, "namespace", "pod")
+    for at in (1011.0, 1017.0):  # both copies in the 5 s range; then only the faster one's
+        reading = Reading(VLLM, queries)
+        for query in queries.queries():
+            rows = evaluate(query, at, items)
+            assert rows is not None, query
+            reading.add(query, [(_values(labels, queries, query), value) for labels, value in rows])
+        (engine,) = reading.pods()[("n", "p")].parsed.series
+        assert (engine.running, engine.progress[0]) == (21.0, 500.0), at
 
 
 def test_an_engine_series_gone_from_its_pods_metrics_is_absent_at_once_while_the_pod_goes_on() -> None:

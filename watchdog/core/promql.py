@@ -6,7 +6,7 @@ one for the pods' sample times and one for their targets' ``up``. Each slot quer
 volume work of the parser's aggregation, so its answer holds one small row per pod and engine series::
 
     max by (namespace, pod, <engine labels>, <matcher labels>) (
-      sum by (namespace, pod, <engine labels>, <matcher labels>, <collapse labels>) (
+      sum by (namespace, pod, <engine labels>, <matcher labels>, <collapse labels>, job, instance) (
         last_over_time(vllm:generation_tokens_total[60s]) and vllm:generation_tokens_total))
 
 ``last_over_time(...[staleness])`` is each series' newest sample no older than the staleness bound (an older
@@ -16,9 +16,11 @@ that the pod's time advances: its frozen values fed as fresh samples would stall
 staleness marker Prometheus writes at the first scrape without the series. ``and <selector>`` (the instant
 selector, which honours that marker) drops such a series at that scrape, as a direct scrape would not see it;
 a pod whose target is gone or failing gets markers for every series too. ``sum by`` drops the labels no engine
-is keyed by (job, instance,
-endpoint ...) and ``max by`` takes the largest over the collapse labels (SGLang's tensor-parallel ranks), as
-the parser does; without collapse labels the ``max`` is left out. The rows then go through the parser's own
+is keyed by (endpoint, LoRA adapter ...) within one scrape target and ``max by`` takes the largest over the
+collapse labels (SGLang's tensor-parallel ranks), as the parser does, and over the scrape targets (``job``,
+``instance``): a pod scraped by two jobs (a ServiceMonitor and a PodMonitor) would otherwise read its values
+doubled, and each time the slower job's sample aged out of the range its counters would fall -- a counter reset,
+read as progress, so that its stall was never seen. The rows then go through the parser's own
 last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
 so that rows of a ``!=`` matcher stay rows of the right series (they are summed like any other label).
 
@@ -59,6 +61,10 @@ __all__ = [
     "tenant_problem",
     "url_problem",
 ]
+
+#: The labels Prometheus gives every series of one scrape target: a pod scraped by two jobs (a ServiceMonitor and
+#: a PodMonitor) has each series twice; the largest of the copies is taken, never their sum (module docstring).
+TARGET_LABELS = ("job", "instance")
 
 #: One row of an instant query's answer: the values of the label names the query's rows are read by
 #: (:meth:`Plan.labels_of`; None where the row has no such label) and its value.
@@ -163,9 +169,8 @@ def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespa
     keep = list(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels),
                                *(name for name, _, _ in selector.match)]))
     collapse = [name for name in sorted(profile.collapse_labels) if name not in keep]
-    if not collapse:
-        return f"sum by ({_by(keep)}) ({latest})"
-    return f"max by ({_by(keep)}) (sum by ({_by([*keep, *collapse])}) ({latest}))"
+    targets = [name for name in TARGET_LABELS if name not in keep and name not in collapse]
+    return f"max by ({_by(keep)}) (sum by ({_by([*keep, *collapse, *targets])}) ({latest}))"
 
 
 def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
