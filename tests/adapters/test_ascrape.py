@@ -298,7 +298,8 @@ def test_a_flood_of_tiny_events_holds_neither_the_loop_nor_its_deadline(
     results = [f.result(timeout=10) for f in fast]
     assert all(outcome == "ok" and took < 1.0 for outcome, took in results), results  # not held back
     for outcome, took in (f.result(timeout=10) for f in hogging):
-        assert outcome == "timeout" and took < 2.5, (outcome, took)  # its own deadline holds
+        # its own deadline holds, or (a fast machine sending 16 MB of 1-byte chunks within it) the wire bound
+        assert outcome in ("timeout", "too_large") and took < 2.5, (outcome, took)
     scraper.close()
 
 

@@ -198,7 +198,11 @@ def test_up_zero_on_any_target_marks_the_pod_down_and_rows_without_pod_labels_ar
     items += _items("up 1", {"namespace": "n", "pod": "p", "job": "a"}, 4.0)
     items += _items("up 0", {"namespace": "n", "pod": "q"}, 4.0)
     pods = _read(VLLM, items, 5.0)
-    assert set(pods) == {("n", "p")} and not pods[("n", "p")].down
+    assert set(pods) == {("n", "p"), ("n", "q")} and not pods[("n", "p")].down
+    # q has no series left (Prometheus marked them stale when its scrapes began to fail): down, and said so
+    assert pods[("n", "q")].down and not pods[("n", "q")].parsed.series
+    assert reading_outcome(pods[("n", "q")], None) == (
+        "prometheus_unknown", "Prometheus' newest up sample of its target is 0 (its scrapes fail)")
     items += _items("up 0", {"namespace": "n", "pod": "p", "job": "b"}, 4.0)  # its second target fails
     assert _read(VLLM, items, 5.0)[("n", "p")].down
 

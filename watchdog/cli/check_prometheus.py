@@ -65,7 +65,11 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     if isinstance(reading, str):
         print(f"{PROG}: {reading}", file=sys.stderr)
         return 2
-    if reading is None or not reading.parsed.series:
+    if reading is not None and not reading.parsed.series:  # its target is down (reading_outcome says so below)
+        print(f"{PROG}: pod {namespace}/{name}: {reading_outcome(reading, None)[1]}: the watchdog reads it as "
+              "unknown", file=sys.stderr)
+        return 1
+    if reading is None:
         print(f"{PROG}: no series of the {profile.name} profile for pod {namespace}/{name} in {args.prometheus} "
               f"within {args.staleness:g} s (is Prometheus scraping it, with labels {args.namespace_label} and "
               f"{args.pod_label}?): the watchdog reads it as unknown", file=sys.stderr)

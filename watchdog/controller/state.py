@@ -76,8 +76,9 @@ class PodRecord:
         self.timeouts = self.timeouts + 1 if outcome == "timeout" else 0
         failing, was_failing = outcome != "ok", was not in ("ok", "")
         if failing and not was_failing:
-            log.info("pod %s: scrape of %s failed (%s: %s): its engines are unknown until it answers", target.ref,
-                     target.url, outcome, self.scrape_detail or outcome,
+            what = "reading it from Prometheus" if outcome.startswith("prometheus") else f"scrape of {target.url}"
+            log.info("pod %s: %s failed (%s: %s): its engines are unknown until it answers", target.ref, what,
+                     outcome, self.scrape_detail or outcome,
                      extra=facts(target, state="unknown", result=outcome, reason=self.scrape_detail or outcome))
         elif was_failing and not failing:
             log.info("pod %s: scrape works again after %.0f s of failures (last: %s: %s)", target.ref,

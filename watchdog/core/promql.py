@@ -260,7 +260,8 @@ class Reading:
         return tuple([(n, v) for n, v in zip(self.engine_labels, values, strict=True) if v])
 
     def pods(self) -> dict[PodKey, PodReading]:
-        """Every pod with a slot row: its reading (without the engine series missing from its latest scrape)."""
+        """Every pod with a slot row: its reading (without the engine series missing from its latest scrape); and
+    every pod whose target is down, with or without rows."""
         out = {}
         for pod, every in self.slots.items():
             newest, times = self.times.get(pod), self.engine_times.get(pod, {})
@@ -271,6 +272,8 @@ class Reading:
             found = [m for m, values in zip(self.metrics, slots, strict=True)
                      if m is not None and values.count(None) < len(values)]
             out[pod] = PodReading(engine_series(engines, self.profile, found), self.times.get(pod), pod in self.down)
+        for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
+            out[pod] = PodReading(ParseResult((), 0, frozenset()), None, True)
         return out
 
 
@@ -278,10 +281,10 @@ def reading_outcome(reading: PodReading | None, previous_t: float | None) -> tup
     """What the cycle does with one pod's reading: ``("ok", "")`` feed it to the detector; ``("ok", "same")``
     its newest sample is the one already fed (do not feed it again: a sample seen twice would count as a busy
     sample without progress); ``("prometheus_unknown", why)`` unknown this cycle."""
+    if reading is not None and reading.down:
+        return "prometheus_unknown", "Prometheus' newest up sample of its target is 0 (its scrapes fail)"
     if reading is None or not reading.parsed.series:
         return "prometheus_unknown", "no series of the profile in Prometheus within the staleness bound"
-    if reading.down:
-        return "prometheus_unknown", "Prometheus' newest up sample of its target is 0 (its scrapes fail)"
     if reading.t is None:
         return "prometheus_unknown", "Prometheus has no time for its newest running sample"
     if previous_t is not None and reading.t <= previous_t:
