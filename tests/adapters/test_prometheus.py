@@ -168,3 +168,17 @@ def test_a_deeply_nested_answer_and_a_refused_connection_are_one_line(prom: Fake
     with pytest.raises(PrometheusError) as info:
         PrometheusClient(PrometheusLimits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)
     assert str(info.value) == f"Prometheus http://127.0.0.1:{port} unreachable: connection refused"
+
+
+def test_a_missing_or_bad_ca_file_is_named_as_such(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # nothing listens: the CA file is checked before connecting
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n")
+    for ca_file, why in ((str(tmp_path / "missing.pem"), "No such file or directory"), (str(bad), "")):
+        limits = PrometheusLimits(f"https://127.0.0.1:{port}", timeout_s=1.0, ca_file=ca_file)
+        with pytest.raises(PrometheusError) as info:
+            PrometheusClient(limits).query(UP, 1.0)
+        assert str(info.value).startswith(f"prometheusCaFile {ca_file!r} is not a readable CA bundle: ")
+        assert why in str(info.value)

@@ -23,6 +23,7 @@ Decoding: :mod:`watchdog.adapters.promdecode`.
 from __future__ import annotations
 
 import base64
+import ssl
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -35,7 +36,7 @@ from urllib3.connection import HTTPConnection
 from urllib3.response import BaseHTTPResponse
 
 from watchdog import __version__
-from watchdog.adapters.connect import connection
+from watchdog.adapters.connect import client_tls, connection
 from watchdog.adapters.deadline import DeadlineGuard
 from watchdog.adapters.promdecode import PrometheusError, decode, decode_values, error_text
 from watchdog.core.promql import Series, auth_problem, tenant_problem, url_problem
@@ -116,6 +117,12 @@ class PrometheusClient:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s")
+        if limits.ca_file and self._scheme == "https":
+            try:
+                client_tls(limits.ca_file)  # built once per file, then cached: a missing file named as such
+            except (OSError, ssl.SSLError) as exc:
+                raise PrometheusError(f"prometheusCaFile {limits.ca_file!r} is not a readable CA bundle: "
+                                      f"{_why(exc)}") from None
         guard = DeadlineGuard(deadline)
         conn: HTTPConnection | None = None
         try:
@@ -155,7 +162,8 @@ class PrometheusClient:
                 break
             size += len(chunk)
             if size > cap:
-                raise PrometheusError(f"Prometheus answer larger than prometheusMaxBytes ({cap} bytes)")
+                raise PrometheusError(f"Prometheus answer larger than prometheusMaxBytes (check: --max-bytes), "
+                                      f"{cap} bytes")
             parts.append(chunk)
         if guard.fired:
             raise PrometheusError(f"Prometheus {self.limits.url}: no answer within {self.limits.timeout_s:g} s")
