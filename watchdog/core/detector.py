@@ -48,7 +48,7 @@ from watchdog.core.vocab import EngineState
 
 State = EngineState
 __all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "DetectorState", "Sample", "State", "Verdict", "detect",
-           "window_slack"]
+           "window_reached", "window_slack"]
 
 DEFAULT_WINDOW_S = 120.0
 DEFAULT_MIN_SAMPLES = 3
@@ -60,6 +60,12 @@ def window_slack(window_s: float) -> float:
     """Seconds by which a stall may fall short of ``window_s`` and still count as the window (rule 4): the
     jitter of scheduled samples, 1% of the window, at most 1 s."""
     return min(SLACK_MAX_S, SLACK_FRACTION * window_s)
+
+
+def window_reached(elapsed_s: float, window_s: float) -> bool:
+    """Whether ``elapsed_s`` seconds count as ``window_s`` (rule 4, with :func:`window_slack`): the one test of
+    the detector's window, the warm-up, the default minimum pod age and the quarantine's delay."""
+    return elapsed_s >= window_s - window_slack(window_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +219,7 @@ class DetectorState:
             + f", progress signals unchanged ({', '.join(f'{name}={_fmt(v)}' for name, v in frozen)}) for "
             f"{stalled_for:.0f} s over {self._busy_samples} busy samples (window {window_s:.0f} s)"
         )
-        if stalled_for >= window_s - window_slack(window_s) and self._busy_samples >= self.min_samples:
+        if window_reached(stalled_for, window_s) and self._busy_samples >= self.min_samples:
             return Verdict(
                 "stalled", True, stalled_for, f"stalled: {evidence}",
                 t=sample.t, running=running, busy_samples=self._busy_samples,

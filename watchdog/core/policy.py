@@ -10,7 +10,7 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
 3. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting
    or the run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``); not the leader;
    warm-up (no deletion before a full window since start and since the first successful pod listing, with the
-   detector's slack: :func:`~watchdog.core.detector.window_slack`); the pod is younger than the minimum age (by
+   detector's slack: :func:`~watchdog.core.detector.window_reached`); the pod is younger than the minimum age (by
    default the window, with that slack); the mass-stall breaker is open; the cluster-wide budget (default
    2 per 10 min), the namespace budget (1 per 10 min) or the owner rule (1 per owner until a replacement pod
    of that owner is Ready) is used up.
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.core.detector import window_slack
+from watchdog.core.detector import window_reached
 from watchdog.core.vocab import DecisionAction
 
 Action = DecisionAction
@@ -185,12 +185,13 @@ class DeletionPolicy:
             return Decision("defer", "paused", f"the watchdog is paused ({self.paused_by})")
         if not leader:
             return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
-        full = r.window_seconds - window_slack(r.window_seconds)  # as the detector reaches the window
-        if self._first_sync is None or now - max(self.started, self._first_sync) < full:
+        if self._first_sync is None or not window_reached(now - max(self.started, self._first_sync), r.window_seconds):
             return Decision("defer", "warm_up", f"warming up: no deletion before a full {r.window_seconds:g} s window "
                                                 "since start and since the first pod listing")
         min_age = r.window_seconds if r.min_pod_age_seconds is None else r.min_pod_age_seconds
-        if pod_age_s is None or pod_age_s < (full if r.min_pod_age_seconds is None else min_age):
+        old_enough = pod_age_s is not None and (window_reached(pod_age_s, min_age) if r.min_pod_age_seconds is None
+                                                else pod_age_s >= min_age)  # an explicit minimum is exact
+        if not old_enough:
             age = "unknown" if pod_age_s is None else f"{pod_age_s:.0f} s"
             return Decision("defer", "min_age", f"pod age {age} is below the minimum {min_age:g} s")
         if self.breaker_open(now):

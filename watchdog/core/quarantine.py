@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watchdog.core.detector import window_slack
+from watchdog.core.detector import window_reached
 from watchdog.core.discovery import condition, controller_of, has_gate
 from watchdog.core.model import GATE_CONDITION, owner_key
 from watchdog.core.vocab import SETTLED_STATES, QuarantineChange, QuarantineHold
@@ -114,8 +114,7 @@ def wanted(states: Iterable[tuple[str, float]], after_s: float) -> Want:
     scheduled samples); release when there is at least one series and all are idle, paused or progressing;
     otherwise hold (unknown is never evidence)."""
     seen = list(states)
-    reached = after_s - window_slack(after_s)
-    if any(s == "stalled" or (s == "suspect" and t >= reached) for s, t in seen):
+    if any(s == "stalled" or (s == "suspect" and window_reached(t, after_s)) for s, t in seen):
         return "drain"
     if seen and all(s in SETTLED_STATES for s, _ in seen):
         return "release"
