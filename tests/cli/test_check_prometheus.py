@@ -55,6 +55,11 @@ def test_text_up_zero_and_missing_pod(prom: FakePrometheus, capsys: pytest.Captu
     assert out.startswith("pod llm/p, newest sample ") and 'series {engine="0",model_name="m"}' in out
     code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/absent")
     assert (code, out) == (1, "") and "no series of the vllm profile for pod llm/absent" in err
+    prom.add("up", {"namespace": "llm", "pod": "q"}, now - 3, 0)  # failing from the start: no series, up 0
+    code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/q")
+    assert (code, out) == (1, "") and err.endswith(
+        "pod llm/q: Prometheus' newest up sample of its target is 0 (its scrapes fail): the watchdog reads it as "
+        "unknown\n")
 
 
 NEEDS_POD = "--prometheus URL needs --pod NAMESPACE/NAME and no TARGET"

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     if isinstance(reading, str):
         print(f"{PROG}: {reading}", file=sys.stderr)
         return 2
-    if reading is not None and not reading.parsed.series:  # its target is down (reading_outcome says so below)
+    if reading is not None and not reading.parsed.series:  # only a pod whose target is down reads so
         print(f"{PROG}: pod {namespace}/{name}: {reading_outcome(reading, None)[1]}: the watchdog reads it as "
               "unknown", file=sys.stderr)
         return 1

@@ -213,8 +213,7 @@ class Reading:
         self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
-        self.times: dict[PodKey, float] = {}  # each pod's newest running sample time
-        self.engine_times: dict[PodKey, dict[Labels, float]] = {}  # and each of its engine series
+        self.times: dict[PodKey, dict[Labels, float]] = {}  # per pod, each engine series' newest running sample time
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
@@ -224,9 +223,7 @@ class Reading:
         if query == self.plan.time:
             for (namespace, name, *engine_values), value in rows:
                 if namespace and name and math.isfinite(value):
-                    pod = (namespace, name)
-                    self.engine_times.setdefault(pod, {})[self._engine(engine_values)] = value
-                    self.times[pod] = max(value, self.times.get(pod, value))
+                    self.times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
         if query == self.plan.up:
             self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
@@ -261,17 +258,18 @@ class Reading:
 
     def pods(self) -> dict[PodKey, PodReading]:
         """Every pod with a slot row: its reading (without the engine series missing from its latest scrape); and
-    every pod whose target is down, with or without rows."""
+        every pod whose target is down, with or without rows."""
         out = {}
         for pod, every in self.slots.items():
-            newest, times = self.times.get(pod), self.engine_times.get(pod, {})
+            times = self.times.get(pod, {})
+            newest = max(times.values()) if times else None  # the pod's time: its newest running sample
             engines = every if newest is None else {k: v for k, v in every.items() if times.get(k) == newest}
             if not engines:  # nothing of its latest scrape: no series
                 continue
             slots = zip(*engines.values(), strict=True)  # per slot, its values over the pod's engine series
             found = [m for m, values in zip(self.metrics, slots, strict=True)
                      if m is not None and values.count(None) < len(values)]
-            out[pod] = PodReading(engine_series(engines, self.profile, found), self.times.get(pod), pod in self.down)
+            out[pod] = PodReading(engine_series(engines, self.profile, found), newest, pod in self.down)
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
             out[pod] = PodReading(ParseResult((), 0, frozenset()), None, True)
         return out
