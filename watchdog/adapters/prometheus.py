@@ -32,11 +32,10 @@ from dataclasses import dataclass
 from http.client import HTTPException
 
 import urllib3.exceptions
-from urllib3.connection import HTTPConnection
 from urllib3.response import BaseHTTPResponse
 
 from watchdog import __version__
-from watchdog.adapters.connect import client_tls, connection
+from watchdog.adapters.connect import connection
 from watchdog.adapters.deadline import DeadlineGuard
 from watchdog.adapters.promdecode import PrometheusError, decode, decode_values, error_text
 from watchdog.core.promql import Series, auth_problem, tenant_problem, url_problem
@@ -117,16 +116,13 @@ class PrometheusClient:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s")
-        if limits.ca_file and self._scheme == "https":
-            try:
-                client_tls(limits.ca_file)  # built once per file, then cached: a missing file named as such
-            except (OSError, ssl.SSLError) as exc:
-                raise PrometheusError(f"prometheusCaFile {limits.ca_file!r} is not a readable CA bundle: "
-                                      f"{_why(exc)}") from None
-        guard = DeadlineGuard(deadline)
-        conn: HTTPConnection | None = None
-        try:
+        try:  # nothing is connected yet: only the CA file (https) is read here, and a bad one is named as such
             conn = connection(self._scheme, self._host, self._port, remaining, limits.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise PrometheusError(f"prometheusCaFile {limits.ca_file!r} is not a readable CA bundle: "
+                                  f"{_why(exc)}") from None
+        guard = DeadlineGuard(deadline)
+        try:
             conn.connect()
             guard.attach(conn.sock)
             conn.timeout = max(0.001, deadline - time.monotonic())
@@ -144,8 +140,7 @@ class PrometheusClient:
             raise PrometheusError(f"Prometheus {limits.url} unreachable: {_why(exc)}") from None
         finally:
             guard.disarm()
-            if conn is not None:
-                conn.close()
+            conn.close()
 
     def _read(self, response: BaseHTTPResponse, guard: DeadlineGuard) -> bytes:
         cap = self.limits.max_bytes
