@@ -50,8 +50,7 @@ class Scrapes:
         try:
             return self.scrape(target, pod)
         finally:
-            pod.scrape_seconds = time.perf_counter() - start
-            pod.read_at = self.clock()
+            self._ended(pod, start)
 
     async def on_loop(self, target: ScrapeTarget, pod: PodRecord) -> Outcome:
         assert self.loop is not None  # the cycle runs this only on the scraper's own loop
@@ -68,8 +67,12 @@ class Scrapes:
             return self._failed(target, pod, ScrapeError("connection", f"scrape failed unexpectedly: "
                                                                        f"{type(exc).__name__}: {exc}"[:300]))
         finally:
-            pod.scrape_seconds = time.perf_counter() - start
-            pod.read_at = self.clock()
+            self._ended(pod, start)
+
+    def _ended(self, pod: PodRecord, start: float) -> None:
+        """The scrape that started at ``start`` (perf_counter) ended: its duration and its sample's time."""
+        pod.scrape_seconds = time.perf_counter() - start
+        pod.read_at = self.clock()
 
     def _failed(self, target: ScrapeTarget, pod: PodRecord | None, exc: ScrapeError) -> Outcome:
         log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc,
