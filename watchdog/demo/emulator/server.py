@@ -366,8 +366,11 @@ class EmulatorServer(EmulatorClient):
                 self.port, self.base_url = srv.port, f"http://{self.host}:{srv.port}"
                 if srv.server.runner is not None:  # open watches would hold stop() for aiohttp's default 60 s
                     srv.server.runner._shutdown_timeout = 0.5
+                # The executor's thread starts inside run_in_executor: start it before saying ready, so a
+                # caller that counts threads after start() sees every thread this server will have.
+                stopped = asyncio.get_running_loop().run_in_executor(None, self._stop.wait)
                 self._ready.set()
-                await asyncio.get_running_loop().run_in_executor(None, self._stop.wait)
+                await stopped
         except BaseException as e:  # reported by start(); the thread ends either way
             self._error = e
             self._ready.set()
