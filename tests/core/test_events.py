@@ -90,6 +90,16 @@ def test_unknown_waiting_an_unlabelled_engine_and_no_since_are_left_out() -> Non
         "180 s window over 5 busy samples.")
 
 
+def test_a_stall_that_reached_the_window_within_its_slack_says_so() -> None:
+    verdict = Verdict("stalled", True, 119.4, "", running=3.0, busy_samples=9, frozen=(("heartbeat", 7.0),),
+                      window_s=120.0)
+    assert stall_message("deleted", "ml/p", "", verdict, None) == (
+        "Deleted pod ml/p: no progress for 119 s, 3 requests running, frozen heartbeat=7. Why: stalled past the "
+        "120 s window (less its 1 s slack) over 9 busy samples.")
+    short = Verdict("stalled", True, 29.8, "", running=1.0, busy_samples=4, window_s=30.0)
+    assert "past the 30 s window (less its 0.3 s slack) over 4" in stall_message("deleted", "ml/p", "", short, None)
+
+
 def test_a_long_engine_key_is_cut_so_the_facts_stay_in_the_head() -> None:
     key = 'model_name="' + "m" * 5000 + '"'
     message = stall_message("deleted", "ml/p", key, STALLED, NOW)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from watchdog.core.detector import Verdict
+from watchdog.core.detector import Verdict, window_slack
 from watchdog.core.detector import _fmt as number  # the detector's number format: one rule for logs and Events
 from watchdog.core.model import COMPONENT
 
@@ -71,7 +71,10 @@ def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, sin
     if verdict.waiting is not None:
         load += f" ({number(verdict.waiting)} waiting)"
     frozen = " ".join(f"{name}={number(value)}" for name, value in verdict.frozen) or "none known"
-    stalled = f"stalled past the {verdict.window_s:.0f} s window over {verdict.busy_samples} busy samples"
+    window = f"{verdict.window_s:.0f} s window"
+    if verdict.stalled_for_s < verdict.window_s:  # reached within the detector's slack (its rule 4)
+        window += f" (less its {number(window_slack(verdict.window_s))} s slack)"
+    stalled = f"stalled past the {window} over {verdict.busy_samples} busy samples"
     if outcome == "deferred":
         because = f"rule {rule}, {why}"
     elif outcome == "dry_run":
