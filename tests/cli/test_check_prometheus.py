@@ -51,7 +51,8 @@ def test_text_up_zero_and_missing_pod(prom: FakePrometheus, capsys: pytest.Captu
     prom.add("up", {"namespace": "llm", "pod": "p"}, now - 3, 0)
     code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/p")
     assert code == 1
-    assert "newest up sample of its target is 0 (its scrapes fail): the watchdog reads it as unknown" in err
+    assert err == ("vllm-watchdog check: pod llm/p: Prometheus' newest up sample of its target is 0 (its scrapes "
+                   "fail): the watchdog reads it as unknown\n")  # the same line as for a pod with no series (llm/q)
     assert out.startswith("pod llm/p, newest sample ") and 'series {engine="0",model_name="m"}' in out
     code, out, err = run(capsys, "--prometheus", prom.url, "--pod", "llm/absent")
     assert (code, out) == (1, "") and "no series of the vllm profile for pod llm/absent" in err

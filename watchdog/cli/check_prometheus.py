@@ -84,6 +84,6 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
         print(as_table(reading.parsed, url, profile))  # type: ignore[operator]
     outcome, why = reading_outcome(reading, None)
     if outcome != "ok":
-        print(f"{PROG}: {why}: the watchdog reads it as unknown", file=sys.stderr)
+        print(f"{PROG}: pod {namespace}/{name}: {why}: the watchdog reads it as unknown", file=sys.stderr)
         return 1
     return 0
