@@ -351,7 +351,8 @@ def test_property_verdict_is_consistent(samples: list[core_detector.Sample]) -> 
         if v.state not in ("suspect", "stalled"):
             assert v.stalled_for_s == 0.0
         if v.stalled:
-            assert v.stalled_for_s >= 30.0 and v.busy_samples >= 2
+            # the window less its slack (rule 4: 1% of 30 s), never less; hypothesis found 29.75 s
+            assert v.stalled_for_s >= 29.7 and v.busy_samples >= 2
 
 
 class TestCompletionOnly:
