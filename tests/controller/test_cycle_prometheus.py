@@ -120,6 +120,24 @@ def test_a_sample_already_fed_is_not_fed_again(prig: PromRig) -> None:
     assert reports[-1].remediations == [] and prig.exists(prig.pods["wedged"])
 
 
+def test_engines_of_one_pod_on_two_scrape_targets_are_each_judged_at_their_own_scrapes_time(prig: PromRig) -> None:
+    # Two containers on two ports, two targets scraped 4 s apart: engine 0 (target a) wedged, engine 1 (b) busy.
+    name = prig.deploy("pair", "127.0.0.2")
+    reports = []
+    for i in range(3):
+        at = BASE + prig.now + 15.0 - 9.0
+        prig.engine("pair", running=4, tokens=500, engine="0", at=at, instance="10.0.0.1:8000")
+        prig.engine("pair", running=2, tokens=100 * (i + 1), engine="1", at=at + 4.0, instance="10.0.0.1:8001")
+        prig.up("pair", 1)
+        reports.append(prig.cycle())
+    verdicts = {key: (v.state, v.t) for _, key, v in reports[1].verdicts}
+    assert verdicts == {'engine="0",model_name="m"': ("suspect", prig.now - 15.0 - 9.0),
+                        'engine="1",model_name="m"': ("progressing", prig.now - 15.0 - 5.0)}
+    assert [(key, v.state, v.stalled_for_s) for _, key, v in reports[2].verdicts] == [
+        ('engine="0",model_name="m"', "stalled", 30.0), ('engine="1",model_name="m"', "progressing", 0.0)]
+    assert remediated(reports[2]) == [(f"{NS}/{name}", "deleted")]
+
+
 def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:
     source = PrometheusSource(PrometheusClient(PrometheusLimits(prom.url, timeout_s=2.0)), 60, "namespace", "pod")
     target = ScrapeTarget("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None)

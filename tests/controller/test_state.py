@@ -1,9 +1,15 @@
-"""What the cycle remembers per pod (watchdog/controller/state.py): the scrapes in a row that timed out."""
+"""What the cycle remembers per pod (watchdog/controller/state.py): the scrapes in a row that timed out, and
+engine series fed at their own sample times (source prometheus), never twice at one."""
 
 from __future__ import annotations
 
 from watchdog.controller.state import PodRecord
+from watchdog.core.detector import DetectorState
 from watchdog.core.model import ScrapeTarget
+from watchdog.core.parsing import ParseResult, parse_exposition
+from watchdog.core.profiles import get_profile
+
+VLLM = get_profile("vllm")
 
 TARGET = ScrapeTarget(uid="uid-0", namespace="ns", name="pod-0", ip="10.0.0.1", port=8000, path="/metrics",
                       target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
@@ -16,3 +22,38 @@ def test_timeouts_count_the_timed_out_scrapes_in_a_row_and_any_other_outcome_res
         pod.note_scrape(TARGET, outcome, float(now))
         counts.append(pod.timeouts)
     assert counts == [1, 2, 3, 0, 1, 0, 1]
+
+
+def _parsed(tokens: dict[str, float]) -> ParseResult:
+    return parse_exposition("".join(f'vllm:num_requests_running{{engine="{e}"}} 3\n'
+                                    f'vllm:generation_tokens_total{{engine="{e}"}} {v}\n'
+                                    for e, v in tokens.items()), VLLM)
+
+
+def test_stamped_engines_are_fed_at_their_own_time_and_never_twice_at_one() -> None:
+    # Source prometheus, two scrape targets: engine 0 stamped 0, 10, 20 ..., engine 1 at 5, 15 ...; the cycle
+    # reads every 5 s, so each reading has one engine whose time did not move: it is held, not fed again.
+    pod, fed = PodRecord(0, 0.0), []
+
+    def detector() -> DetectorState:
+        return DetectorState(30.0, min_samples=3, signals=VLLM.progress)
+
+    zero, one = (("engine", "0"),), (("engine", "1"),)
+    for cycle in range(12):
+        stamps = {zero: 10.0 * (cycle // 2), one: 10.0 * ((cycle - 1) // 2) + 5}
+        _, seen = pod.observe(max(stamps.values()), _parsed({"0": 7, "1": 9}), 30.0, detector, stamps)
+        fed.append([(o.key, o.verdict.t) for o in seen])
+        assert all(o.present for o in seen)
+    assert fed[2] == [('engine="0"', 10.0), ('engine="1"', 5.0)] and fed[3] == fed[2][:1] + [('engine="1"', 15.0)]
+    zero_engine, one_engine = pod.engines['engine="0"'], pod.engines['engine="1"']
+    # engine 0 frozen busy from t=0 to 50 (6 samples, each once, not 12); engine 1 from -5 to 55 (7 samples)
+    assert (zero_engine.verdict.busy_samples, zero_engine.verdict.stalled_for_s) == (6, 50.0)
+    assert (one_engine.verdict.busy_samples, one_engine.verdict.stalled_for_s) == (7, 60.0)
+    assert zero_engine.verdict.stalled and zero_engine.fed_at == 50.0 and one_engine.fed_at == 55.0
+
+
+def test_without_stamps_every_engine_is_fed_at_the_pods_time() -> None:
+    pod = PodRecord(0, 0.0)
+    for t in (0.0, 0.0, 1.0):
+        _, seen = pod.observe(t, _parsed({"0": 7}), 30.0, lambda: DetectorState(30.0, signals=VLLM.progress))
+    assert seen[0].verdict.busy_samples == 3 and pod.engines['engine="0"'].fed_at is None

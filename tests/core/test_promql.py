@@ -33,11 +33,13 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
                                 'engine, model_name, reason, job, instance) (last_over_time('
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}))')
-    assert queries.time == "max by (namespace, pod, engine, model_name) (timestamp(vllm:num_requests_running))"
+    assert queries.time == ("max by (namespace, pod, engine, model_name, job, instance) "
+                            "(timestamp(vllm:num_requests_running))")
     assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
     assert queries.labels_of(str(queries.slots[2])) == ("namespace", "pod", "engine", "model_name")  # not reason
-    assert queries.labels_of(queries.time) == ("namespace", "pod", "engine", "model_name")  # a time per engine
+    assert queries.labels_of(queries.time) == (  # a time per engine and scrape target
+        "namespace", "pod", "engine", "model_name", "job", "instance")
     assert queries.labels_of(queries.up) == ("namespace", "pod")
     sglang = plan(SGLANG, 90.5, "ns", "name")
     assert sglang.slots[0] == (
@@ -173,6 +175,30 @@ def test_an_engine_series_gone_without_a_staleness_marker_is_absent_while_the_po
     assert len(_read(VLLM, items, 1004.0)[("n", "p")].parsed.series) == 2  # before engine 0's next scrape: both
 
 
+def test_engines_of_one_pod_on_two_scrape_targets_are_each_read_at_their_own_targets_time() -> None:
+    # Two containers on two ports: engine 0 scraped at 1000, 1005, 1010 (target a), engine 1 at 1002, 1007
+    # (target b). Both are in their target's latest scrape, each at its own time; on target a, engine 2 left
+    # /metrics without a marker at 1000 (explicit timestamps): older than its target's newest, so it is left out.
+    with FakePrometheus() as prom:
+        for instance, engines, times in (("a:8000", ("0", "2"), (1000.0, 1005.0, 1010.0)),
+                                         ("b:8001", ("1",), (1002.0, 1007.0))):
+            for t in times:
+                for engine in engines:
+                    if engine == "2" and t > 1000.0:
+                        continue
+                    labels = {"namespace": "n", "pod": "p", "engine": engine, "job": "j", "instance": instance}
+                    prom.add("vllm:num_requests_running", labels, t, 5.0)
+                    prom.add("vllm:generation_tokens_total", labels, t, t)
+        items = list(prom.series.items())
+    reading = _read(VLLM, items, 1008.0)[("n", "p")]
+    assert [(e.labels, e.progress[0]) for e in reading.parsed.series] == [
+        ((("engine", "0"),), 1005.0), ((("engine", "1"),), 1007.0)]
+    assert dict(reading.times) == {(("engine", "0"),): 1005.0, (("engine", "1"),): 1007.0} and reading.t == 1007.0
+    reading = _read(VLLM, items, 1011.0)[("n", "p")]  # target b's engine is still in its latest scrape
+    assert dict(reading.times) == {(("engine", "0"),): 1010.0, (("engine", "1"),): 1007.0} and reading.t == 1010.0
+    assert len(_read(VLLM, items, 1001.0)[("n", "p")].parsed.series) == 2  # before a's next scrape: 0 and 2
+
+
 def test_a_series_older_than_the_staleness_bound_is_absent() -> None:
     items = _items('vllm:num_requests_running{engine="0"} 1\nvllm:generation_tokens_total{engine="0"} 5',
                    {"namespace": "n", "pod": "p"}, 1000.0)
@@ -201,7 +227,7 @@ def test_up_zero_on_any_target_marks_the_pod_down_and_rows_without_pod_labels_ar
     assert set(pods) == {("n", "p"), ("n", "q")} and not pods[("n", "p")].down
     # q has no series left (Prometheus marked them stale when its scrapes began to fail): down, and said so
     assert pods[("n", "q")].down and not pods[("n", "q")].parsed.series
-    assert reading_outcome(pods[("n", "q")], None) == (
+    assert reading_outcome(pods[("n", "q")]) == (
         "prometheus_unknown", "Prometheus' newest up sample of its target is 0 (its scrapes fail)")
     items += _items("up 0", {"namespace": "n", "pod": "p", "job": "b"}, 4.0)  # its second target fails
     assert _read(VLLM, items, 5.0)[("n", "p")].down
@@ -210,13 +236,11 @@ def test_up_zero_on_any_target_marks_the_pod_down_and_rows_without_pod_labels_ar
 def test_reading_outcomes() -> None:
     parsed = parse_exposition('vllm:num_requests_running 1\nvllm:generation_tokens_total 2\n', VLLM)
     empty = engine_series({}, VLLM, ())
-    assert reading_outcome(None, None)[0] == "prometheus_unknown"
-    assert reading_outcome(PodReading(empty, 5.0), None)[0] == "prometheus_unknown"
-    assert reading_outcome(PodReading(parsed, 5.0, down=True), None)[0] == "prometheus_unknown"
-    assert reading_outcome(PodReading(parsed, 5.0), None) == ("ok", "")
-    assert reading_outcome(PodReading(parsed, 5.0), 5.0) == ("ok", "same")
-    assert reading_outcome(PodReading(parsed, 5.5), 5.0) == ("ok", "")
-    assert reading_outcome(PodReading(parsed, None), None)[0] == "prometheus_unknown"
+    assert reading_outcome(None)[0] == "prometheus_unknown"
+    assert reading_outcome(PodReading(empty, 5.0))[0] == "prometheus_unknown"
+    assert reading_outcome(PodReading(parsed, 5.0, down=True))[0] == "prometheus_unknown"
+    assert reading_outcome(PodReading(parsed, 5.0)) == ("ok", "")
+    assert reading_outcome(PodReading(parsed, None))[0] == "prometheus_unknown"
 
 
 def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots_with_rows() -> None:

@@ -6,7 +6,8 @@ reset (an engine restart) after it wedged, a data-parallel pod one of whose engi
 while the other goes on (Prometheus marks its series stale), the same with samples carrying explicit
 timestamps (Prometheus writes no staleness marker for those), a pod Prometheus stops scraping (its series age past
 prometheusStalenessSeconds), a pod whose engine stops answering (up == 0 while its older samples are still
-inside the staleness bound) and a pod whose target never answers (up == 0 from the start).
+inside the staleness bound), a pod whose target never answers (up == 0 from the start) and a pod of two
+containers on two ports, two scrape targets with their own sample times, one serving a wedged model.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ SETTINGS = {**FAST_SETTINGS, **OPEN_RAILS, **PROMETHEUS_SETTINGS, "windowSeconds
             "prometheusStalenessSeconds": STALENESS_S}
 ADDRESSES = {"busy": "127.0.0.30", "wedged": "127.0.0.31", "dp": "127.0.0.32", "reset": "127.0.0.33",
              "unscraped": "127.0.0.34", "stopped": "127.0.0.35", "down": "127.0.0.36", "shrink": "127.0.0.37",
-             "ghost": "127.0.0.38"}
+             "ghost": "127.0.0.38", "pair": "127.0.0.39"}
 
 
 class TimestampedPod(SimPod):
@@ -116,11 +117,15 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
             world.deploy("stopped", "wedged")
             world.deploy("shrink", "progressing", engines=2)
             world.deploy("ghost", "progressing", cls=TimestampedPod, engines=2)
+            world.deploy("pair", "progressing", model_name="model-a")  # its second container, on another port:
+            second = world.sims["pair_b"] = SimPod(ADDRESSES["pair"], 0, "wedged", model_name="model-b")
+            second.start()
             dead_port = free_port(ADDRESSES["down"])  # nothing listens there: Prometheus' up == 0
             world.pods["down"] = seed_deployment(api, NS, "down", ADDRESSES["down"], dead_port)
-            prometheus.set_targets([world.target(k) for k in ("busy", "wedged", "dp", "reset", "unscraped",
-                                                              "stopped", "down", "shrink", "ghost")])
-            prometheus.wait_up({world.name(k): 1.0 for k in world.sims} | {world.name("down"): 0.0})
+            prometheus.set_targets([*(world.target(k) for k in ("busy", "wedged", "dp", "reset", "unscraped",
+                                                                "stopped", "down", "shrink", "ghost", "pair")),
+                                    world.target("pair", second.port)])
+            prometheus.wait_up({world.name(k): 1.0 for k in world.pods if k != "down"} | {world.name("down"): 0.0})
             status_port = free_port()
             config = write_config(tmp / "config.yaml", **{**SETTINGS, "prometheusUrl": prometheus.url,
                                                           "listenAddress": f"127.0.0.1:{status_port}"})
@@ -141,7 +146,8 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
                         action()
                         world.marks[mark] = time.monotonic()
                 if len(world.marks) > len(steps) and world.gone("wedged") and world.gone("dp") and \
-                        world.gone("reset") and now > world.marks["unscraped"] + SD_DELAY_S + STALENESS_S + 4:
+                        world.gone("reset") and world.gone("pair") and \
+                        now > world.marks["unscraped"] + SD_DELAY_S + STALENESS_S + 4:
                     break
                 time.sleep(0.1)
             time.sleep(3)  # three more cycles: nothing else may be deleted
@@ -247,6 +253,20 @@ def test_an_engine_gone_from_the_pods_metrics_is_not_fed_its_last_values(world: 
     assert not any(f"{world.name(key)} series" in line and "-> stalled" in line for line in world.log.splitlines())
 
 
+def test_the_engines_of_a_pod_on_two_scrape_targets_are_each_read_and_the_wedged_one_deletes_it(
+        world: World) -> None:
+    # Prometheus scrapes the two ports at different moments: each engine series is read at its own target's
+    # sample time, so the busy container's engine is never left out for being older than the other's.
+    assert world.name("pair") not in world.alive, world.log[-3000:]
+    message = _pod_event(world, "pair")["message"]
+    assert 'model_name="model-b"' in message and "model-a" not in message, message
+    views = world.views("pair", since=world.marks["start"] + 3)
+    assert views, world.marks
+    for view in views:
+        states = {str(e["labels"].get("model_name")): e["state"] for e in view.get("engines") or []}
+        assert set(states) == {"model-a", "model-b"} and states["model-a"] == "progressing", states
+
+
 def test_a_target_whose_scrape_fails_is_unknown(world: World) -> None:
     assert world.name("down") in world.alive and world.name("stopped") in world.alive
     assert outcomes(world.views("down")) == {"prometheus_unknown"}
@@ -260,6 +280,6 @@ def test_a_target_whose_scrape_fails_is_unknown(world: World) -> None:
 
 def test_nothing_else_was_deleted(world: World) -> None:
     deleted = _deleted_lines(world)
-    names = {world.name(k) for k in ("wedged", "dp", "reset")}
+    names = {world.name(k) for k in ("wedged", "dp", "reset", "pair")}
     assert len(deleted) == len({n for n in names if n not in world.alive}), deleted
     assert all(any(n in line for n in names) for line in deleted), deleted

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
         print(f"{PROG}: {reading}", file=sys.stderr)
         return 2
     if reading is not None and not reading.parsed.series:  # only a pod whose target is down reads so
-        print(f"{PROG}: pod {namespace}/{name}: {reading_outcome(reading, None)[1]}: the watchdog reads it as "
+        print(f"{PROG}: pod {namespace}/{name}: {reading_outcome(reading)[1]}: the watchdog reads it as "
               "unknown", file=sys.stderr)
         return 1
     if reading is None:
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
             timespec="seconds")
         print(f"pod {namespace}/{name}, newest sample {when}")
         print(as_table(reading.parsed, url, profile))  # type: ignore[operator]
-    outcome, why = reading_outcome(reading, None)
+    outcome, why = reading_outcome(reading)
     if outcome != "ok":
         print(f"{PROG}: pod {namespace}/{name}: {why}: the watchdog reads it as unknown", file=sys.stderr)
         return 1

@@ -25,7 +25,7 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 
 from watchdog.adapters.ascrape import AsyncScraper
@@ -49,6 +49,7 @@ from watchdog.controller.state import EngineState, PodRecord
 from watchdog.controller.status import Snapshot, snapshot
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import discover, invalid_opt_ins
+from watchdog.core.lines import Labels
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
 from watchdog.core.parsing import EngineSnapshot, ParseResult
 from watchdog.core.policy import DeletionPolicy, Rails
@@ -204,17 +205,17 @@ class Watchdog:
         reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
             self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
         scraped = batch.result() if batch is not None else {uid: f.result() for uid, f in futures.items()}
-        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], records[t.uid].read_at, True)
+        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], records[t.uid].read_at, None)
                    for t in found.targets]
         judged: list[tuple[ScrapeTarget, PodRecord]] = []
         health = PodHealth()
-        for target, (outcome, parsed, t, fresh) in zip(found.targets, results, strict=True):
+        for target, (outcome, parsed, t, stamps) in zip(found.targets, results, strict=True):
             report.scrapes[outcome] += 1
             self.metrics.scrapes.labels(outcome).inc()
             pod = records[target.uid]
             pod.note_scrape(target, outcome, self.clock())
             try:
-                present = self._judge(target, pod, parsed, report, t, fresh)
+                present = self._judge(target, pod, parsed, report, t, stamps)
             except Exception:  # one pod's trouble never stops the cycle
                 log.exception("judging pod %s failed", target.ref, extra=facts(target))
                 continue
@@ -293,21 +294,16 @@ class Watchdog:
         self.policy.forget_pods(live)
 
     def _judge(self, target: ScrapeTarget, pod: PodRecord, parsed: ParseResult | None, report: CycleReport,
-               t: float | None = None, fresh: bool = True) -> set[str]:
-        """Feed this cycle's sample (at ``t``; None: now) of every engine series to its detector; return the states
-        of the series present in the body (empty when the scrape failed or the body had none). Not ``fresh``:
-        already fed (Prometheus has nothing newer): the verdicts stand."""
-        if not fresh:
-            verdicts = [(key, e.verdict) for key, e in sorted(pod.engines.items()) if e.verdict is not None]
-            report.engines.update(v.state for _, v in verdicts)
-            report.verdicts.extend((target.ref, key, v) for key, v in verdicts)
-            return {v.state for _, v in verdicts}
+               t: float | None = None, stamps: Mapping[Labels, float] | None = None) -> set[str]:
+        """Feed this cycle's sample (at ``t``; None: now; or each engine series at its own time in ``stamps``, once
+        per time: see :meth:`PodRecord.observe`) of every engine series to its detector; return the states of the
+        series present in the body (empty when the scrape failed or the body had none)."""
         t = self.clock() if t is None else t
         profile = self._profiles[target.target]
         vanished, observations = pod.observe(t, parsed, self.config.window_seconds, lambda: DetectorState(
             self.config.window_seconds, min_samples=self.config.min_samples,
             count_waiting=self.config.count_waiting, signals=profile.progress,
-            completion_window_s=self.config.completion_only_window_seconds or None))
+            completion_window_s=self.config.completion_only_window_seconds or None), stamps)
         for key in vanished:
             log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
                      extra=facts(target, engine=key, reason="vanished"))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from watchdog.adapters.logs import facts
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
 from watchdog.config.settings import Settings
+from watchdog.core.lines import Labels
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
@@ -101,8 +102,9 @@ class PrometheusSource:
 
 
 #: What the cycle gets per pod: (scrape outcome, parsed signals or None, sample time on the monotonic clock or
-#: None for "now", fresh: False when the pod's newest sample is the one already fed, so it is not fed again).
-Read = tuple[str, ParseResult | None, float | None, bool]
+#: None for "now", each engine series' own sample time on the monotonic clock by its labels, or None when every
+#: engine is at the sample time: a scraped body). The cycle feeds an engine series only when its time moved.
+Read = tuple[str, ParseResult | None, float | None, Mapping[Labels, float] | None]
 
 
 def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], records: Mapping[str, PodRecord],
@@ -122,18 +124,18 @@ def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], recor
         last = None if pod.sample_t is None else pod.sample_t - offset
         if fleet.error:
             pod.scrape_detail = fleet.error
-            out[target.uid] = ("prometheus_error", None, last, True)
+            out[target.uid] = ("prometheus_error", None, last, None)
             continue
         reading = fleet.pods[profiles[target.target]].get((target.namespace, target.name))
-        outcome, why = reading_outcome(reading, pod.sample_t)
-        if outcome != "ok" or reading is None:
+        outcome, why = reading_outcome(reading)
+        if outcome != "ok" or reading is None or reading.t is None:
             pod.scrape_detail = why
-            out[target.uid] = (outcome, None, last, True)
-        elif why == "same" or reading.t is None:
-            out[target.uid] = ("ok", reading.parsed, last, False)
-        else:
-            pod.sample_t = reading.t
-            out[target.uid] = ("ok", reading.parsed, reading.t - offset, True)
+            out[target.uid] = (outcome, None, last, None)
+            continue
+        newest = reading.t if pod.sample_t is None else max(reading.t, pod.sample_t)
+        pod.sample_t = newest
+        stamps = {labels: t - offset for labels, t in reading.times.items()}
+        out[target.uid] = ("ok", reading.parsed, newest - offset, stamps)
     return out
 
 
@@ -146,5 +148,5 @@ def confirm_read(source: PrometheusSource, profile: Profile, target: ScrapeTarge
         log.info("pod %s: the confirming Prometheus query failed: %s", target.ref, reading,
                  extra=facts(target, result="prometheus_error", reason=reading))
         return "prometheus_error", None
-    outcome, _ = reading_outcome(reading, None)
+    outcome, _ = reading_outcome(reading)
     return outcome, reading.parsed if outcome == "ok" and reading is not None else None

@@ -9,12 +9,13 @@ exported is dropped after one window without it (``drop_vanished``), and a pod n
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from watchdog.adapters.logs import facts
 from watchdog.core.detector import DetectorState, Sample, Verdict
 from watchdog.core.evidence import Entry, remember
+from watchdog.core.lines import Labels
 from watchdog.core.model import ScrapeTarget
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
 
@@ -29,10 +30,12 @@ class EngineState:
     series was last in a successfully parsed body; ``in_episode``: a stall episode is open (it closes only when
     the detector sees the engine idle or progressing — a failed scrape in between does not end it);
     ``history``: the samples of the current suspect/stalled episode (the evidence kept before a deletion), None
-    outside one (a healthy series holds none)."""
+    outside one (a healthy series holds none); ``fed_at``: the time of the last sample fed from its own stamp
+    (source prometheus), which is never fed again."""
 
     detector: DetectorState
     last_seen: float
+    fed_at: float | None = None
     last: EngineSnapshot | None = None
     verdict: Verdict | None = None
     in_episode: bool = False
@@ -91,12 +94,16 @@ class PodRecord:
         self.outcome, self.scraped_at = outcome, now
 
     def observe(self, t: float, parsed: ParseResult | None, window_s: float,
-                new_detector: Callable[[], DetectorState]) -> tuple[list[str], list[Observation]]:
+                new_detector: Callable[[], DetectorState], stamps: Mapping[Labels, float] | None = None,
+                ) -> tuple[list[str], list[Observation]]:
         """Feed one scrape (``parsed``; None when it failed) to every engine series' detector at time ``t``.
 
         The one path from a scrape to verdicts, shared by ``run`` and ``replay --expositions``: series absent
         from successful scrapes for a window are forgotten first (their keys are returned); every series in
-        the body or remembered gets a sample (an unknown one when absent), in key order.
+        the body or remembered gets a sample (an unknown one when absent), in key order. ``stamps`` (source
+        prometheus): a series in the body is fed at its own time there instead, and only when that time is later
+        than the one it was last fed at; otherwise it is held (not fed: a sample seen twice would count as a
+        busy sample without progress) and its verdict stands.
         """
         seen = {s.key: s for s in parsed.series} if parsed is not None else {}
         vanished = self.drop_vanished(t, window_s, seen) if parsed is not None else []
@@ -107,7 +114,15 @@ class PodRecord:
             if engine is None:
                 engine = self.engines[key] = EngineState(new_detector(), last_seen=t)
             previous = engine.verdict.state if engine.verdict else None
-            if snap is not None:
+            if snap is not None and stamps is not None:
+                own = stamps.get(snap.labels, t)
+                if engine.verdict is not None and engine.fed_at is not None and own <= engine.fed_at:
+                    out.append(Observation(key, engine, engine.verdict, previous, True))  # held
+                    continue
+                engine.fed_at = own
+                engine.last_seen, engine.last = own, snap
+                sample = Sample(own, snap.running, snap.progress, snap.waiting, snap.paused)
+            elif snap is not None:
                 engine.last_seen = t
                 engine.last = snap
                 sample = Sample(t, snap.running, snap.progress, snap.waiting, snap.paused)

@@ -24,14 +24,15 @@ read as progress, so that its stall was never seen. The rows then go through the
 last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
 so that rows of a ``!=`` matcher stay rows of the right series (they are summed like any other label).
 
-The sample time of a pod is the newest of ``max by (namespace, pod, <engine labels>) (timestamp(<running
-selector>))``: Prometheus' own time of its newest running sample (a pod's series come from one scrape), which is
-what the detector is fed, so detection does not depend on when the watchdog asked. An engine series whose own
-newest running sample is older than its pod's was not in the pod's latest scrape (it left ``/metrics`` without a
-staleness marker: samples with explicit timestamps, federation, a job removed from the configuration): it is
-left out of the reading (unknown), so that its last values are never fed again as fresh samples while its pod's
-other engines go on; ``timestamp`` looks back at most Prometheus'
-lookback delta (5 minutes by default), hence the staleness bound's maximum of 300 s. ``up`` is
+Each engine series is fed to the detector at its own sample time: ``max by (namespace, pod, <engine labels>, job,
+instance) (timestamp(<running selector>))``, Prometheus' own time of its newest running sample on each scrape
+target, so detection does not depend on when the watchdog asked, and the engines of one pod scraped as two
+targets (two ports, two containers) are each read at their own scrape's time. An engine series whose newest
+running sample on a target is older than that target's newest was not in the target's latest scrape (it left
+``/metrics`` without a staleness marker: samples with explicit timestamps, federation): it is left out of the
+reading (unknown), so that its last values are never fed again as fresh samples while the target's other engines
+go on. ``timestamp`` looks back at most Prometheus' lookback delta (5 minutes by default), hence the staleness
+bound's maximum of 300 s. ``up`` is
 ``min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))``: one failing target of the pod makes it
 down. The confirmation before a deletion runs the same queries restricted to one pod (``restrict``).
 :class:`Reading` folds the answers per pod as they arrive; :func:`reading_outcome` says what the cycle does.
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from watchdog.core.lines import Labels
@@ -55,6 +56,7 @@ __all__ = [
     "Reading",
     "Series",
     "auth_problem",
+    "latest",
     "plan",
     "pod_labels_problem",
     "reading_outcome",
@@ -150,6 +152,7 @@ class Plan:
     time: str
     up: str
     identity: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()  # the time query's rows also carry these (the scrape target's labels)
 
     def queries(self) -> list[str]:
         """Every query of the plan, each once."""
@@ -157,8 +160,11 @@ class Plan:
 
     def labels_of(self, query: str) -> tuple[str, ...]:
         """The label names whose values :meth:`Reading.add` reads from ``query``'s rows: namespace and pod for the
-        ``up`` query, :attr:`identity` for a slot's and the time query's."""
-        return self.identity[:2] if query == self.up else self.identity
+        ``up`` query, :attr:`identity` for a slot's, and :attr:`identity` then :attr:`targets` for the time
+        query's."""
+        if query == self.up:
+            return self.identity[:2]
+        return self.identity + self.targets if query == self.time else self.identity
 
 
 def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
@@ -179,22 +185,25 @@ def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: 
     slots = tuple(None if s is None else slot_query(s, profile, staleness_s, namespace_label, pod_label, restrict)
                   for s in signal_slots(profile))
     pods = _by([namespace_label, pod_label])
-    engines = _by([namespace_label, pod_label, *sorted(profile.engine_labels)])
-    time = f"max by ({engines}) (timestamp({_series(profile.running, restrict)}))"
+    identity = tuple(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels)]))
+    targets = tuple(name for name in TARGET_LABELS if name not in identity)
+    time = f"max by ({_by([*identity, *targets])}) (timestamp({_series(profile.running, restrict)}))"
     up_matchers = _restrict(restrict) or [f'{pod_label}!=""']
     up = f"min by ({pods}) (last_over_time({_selector('up', up_matchers)}[{_seconds(staleness_s)}]))"
-    return Plan(slots, time, up, (namespace_label, pod_label, *sorted(profile.engine_labels)))
+    return Plan(slots, time, up, identity, targets)
 
 
 @dataclass(frozen=True)
 class PodReading:
     """One pod's signals from Prometheus: ``parsed`` as if its ``/metrics`` had been scraped, ``t`` the time of
-    its newest running sample (Unix seconds, Prometheus' clock; None: Prometheus gave none), ``down``: one of its
-    targets' newest ``up`` sample reads 0 (or is not a number)."""
+    its newest running sample (Unix seconds, Prometheus' clock; None: Prometheus gave none), ``times`` each engine
+    series' own newest running sample time (by its labels; the time to feed it at), ``down``: one of its targets'
+    newest ``up`` sample reads 0 (or is not a number)."""
 
     parsed: ParseResult
     t: float | None
     down: bool = False
+    times: Mapping[Labels, float] = field(default_factory=dict)
 
 
 class Reading:
@@ -213,7 +222,8 @@ class Reading:
         self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
-        self.times: dict[PodKey, dict[Labels, float]] = {}  # per pod, each engine series' newest running sample time
+        # per pod and scrape target (its job, instance values), each engine series' newest running sample time
+        self.times: dict[PodKey, dict[tuple[str | None, ...], dict[Labels, float]]] = {}
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
@@ -221,9 +231,11 @@ class Reading:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
-            for (namespace, name, *engine_values), value in rows:
+            split = len(self.engine_labels)
+            for (namespace, name, *values), value in rows:
                 if namespace and name and math.isfinite(value):
-                    self.times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
+                    on_target = self.times.setdefault((namespace, name), {}).setdefault(tuple(values[split:]), {})
+                    on_target[self._engine(values[:split])] = value
         if query == self.plan.up:
             self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
@@ -257,34 +269,44 @@ class Reading:
         return tuple([(n, v) for n, v in zip(self.engine_labels, values, strict=True) if v])
 
     def pods(self) -> dict[PodKey, PodReading]:
-        """Every pod with a slot row: its reading (without the engine series missing from its latest scrape); and
-        every pod whose target is down, with or without rows."""
+        """Every pod with a slot row: its reading (without the engine series missing from their target's latest
+        scrape); and every pod whose target is down, with or without rows."""
         out = {}
         for pod, every in self.slots.items():
-            times = self.times.get(pod, {})
-            newest = max(times.values()) if times else None  # the pod's time: its newest running sample
-            engines = every if newest is None else {k: v for k, v in every.items() if times.get(k) == newest}
-            if not engines:  # nothing of its latest scrape: no series
+            times = latest(self.times.get(pod, {}))
+            engines = {k: v for k, v in every.items() if k in times} if times else every
+            if not engines:  # nothing of a latest scrape: no series
                 continue
             slots = zip(*engines.values(), strict=True)  # per slot, its values over the pod's engine series
             found = [m for m, values in zip(self.metrics, slots, strict=True)
                      if m is not None and values.count(None) < len(values)]
-            out[pod] = PodReading(engine_series(engines, self.profile, found), newest, pod in self.down)
+            newest = max(times.values()) if times else None  # the pod's time: its newest running sample
+            out[pod] = PodReading(engine_series(engines, self.profile, found), newest, pod in self.down, times)
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
             out[pod] = PodReading(ParseResult((), 0, frozenset()), None, True)
         return out
 
 
-def reading_outcome(reading: PodReading | None, previous_t: float | None) -> tuple[str, str]:
-    """What the cycle does with one pod's reading: ``("ok", "")`` feed it to the detector; ``("ok", "same")``
-    its newest sample is the one already fed (do not feed it again: a sample seen twice would count as a busy
-    sample without progress); ``("prometheus_unknown", why)`` unknown this cycle."""
+def latest(by_target: Mapping[tuple[str | None, ...], Mapping[Labels, float]]) -> dict[Labels, float]:
+    """The engine series of a pod's latest scrapes and their times: per scrape target, those whose newest running
+    sample is the target's newest (the others left its ``/metrics``); an engine on two targets at the later."""
+    out: dict[Labels, float] = {}
+    for engines in by_target.values():
+        newest = max(engines.values())
+        for engine, t in engines.items():
+            if t == newest and t > out.get(engine, -math.inf):
+                out[engine] = t
+    return out
+
+
+def reading_outcome(reading: PodReading | None) -> tuple[str, str]:
+    """What the cycle does with one pod's reading: ``("ok", "")`` feed its engine series to their detectors (each
+    at its own time: one whose time has not moved since it was last fed is not fed again, a sample seen twice
+    would count as a busy sample without progress); ``("prometheus_unknown", why)`` unknown this cycle."""
     if reading is not None and reading.down:
         return "prometheus_unknown", "Prometheus' newest up sample of its target is 0 (its scrapes fail)"
     if reading is None or not reading.parsed.series:
         return "prometheus_unknown", "no series of the profile in Prometheus within the staleness bound"
     if reading.t is None:
         return "prometheus_unknown", "Prometheus has no time for its newest running sample"
-    if previous_t is not None and reading.t <= previous_t:
-        return "ok", "same"
     return "ok", ""
