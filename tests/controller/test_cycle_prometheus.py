@@ -19,6 +19,7 @@ from watchdog.controller import promsource
 from watchdog.controller.cycle import CycleReport
 from watchdog.controller.promsource import PrometheusSource, confirm_read
 from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
+from watchdog.core.policy import Decision
 from watchdog.core.profiles import get_profile
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, write_config
@@ -136,6 +137,37 @@ def test_engines_of_one_pod_on_two_scrape_targets_are_each_judged_at_their_own_s
     assert [(key, v.state, v.stalled_for_s) for _, key, v in reports[2].verdicts] == [
         ('engine="0",model_name="m"', "stalled", 30.0), ('engine="1",model_name="m"', "progressing", 0.0)]
     assert remediated(reports[2]) == [(f"{NS}/{name}", "deleted")]
+
+
+def test_a_held_stalled_verdict_is_never_acted_on_only_a_fresh_one(prig: PromRig,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Engine 1 (target b) stalls, its deletion is deferred once (a rail); then target b stops delivering without
+    # staleness markers while target a goes on: Prometheus keeps answering b's last sample, which is held (not fed
+    # again) and its verdict stands on old data; a confirmation would only read it again. Nothing acts on it until
+    # b delivers a newer sample (still frozen): then the pod is deleted.
+    name = prig.deploy("pair", "127.0.0.2")
+    real, deferred = prig.wd.policy.decide, []
+
+    def decide(**kw: Any) -> Decision:
+        if not deferred:
+            deferred.append(prig.now)
+            return Decision("defer", "budget", "the test's one deferral")
+        return real(**kw)
+
+    monkeypatch.setattr(prig.wd.policy, "decide", decide)
+    seen = []
+    for i in range(6):
+        at = BASE + prig.now + 15.0 - 9.0
+        prig.engine("pair", running=2, tokens=100 * (i + 1), engine="0", at=at, instance="10.0.0.1:8000")
+        if i < 3 or i == 5:  # target b delivers nothing new in cycles 3 and 4
+            prig.engine("pair", running=4, tokens=500, engine="1", at=at + 4.0, instance="10.0.0.1:8001")
+        prig.up("pair", 1)
+        report = prig.cycle()
+        seen.append((by_pod(report)["pair"], remediated(report)))
+    stalled = ['engine="0",model_name="m":progressing', 'engine="1",model_name="m":stalled']
+    assert seen[2:] == [(stalled, [(f"{NS}/{name}", "deferred")]), (stalled, []), (stalled, []),
+                        (stalled, [(f"{NS}/{name}", "deleted")])]
+    assert len(deferred) == 1
 
 
 def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:

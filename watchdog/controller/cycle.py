@@ -346,8 +346,8 @@ class Watchdog:
 
     def _act(self, target: ScrapeTarget, pod: PodRecord, report: CycleReport) -> None:
         for _key, engine in sorted(pod.engines.items()):
-            if engine.verdict is None or not engine.verdict.stalled or engine.last is None:
-                continue
+            if engine.verdict is None or not engine.verdict.stalled or engine.last is None or engine.held:
+                continue  # a held verdict (no newer sample from Prometheus) waits for one
             seen_for = self.clock() - pod.first_seen
             result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
                                                signals=self._profiles[target.target].progress,

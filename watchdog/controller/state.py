@@ -31,11 +31,14 @@ class EngineState:
     the detector sees the engine idle or progressing — a failed scrape in between does not end it);
     ``history``: the samples of the current suspect/stalled episode (the evidence kept before a deletion), None
     outside one (a healthy series holds none); ``fed_at``: the time of the last sample fed from its own stamp
-    (source prometheus), which is never fed again."""
+    (source prometheus), which is never fed again; ``held``: the last reading had no newer sample of it, so its
+    verdict stands on older data (nothing acts on a held verdict: a target that stopped delivering without a
+    staleness marker keeps answering its last sample, and a confirmation would only read that again)."""
 
     detector: DetectorState
     last_seen: float
     fed_at: float | None = None
+    held: bool = False
     last: EngineSnapshot | None = None
     verdict: Verdict | None = None
     in_episode: bool = False
@@ -117,7 +120,8 @@ class PodRecord:
             if snap is not None and stamps is not None:
                 own = stamps.get(snap.labels, t)
                 if engine.verdict is not None and engine.fed_at is not None and own <= engine.fed_at:
-                    out.append(Observation(key, engine, engine.verdict, previous, True))  # held
+                    engine.held = True
+                    out.append(Observation(key, engine, engine.verdict, previous, True))
                     continue
                 engine.fed_at = own
                 engine.last_seen, engine.last = own, snap
@@ -128,6 +132,7 @@ class PodRecord:
                 sample = Sample(t, snap.running, snap.progress, snap.waiting, snap.paused)
             else:
                 sample = Sample(t, None)
+            engine.held = False
             engine.verdict = engine.detector.observe(sample)
             engine.history = remember(engine.history, sample, engine.verdict, engine.detector.signals)
             out.append(Observation(key, engine, engine.verdict, previous, snap is not None))
