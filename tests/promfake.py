@@ -1,7 +1,8 @@
 """A loopback stand-in for Prometheus' instant-query API (``POST /api/v1/query``), for the unit tiers.
 
 It evaluates the shapes of query the watchdog sends (watchdog/core/promql.py) from samples the test adds, as
-Prometheus does: ``sum|max|min by (labels) (<expr>)``,
+Prometheus does: ``sum|max|min by|without (labels) (<expr>)``,
+``<a> >= ignoring(labels) group_left <b>`` (the rows of ``a`` at least ``b``'s value of their group),
 ``last_over_time(name{l="v",l!="w"}[60s])`` (the newest
 sample in ``(time - range, time]``, staleness markers skipped), the instant selector ``name{...}`` and
 ``timestamp(name{...})`` (the newest sample within the 5-minute lookback, absent when it is a staleness marker),
@@ -27,7 +28,8 @@ from urllib.parse import parse_qs
 from prometheus_client.parser import text_string_to_metric_families
 
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?")
-_AGGREGATE = re.compile(r"(sum|max|min) by \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
+_AGGREGATE = re.compile(r"(sum|max|min) (by|without) \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
+_NEWEST_OF_GROUP = re.compile(r"(.*) >= ignoring\(([a-zA-Z0-9_, ]*)\) group_left (.*)")
 _LATEST = re.compile(r"last_over_time\((.*)\[([0-9]+)s\]\)")
 _TIMESTAMP = re.compile(r"timestamp\((.*)\)")
 _LOOKBACK_S = 300.0
@@ -124,16 +126,31 @@ def evaluate(query: str, at: float, items: list[Item]) -> list[tuple[dict[str, s
     """The rows of ``query`` at ``at`` over ``items`` ((labels incl. __name__, samples)), or None: not a query
     shape the watchdog sends."""
     if match := _AGGREGATE.fullmatch(query):
-        inner = evaluate(match.group(3), at, items)
+        inner = evaluate(match.group(4), at, items)
         if inner is None:
             return None
-        by = [name.strip() for name in match.group(2).split(",")]
+        names = [name.strip() for name in match.group(3).split(",") if name.strip()]
         groups: dict[tuple[tuple[str, str], ...], float] = {}
         for labels, value in inner:
-            key = tuple((n, labels[n]) for n in by if labels.get(n))
+            if match.group(2) == "by":
+                key = tuple((n, labels[n]) for n in names if labels.get(n))
+            else:
+                key = tuple(sorted((n, v) for n, v in labels.items() if n not in names and n != "__name__"))
             old = groups.get(key)
             groups[key] = value if old is None else _combine(match.group(1), old, value)
         return [(dict(key), value) for key, value in groups.items()]
+    if match := _NEWEST_OF_GROUP.fullmatch(query):  # a >= ignoring(l) group_left b: b unique per group
+        left, right = evaluate(match.group(1), at, items), evaluate(match.group(3), at, items)
+        if left is None or right is None:
+            return None
+        ignored = {name.strip() for name in match.group(2).split(",")} | {"__name__"}
+
+        def group(labels: dict[str, str]) -> frozenset[tuple[str, str]]:
+            return frozenset((k, v) for k, v in labels.items() if k not in ignored)
+
+        by_group = {group(labels): value for labels, value in right}
+        return [(labels, value) for labels, value in left
+                if group(labels) in by_group and value >= by_group[group(labels)]]
     if (split := _top_level_and(query)) is not None:
         left, right = evaluate(split[0], at, items), evaluate(split[1], at, items)
         if left is None or right is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.promfake import FakePrometheus, Item, evaluate, stored
 from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
 from watchdog.core.profiles import Profile, get_profile, label_name_problem
@@ -33,13 +35,14 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
                                 'engine, model_name, reason, job, instance) (last_over_time('
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}))')
-    assert queries.time == ("max by (namespace, pod, engine, model_name, job, instance) "
-                            "(timestamp(vllm:num_requests_running))")
+    # each engine series' time, when it is its target's newest (the target: every label but the engine's own)
+    assert queries.time == ("max by (namespace, pod, engine, model_name) (timestamp(vllm:num_requests_running) >= "
+                            "ignoring(engine, model_name) group_left max without (engine, model_name) "
+                            "(timestamp(vllm:num_requests_running)))")
     assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
     assert queries.labels_of(str(queries.slots[2])) == ("namespace", "pod", "engine", "model_name")  # not reason
-    assert queries.labels_of(queries.time) == (  # a time per engine and scrape target
-        "namespace", "pod", "engine", "model_name", "job", "instance")
+    assert queries.labels_of(queries.time) == ("namespace", "pod", "engine", "model_name")  # a time per engine
     assert queries.labels_of(queries.up) == ("namespace", "pod")
     sglang = plan(SGLANG, 90.5, "ns", "name")
     assert sglang.slots[0] == (
@@ -175,18 +178,23 @@ def test_an_engine_series_gone_without_a_staleness_marker_is_absent_while_the_po
     assert len(_read(VLLM, items, 1004.0)[("n", "p")].parsed.series) == 2  # before engine 0's next scrape: both
 
 
-def test_engines_of_one_pod_on_two_scrape_targets_are_each_read_at_their_own_targets_time() -> None:
+@pytest.mark.parametrize("apart", [
+    {"a": {"instance": "10.0.0.1:8000"}, "b": {"instance": "10.0.0.1:8001"}},
+    # instance relabelled to the pod's name: the two ports differ only by their endpoint (and container)
+    {"a": {"instance": "p", "endpoint": "http"}, "b": {"instance": "p", "endpoint": "http-b"}},
+])
+def test_engines_of_one_pod_on_two_scrape_targets_are_each_read_at_their_own_targets_time(
+        apart: dict[str, dict[str, str]]) -> None:
     # Two containers on two ports: engine 0 scraped at 1000, 1005, 1010 (target a), engine 1 at 1002, 1007
     # (target b). Both are in their target's latest scrape, each at its own time; on target a, engine 2 left
     # /metrics without a marker at 1000 (explicit timestamps): older than its target's newest, so it is left out.
     with FakePrometheus() as prom:
-        for instance, engines, times in (("a:8000", ("0", "2"), (1000.0, 1005.0, 1010.0)),
-                                         ("b:8001", ("1",), (1002.0, 1007.0))):
+        for target, engines, times in (("a", ("0", "2"), (1000.0, 1005.0, 1010.0)), ("b", ("1",), (1002.0, 1007.0))):
             for t in times:
                 for engine in engines:
                     if engine == "2" and t > 1000.0:
                         continue
-                    labels = {"namespace": "n", "pod": "p", "engine": engine, "job": "j", "instance": instance}
+                    labels = {"namespace": "n", "pod": "p", "engine": engine, "job": "j", **apart[target]}
                     prom.add("vllm:num_requests_running", labels, t, 5.0)
                     prom.add("vllm:generation_tokens_total", labels, t, t)
         items = list(prom.series.items())

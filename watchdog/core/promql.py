@@ -24,15 +24,21 @@ read as progress, so that its stall was never seen. The rows then go through the
 last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
 so that rows of a ``!=`` matcher stay rows of the right series (they are summed like any other label).
 
-Each engine series is fed to the detector at its own sample time: ``max by (namespace, pod, <engine labels>, job,
-instance) (timestamp(<running selector>))``, Prometheus' own time of its newest running sample on each scrape
-target, so detection does not depend on when the watchdog asked, and the engines of one pod scraped as two
-targets (two ports, two containers) are each read at their own scrape's time. An engine series whose newest
-running sample on a target is older than that target's newest was not in the target's latest scrape (it left
-``/metrics`` without a staleness marker: samples with explicit timestamps, federation): it is left out of the
-reading (unknown), so that its last values are never fed again as fresh samples while the target's other engines
-go on. ``timestamp`` looks back at most Prometheus' lookback delta (5 minutes by default), hence the staleness
-bound's maximum of 300 s. ``up`` is
+Each engine series is fed to the detector at its own sample time, Prometheus' own time of its newest running
+sample, so detection does not depend on when the watchdog asked, and the engines of one pod scraped as two
+targets (two ports, two containers) are each read at their own scrape's time::
+
+    max by (namespace, pod, <engine labels>) (
+      timestamp(R) >= ignoring(<engine labels>, <collapse labels>) group_left
+      max without (<engine labels>, <collapse labels>) (timestamp(R)))
+
+where ``R`` is the running selector. The right side is the newest running sample of each scrape target: a target
+is whatever label set is left without the engine's own labels (``job``, ``instance``, ``endpoint``,
+``container`` ... however the operator relabels them). An engine series whose newest running sample is older than
+its target's newest was not in the target's latest scrape (it left ``/metrics`` without a staleness marker:
+samples with explicit timestamps, federation): the comparison drops it, so that its last values are never fed
+again as fresh samples while the target's other engines go on (unknown). ``timestamp`` looks back at most
+Prometheus' lookback delta (5 minutes by default), hence the staleness bound's maximum of 300 s. ``up`` is
 ``min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))``: one failing target of the pod makes it
 down. The confirmation before a deletion runs the same queries restricted to one pod (``restrict``).
 :class:`Reading` folds the answers per pod as they arrive; :func:`reading_outcome` says what the cycle does.
@@ -56,7 +62,6 @@ __all__ = [
     "Reading",
     "Series",
     "auth_problem",
-    "latest",
     "plan",
     "pod_labels_problem",
     "reading_outcome",
@@ -152,7 +157,6 @@ class Plan:
     time: str
     up: str
     identity: tuple[str, ...] = ()
-    targets: tuple[str, ...] = ()  # the time query's rows also carry these (the scrape target's labels)
 
     def queries(self) -> list[str]:
         """Every query of the plan, each once."""
@@ -160,11 +164,8 @@ class Plan:
 
     def labels_of(self, query: str) -> tuple[str, ...]:
         """The label names whose values :meth:`Reading.add` reads from ``query``'s rows: namespace and pod for the
-        ``up`` query, :attr:`identity` for a slot's, and :attr:`identity` then :attr:`targets` for the time
-        query's."""
-        if query == self.up:
-            return self.identity[:2]
-        return self.identity + self.targets if query == self.time else self.identity
+        ``up`` query, :attr:`identity` for a slot's and the time query's."""
+        return self.identity[:2] if query == self.up else self.identity
 
 
 def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
@@ -186,11 +187,13 @@ def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: 
                   for s in signal_slots(profile))
     pods = _by([namespace_label, pod_label])
     identity = tuple(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels)]))
-    targets = tuple(name for name in TARGET_LABELS if name not in identity)
-    time = f"max by ({_by([*identity, *targets])}) (timestamp({_series(profile.running, restrict)}))"
+    own = _by([n for n in [*sorted(profile.engine_labels), *sorted(profile.collapse_labels)]
+               if n not in (namespace_label, pod_label)])  # the engine's own labels: the rest name its target
+    stamps = f"timestamp({_series(profile.running, restrict)})"
+    time = f"max by ({_by(identity)}) ({stamps} >= ignoring({own}) group_left max without ({own}) ({stamps}))"
     up_matchers = _restrict(restrict) or [f'{pod_label}!=""']
     up = f"min by ({pods}) (last_over_time({_selector('up', up_matchers)}[{_seconds(staleness_s)}]))"
-    return Plan(slots, time, up, identity, targets)
+    return Plan(slots, time, up, identity)
 
 
 @dataclass(frozen=True)
@@ -222,8 +225,7 @@ class Reading:
         self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
-        # per pod and scrape target (its job, instance values), each engine series' newest running sample time
-        self.times: dict[PodKey, dict[tuple[str | None, ...], dict[Labels, float]]] = {}
+        self.times: dict[PodKey, dict[Labels, float]] = {}  # per pod, its engine series' sample times
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
@@ -231,11 +233,9 @@ class Reading:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
-            split = len(self.engine_labels)
-            for (namespace, name, *values), value in rows:
+            for (namespace, name, *engine_values), value in rows:
                 if namespace and name and math.isfinite(value):
-                    on_target = self.times.setdefault((namespace, name), {}).setdefault(tuple(values[split:]), {})
-                    on_target[self._engine(values[:split])] = value
+                    self.times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
         if query == self.plan.up:
             self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
@@ -273,7 +273,7 @@ class Reading:
         scrape); and every pod whose target is down, with or without rows."""
         out = {}
         for pod, every in self.slots.items():
-            times = latest(self.times.get(pod, {}))
+            times = self.times.get(pod, {})  # the engine series of their targets' latest scrapes
             engines = {k: v for k, v in every.items() if k in times} if times else every
             if not engines:  # nothing of a latest scrape: no series
                 continue
@@ -285,18 +285,6 @@ class Reading:
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
             out[pod] = PodReading(ParseResult((), 0, frozenset()), None, True)
         return out
-
-
-def latest(by_target: Mapping[tuple[str | None, ...], Mapping[Labels, float]]) -> dict[Labels, float]:
-    """The engine series of a pod's latest scrapes and their times: per scrape target, those whose newest running
-    sample is the target's newest (the others left its ``/metrics``); an engine on two targets at the later."""
-    out: dict[Labels, float] = {}
-    for engines in by_target.values():
-        newest = max(engines.values())
-        for engine, t in engines.items():
-            if t == newest and t > out.get(engine, -math.inf):
-                out[engine] = t
-    return out
 
 
 def reading_outcome(reading: PodReading | None) -> tuple[str, str]:
