@@ -5,6 +5,7 @@ moves with it (15 s a cycle)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,9 +91,11 @@ def test_a_wedge_is_detected_from_prometheus_and_the_pod_deleted_with_constant_q
         prig.up("busy", 1)
         before = len(prig.prom.queries)
         reports.append(prig.cycle())
-        # one query per vllm signal slot (13) + time + up, whatever the number of pods; time = the wall clock
+        # one query per vllm signal slot (13) + up, and the time query before and after them, whatever the number
+        # of pods; time = the wall clock
         fleet = [(q, at) for q, at in prig.prom.queries[before:] if 'pod="' not in q]
-        assert len(fleet) == 15 and {at for _, at in fleet} == {BASE + prig.now}
+        assert len(fleet) == 16 and {at for _, at in fleet} == {BASE + prig.now}
+        assert fleet[0][0] == fleet[-1][0] and "(timestamp(vllm:num_requests_running) >= " in fleet[0][0]
     assert [states(r) for r in reports] == [
         {"wedged": "suspect", "busy": "suspect"}, {"wedged": "suspect", "busy": "progressing"},
         {"wedged": "stalled", "busy": "progressing"}]
@@ -168,6 +171,61 @@ def test_a_held_stalled_verdict_is_never_acted_on_only_a_fresh_one(prig: PromRig
     assert seen[2:] == [(stalled, [(f"{NS}/{name}", "deferred")]), (stalled, []), (stalled, []),
                         (stalled, [(f"{NS}/{name}", "deleted")])]
     assert len(deferred) == 1
+
+
+class RacyPrometheus(FakePrometheus):
+    """Appends the ``pending`` samples right after it answers a time query, and answers no other query before
+    that: a scrape of the pod landing while the watchdog reads the values of a cycle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[tuple[str, dict[str, str], float, float]] = []
+        self.timed = threading.Event()
+
+    def answer(self, query: str, at: float) -> tuple[int, bytes]:
+        if "timestamp(" not in query:
+            self.timed.wait(2)
+            return super().answer(query, at)
+        out = super().answer(query, at)
+        for pending in self.pending:
+            self.add(*pending)
+        self.pending = []
+        self.timed.set()
+        return out
+
+
+def test_values_newer_than_their_time_are_not_fed_under_that_time(emulator: EmulatorServer, tmp_path: Path) -> None:
+    # Prometheus scrapes every 7.5 s, the watchdog reads every 15 s. The last progress is the scrape at 70 s, which
+    # lands after the cycle's time query (it saw the scrape at 62.5 s) and before its value queries: fed under
+    # 62.5 s, that progress would start the stall clock 7.5 s early and the pod would be deleted on 45 s of proven
+    # no-progress with a 50 s window. The time query runs again after the values: it moved, the engine is held.
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    with RacyPrometheus() as racy:
+        rig = PromRig(emulator, tmp_path, racy, windowSeconds=50)
+        try:
+            name = rig.deploy("p", "127.0.0.2")
+            labels = {"namespace": NS, "pod": name, "engine": "0", "model_name": "m", "instance": "i", "job": "j"}
+            deleted_at, held = None, []
+            for i in range(12):
+                racy.timed.clear()
+                for at, tokens in ((BASE + rig.now + 2.5, 100.0 * min(max(i - 1, 0), 4)),
+                                   (BASE + rig.now + 10.0, 100.0 * min(i, 4))):  # the newest, 5 s before the query
+                    scrape = [("vllm:num_requests_running", labels, at, 4.0),
+                              ("vllm:generation_tokens_total", labels, at, tokens),
+                              ("up", {"namespace": NS, "pod": name, "job": "j"}, at, 1.0)]
+                    if at == BASE + 70.0:
+                        racy.pending = scrape
+                    else:
+                        for one in scrape:
+                            racy.add(*one)
+                report = rig.cycle()
+                held += [v.t for _, _, v in report.verdicts] if i == 4 else []
+                if remediated(report) and deleted_at is None:
+                    deleted_at = BASE + rig.now - 5.0
+            assert held == [55.0]  # cycle 4: the verdict of the scrape at 55 s stands, nothing fed
+            assert deleted_at is not None and deleted_at - (BASE + 70.0) >= 50.0 - 0.5, deleted_at - BASE
+        finally:
+            rig.close()
 
 
 def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:
@@ -262,7 +320,7 @@ def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path
     try:
         rig.deploy("a", "127.0.0.2")
         rig.engine("a", running=1, tokens=5)
-        assert rig.cycle().scrapes == {"ok": 1} and len(prom.queries) == 15
+        assert rig.cycle().scrapes == {"ok": 1} and len(prom.queries) == 16
     finally:
         rig.close()
 

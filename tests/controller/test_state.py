@@ -57,3 +57,13 @@ def test_without_stamps_every_engine_is_fed_at_the_pods_time() -> None:
     for t in (0.0, 0.0, 1.0):
         _, seen = pod.observe(t, _parsed({"0": 7}), 30.0, lambda: DetectorState(30.0, signals=VLLM.progress))
     assert seen[0].verdict.busy_samples == 3 and pod.engines['engine="0"'].fed_at is None
+
+
+def test_an_engine_stamped_none_is_held_and_a_new_one_waits_for_a_stamp() -> None:
+    pod, zero, one = PodRecord(0, 0.0), (("engine", "0"),), (("engine", "1"),)
+    _, seen = pod.observe(5.0, _parsed({"0": 7}), 30.0, lambda: DetectorState(30.0, signals=VLLM.progress),
+                          {zero: 5.0})
+    _, seen = pod.observe(9.0, _parsed({"0": 8, "1": 9}), 30.0, lambda: DetectorState(30.0, signals=VLLM.progress),
+                          {zero: None, one: None})
+    assert [(o.key, o.verdict.t) for o in seen] == [('engine="0"', 5.0)] and set(pod.engines) == {'engine="0"'}
+    assert pod.engines['engine="0"'].held and pod.engines['engine="0"'].last.progress[0] == 7  # type: ignore[union-attr]

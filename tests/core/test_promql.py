@@ -279,3 +279,18 @@ def test_the_runbooks_promql_is_what_the_vllm_profile_sends() -> None:
     sent = plan(get_profile("vllm"), 60.0, "namespace", "pod").queries()
     assert len(shown) == len(set(shown)) == 15
     assert sorted(shown) == sorted(sent)
+
+
+def test_a_second_time_answer_names_the_engines_whose_time_moved_while_the_values_were_read() -> None:
+    queries = plan(VLLM, 60, "namespace", "pod")
+    reading = Reading(VLLM, queries)
+    zero, one = {"namespace": "n", "pod": "p", "engine": "0"}, {"namespace": "n", "pod": "p", "engine": "1"}
+    time = queries.time
+    reading.add(time, [(_values(zero, queries, time), 10.0), (_values(one, queries, time), 12.0)])
+    for labels in (zero, one):
+        reading.add(str(queries.slots[0]), [(_values(labels, queries, str(queries.slots[0])), 3.0)])
+        reading.add(str(queries.slots[1]), [(_values(labels, queries, str(queries.slots[1])), 7.0)])
+    assert reading.pods()[("n", "p")].moved == frozenset()  # answered once: nothing to compare
+    reading.add(time, [(_values(zero, queries, time), 10.0), (_values(one, queries, time), 17.0)])
+    pod = reading.pods()[("n", "p")]
+    assert pod.moved == {(("engine", "1"),)} and dict(pod.times) == {(("engine", "0"),): 10.0, (("engine", "1"),): 12.0}

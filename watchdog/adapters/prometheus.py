@@ -75,13 +75,14 @@ class PrometheusClient:
         self._scheme, self._host, self._path = parts.scheme, str(parts.hostname), parts.path
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
 
-    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float
+    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float, deadline: float | None = None,
                    ) -> Iterator[tuple[int, list[Series]]]:
         """``(index, rows)`` of each of ``queries`` -- (PromQL, the label names whose values its rows carry) --
         as its answer arrives (at most 4 in flight), so the caller can fold one answer in and drop it before the
         next; raises the first :class:`PrometheusError`. All of them together get ``timeout_s`` (one deadline for
-        the batch, not one per query); the credential files are read once per batch."""
-        deadline = time.monotonic() + self.limits.timeout_s
+        the batch, not one per query), or until ``deadline`` (monotonic) when given, which several batches can
+        share; the credential files are read once per batch."""
+        deadline = time.monotonic() + self.limits.timeout_s if deadline is None else deadline
         headers = self._headers()
         with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, max(1, len(queries))),
                                 thread_name_prefix="prometheus") as pool:

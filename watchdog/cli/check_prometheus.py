@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    source = PrometheusSource(client, args.staleness, args.namespace_label, args.pod_label)
+    source = PrometheusSource(client, args.staleness, args.namespace_label, args.pod_label, args.deadline)
     reading = source.read_pod(profile, namespace, name, time.time())
     if isinstance(reading, str):
         print(f"{PROG}: {reading}", file=sys.stderr)

@@ -294,7 +294,7 @@ class Watchdog:
         self.policy.forget_pods(live)
 
     def _judge(self, target: ScrapeTarget, pod: PodRecord, parsed: ParseResult | None, report: CycleReport,
-               t: float | None = None, stamps: Mapping[Labels, float] | None = None) -> set[str]:
+               t: float | None = None, stamps: Mapping[Labels, float | None] | None = None) -> set[str]:
         """Feed this cycle's sample (at ``t``; None: now; or each engine series at its own time in ``stamps``, once
         per time: see :meth:`PodRecord.observe`) of every engine series to its detector; return the states of the
         series present in the body (empty when the scrape failed or the body had none)."""

@@ -67,7 +67,7 @@ class Querier(Protocol):
     """Instant queries to Prometheus (adapters.prometheus.PrometheusClient): per (query, label names) the decoded
     rows, each with the values of those labels, or PrometheusError."""
 
-    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float
+    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float, deadline: float | None = None,
                    ) -> Iterator[tuple[int, list[Series]]]: ...
 
 

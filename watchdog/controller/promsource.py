@@ -2,7 +2,9 @@
 
 Per cycle, :meth:`PrometheusSource.read_fleet` sends a CONSTANT number of instant queries for the whole fleet --
 one per signal slot of each profile in use plus the pods' sample times and ``up`` (identical ones once) --
-whatever the number of pods
+whatever the number of pods. The time query runs alone before the others and again after them: an engine series
+whose time differs between the two (Prometheus appended a scrape of its target while the values were being read,
+so the values may be newer than the time) is held that cycle, never fed values under an older time
 (:mod:`watchdog.core.promql` writes them and groups the answers per pod). Any failed query (unreachable, HTTP
 error, timeout, body over the bound, ``status: error``, ``warnings``) makes the whole answer unusable: every
 Prometheus pod is unknown that cycle. :meth:`PrometheusSource.read_pod` runs the same queries restricted to one
@@ -12,6 +14,7 @@ pod, for the confirmation right before a deletion.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -52,8 +55,10 @@ def client_from(config: Settings) -> PrometheusClient:
 class PrometheusSource:
     """Reads the signals of Prometheus pods through ``client`` (a :class:`Querier`)."""
 
-    def __init__(self, client: Querier, staleness_s: float, namespace_label: str, pod_label: str) -> None:
+    def __init__(self, client: Querier, staleness_s: float, namespace_label: str, pod_label: str,
+                 timeout_s: float | None = None) -> None:
         self.client = client
+        self.timeout_s = timeout_s  # one deadline for a reading's batches of queries (None: one per batch)
         self.staleness_s = staleness_s
         self.namespace_label = namespace_label
         self.pod_label = pod_label
@@ -62,11 +67,11 @@ class PrometheusSource:
     @classmethod
     def from_settings(cls, config: Settings, client: Querier) -> PrometheusSource:
         return cls(client, config.prometheus_staleness_seconds, config.prometheus_namespace_label,
-                   config.prometheus_pod_label)
+                   config.prometheus_pod_label, config.prometheus_timeout_seconds)
 
     def read_fleet(self, profiles: Iterable[Profile], at: float) -> FleetReading:
         """Every pod's reading for each of ``profiles``, queried at ``at`` (Unix seconds)."""
-        return self._read(set(profiles), at, None)
+        return self._read(set(profiles), at, None, bracket=True)
 
     def read_pod(self, profile: Profile, namespace: str, name: str, at: float) -> PodReading | str | None:
         """One pod's fresh reading (None: no series), or why the queries failed (one line)."""
@@ -83,16 +88,23 @@ class PrometheusSource:
             self._fleet_plans[profile] = plan(profile, self.staleness_s, self.namespace_label, self.pod_label)
         return self._fleet_plans[profile]
 
-    def _read(self, profiles: set[Profile], at: float, restrict: dict[str, str] | None) -> FleetReading:
+    def _read(self, profiles: set[Profile], at: float, restrict: dict[str, str] | None,
+              bracket: bool = False) -> FleetReading:
+        """The readings of ``profiles``; ``bracket``: the time queries before and after the others (module
+        docstring), else every query at once."""
         readings = [Reading(p, self._plan(p, restrict)) for p in sorted(profiles, key=lambda p: p.name)]
         unique = list(dict.fromkeys((q, r.plan.labels_of(q)) for r in readings for q in r.plan.queries()))
+        times = [u for u in unique if any(u[0] == r.plan.time for r in readings)]
+        batches = [times, [u for u in unique if u not in times], times] if bracket else [unique]
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         try:
-            for index, rows in self.client.query_each(unique, at):  # each answer folded in, then dropped
-                query, labels = unique[index]
-                for reading in readings:
-                    if reading.plan.labels_of(query) == labels:
-                        reading.add(query, rows)
-                del rows
+            for batch in batches:
+                for index, rows in self.client.query_each(batch, at, deadline):  # each answer folded in, dropped
+                    query, labels = batch[index]
+                    for reading in readings:
+                        if reading.plan.labels_of(query) == labels:
+                            reading.add(query, rows)
+                    del rows
         except PrometheusError as exc:
             return FleetReading({}, str(exc))
         except Exception as exc:  # a bug reading one answer must not stop the cycle of every other pod: unknown
@@ -102,9 +114,10 @@ class PrometheusSource:
 
 
 #: What the cycle gets per pod: (scrape outcome, parsed signals or None, sample time on the monotonic clock or
-#: None for "now", each engine series' own sample time on the monotonic clock by its labels, or None when every
-#: engine is at the sample time: a scraped body). The cycle feeds an engine series only when its time moved.
-Read = tuple[str, ParseResult | None, float | None, Mapping[Labels, float] | None]
+#: None for "now", each engine series' own sample time on the monotonic clock by its labels -- None: not to be
+#: fed this cycle (its time moved while its values were read) -- or None when every engine is at the sample time:
+#: a scraped body). The cycle feeds an engine series only when its time moved on since it was last fed.
+Read = tuple[str, ParseResult | None, float | None, Mapping[Labels, float | None] | None]
 
 
 def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], records: Mapping[str, PodRecord],
@@ -134,7 +147,7 @@ def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], recor
             continue
         newest = reading.t if pod.sample_t is None else max(reading.t, pod.sample_t)
         pod.sample_t = newest
-        stamps = {labels: t - offset for labels, t in reading.times.items()}
+        stamps = {labels: None if labels in reading.moved else t - offset for labels, t in reading.times.items()}
         out[target.uid] = ("ok", reading.parsed, newest - offset, stamps)
     return out
 

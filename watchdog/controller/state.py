@@ -97,7 +97,7 @@ class PodRecord:
         self.outcome, self.scraped_at = outcome, now
 
     def observe(self, t: float, parsed: ParseResult | None, window_s: float,
-                new_detector: Callable[[], DetectorState], stamps: Mapping[Labels, float] | None = None,
+                new_detector: Callable[[], DetectorState], stamps: Mapping[Labels, float | None] | None = None,
                 ) -> tuple[list[str], list[Observation]]:
         """Feed one scrape (``parsed``; None when it failed) to every engine series' detector at time ``t``.
 
@@ -105,8 +105,9 @@ class PodRecord:
         from successful scrapes for a window are forgotten first (their keys are returned); every series in
         the body or remembered gets a sample (an unknown one when absent), in key order. ``stamps`` (source
         prometheus): a series in the body is fed at its own time there instead, and only when that time is later
-        than the one it was last fed at; otherwise it is held (not fed: a sample seen twice would count as a
-        busy sample without progress) and its verdict stands.
+        than the one it was last fed at; otherwise, or when its stamp is None (not to be fed this cycle), it is
+        held (not fed: a sample seen twice would count as a busy sample without progress) and its verdict stands
+        (a new series waits for a stamp).
         """
         seen = {s.key: s for s in parsed.series} if parsed is not None else {}
         vanished = self.drop_vanished(t, window_s, seen) if parsed is not None else []
@@ -114,22 +115,22 @@ class PodRecord:
         for key in sorted(set(seen) | set(self.engines)):
             snap = seen.get(key)
             engine = self.engines.get(key)
-            if engine is None:
-                engine = self.engines[key] = EngineState(new_detector(), last_seen=t)
-            previous = engine.verdict.state if engine.verdict else None
+            own = t
             if snap is not None and stamps is not None:
-                own = stamps.get(snap.labels, t)
-                if engine.verdict is not None and engine.fed_at is not None and own <= engine.fed_at:
-                    engine.held = True
-                    out.append(Observation(key, engine, engine.verdict, previous, True))
+                stamp = stamps.get(snap.labels, t)
+                if stamp is None or (engine is not None and engine.fed_at is not None and stamp <= engine.fed_at):
+                    if engine is not None and engine.verdict is not None:
+                        engine.held = True
+                        out.append(Observation(key, engine, engine.verdict, engine.verdict.state, True))
                     continue
-                engine.fed_at = own
+                own = stamp
+            if engine is None:
+                engine = self.engines[key] = EngineState(new_detector(), last_seen=own)
+            previous = engine.verdict.state if engine.verdict else None
+            if snap is not None:
+                engine.fed_at = own if stamps is not None else None
                 engine.last_seen, engine.last = own, snap
                 sample = Sample(own, snap.running, snap.progress, snap.waiting, snap.paused)
-            elif snap is not None:
-                engine.last_seen = t
-                engine.last = snap
-                sample = Sample(t, snap.running, snap.progress, snap.waiting, snap.paused)
             else:
                 sample = Sample(t, None)
             engine.held = False

@@ -201,12 +201,15 @@ class PodReading:
     """One pod's signals from Prometheus: ``parsed`` as if its ``/metrics`` had been scraped, ``t`` the time of
     its newest running sample (Unix seconds, Prometheus' clock; None: Prometheus gave none), ``times`` each engine
     series' own newest running sample time (by its labels; the time to feed it at), ``down``: one of its targets'
-    newest ``up`` sample reads 0 (or is not a number)."""
+    newest ``up`` sample reads 0 (or is not a number), ``moved``: the engine series whose time was different
+    when the time query ran again after the value queries (a scrape of its target landed while they ran: its
+    values may be newer than its time; not to be fed this cycle)."""
 
     parsed: ParseResult
     t: float | None
     down: bool = False
     times: Mapping[Labels, float] = field(default_factory=dict)
+    moved: frozenset[Labels] = frozenset()
 
 
 class Reading:
@@ -218,7 +221,9 @@ class Reading:
     :meth:`Plan.labels_of`) are summed, as the parser sums over labels no engine is keyed by. The engine series
     then go through the parser's own last step (:func:`watchdog.core.parsing.engine_series`: label sets without
     running dropped, waiting minus ignored, paused and awake folded, the series bound). Rows without both pod
-    labels are ignored; pods that appear only in the time or ``up`` answers are left out (no signal: unknown)."""
+    labels are ignored; pods that appear only in the time or ``up`` answers are left out (no signal: unknown).
+    The time query may be answered a second time, after the others: engine series whose time it changes are
+    :attr:`PodReading.moved`."""
 
     def __init__(self, profile: Profile, queries: Plan) -> None:
         self.profile, self.plan = profile, queries
@@ -226,6 +231,8 @@ class Reading:
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
         self.times: dict[PodKey, dict[Labels, float]] = {}  # per pod, its engine series' sample times
+        self.after: dict[PodKey, dict[Labels, float]] | None = None  # the same, from the time query's second answer
+        self._timed = False  # the time query's first answer is in
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
@@ -233,9 +240,13 @@ class Reading:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
+            if self.after is None and self._timed:  # the time query's second answer: after the value queries
+                self.after = {}
+            times = self.times if self.after is None else self.after
+            self._timed = True
             for (namespace, name, *engine_values), value in rows:
                 if namespace and name and math.isfinite(value):
-                    self.times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
+                    times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
         if query == self.plan.up:
             self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
@@ -281,7 +292,9 @@ class Reading:
             found = [m for m, values in zip(self.metrics, slots, strict=True)
                      if m is not None and values.count(None) < len(values)]
             newest = max(times.values()) if times else None  # the pod's time: its newest running sample
-            out[pod] = PodReading(engine_series(engines, self.profile, found), newest, pod in self.down, times)
+            after = None if self.after is None else self.after.get(pod, {})
+            moved = frozenset() if after is None else frozenset(k for k, t in times.items() if after.get(k) != t)
+            out[pod] = PodReading(engine_series(engines, self.profile, found), newest, pod in self.down, times, moved)
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
             out[pod] = PodReading(ParseResult((), 0, frozenset()), None, True)
         return out
