@@ -59,11 +59,38 @@ def test_without_stamps_every_engine_is_fed_at_the_pods_time() -> None:
     assert seen[0].verdict.busy_samples == 3 and pod.engines['engine="0"'].fed_at is None
 
 
-def test_an_engine_stamped_none_is_held_and_a_new_one_waits_for_a_stamp() -> None:
+def test_an_engine_stamped_none_is_held_and_a_new_one_is_unknown_until_it_has_a_stamp() -> None:
     pod, zero, one = PodRecord(0, 0.0), (("engine", "0"),), (("engine", "1"),)
-    _, seen = pod.observe(5.0, _parsed({"0": 7}), 30.0, lambda: DetectorState(30.0, signals=VLLM.progress),
-                          {zero: 5.0})
-    _, seen = pod.observe(9.0, _parsed({"0": 8, "1": 9}), 30.0, lambda: DetectorState(30.0, signals=VLLM.progress),
-                          {zero: None, one: None})
-    assert [(o.key, o.verdict.t) for o in seen] == [('engine="0"', 5.0)] and set(pod.engines) == {'engine="0"'}
+
+    def detector() -> DetectorState:
+        return DetectorState(30.0, signals=VLLM.progress)
+
+    pod.observe(5.0, _parsed({"0": 7}), 30.0, detector, {zero: 5.0}, 60.0)
+    _, seen = pod.observe(9.0, _parsed({"0": 8, "1": 9}), 30.0, detector, {zero: None, one: None}, 60.0)
+    assert [(o.key, o.verdict.state, o.verdict.t) for o in seen] == [
+        ('engine="0"', "suspect", 5.0), ('engine="1"', "unknown", 9.0)]  # held; new: unknown, never evidence
     assert pod.engines['engine="0"'].held and pod.engines['engine="0"'].last.progress[0] == 7  # type: ignore[union-attr]
+    assert seen[1].verdict.reason == (
+        "no evidence: its samples changed while Prometheus was read (fed when they hold still)")
+
+
+def test_an_engine_held_past_the_bound_turns_unknown_and_says_why_then_goes_on_when_fed() -> None:
+    # Its samples change during every read (Prometheus appends a scrape of it between the two time queries):
+    # held for at most hold_s, then unknown (visible: ManyUnknown, /status), never a silent old verdict.
+    pod, zero = PodRecord(0, 0.0), (("engine", "0"),)
+
+    def detector() -> DetectorState:
+        return DetectorState(30.0, signals=VLLM.progress)
+
+    states = []
+    for t, stamp in ((0.0, 0.0), (10.0, 10.0), (20.0, None), (30.0, None), (40.0, None), (50.0, 50.0)):
+        _, (seen,) = pod.observe(t, _parsed({"0": 7}), 30.0, detector, {zero: stamp}, 25.0)
+        states.append((seen.verdict.state, seen.verdict.t, pod.engines['engine="0"'].held))
+    assert states == [("suspect", 0.0, False), ("suspect", 10.0, False), ("suspect", 10.0, True),
+                      ("suspect", 10.0, True), ("unknown", 40.0, False), ("stalled", 50.0, False)]
+    assert seen.verdict.stalled_for_s == 50.0  # the clock ran on across the unknown gap (detector rule 5)
+    _, (held,) = pod.observe(60.0, _parsed({"0": 7}), 30.0, detector, {zero: None}, 25.0)
+    assert held.verdict.state == "stalled" and pod.engines['engine="0"'].held
+    _, (late,) = pod.observe(80.0, _parsed({"0": 7}), 30.0, detector, {zero: None}, 25.0)
+    assert late.verdict.reason == ("no evidence: no sample of it fed for 30 s (its samples changed while "
+                                   "Prometheus was read each time, or stopped)")

@@ -303,7 +303,8 @@ class Watchdog:
         vanished, observations = pod.observe(t, parsed, self.config.window_seconds, lambda: DetectorState(
             self.config.window_seconds, min_samples=self.config.min_samples,
             count_waiting=self.config.count_waiting, signals=profile.progress,
-            completion_window_s=self.config.completion_only_window_seconds or None), stamps)
+            completion_window_s=self.config.completion_only_window_seconds or None), stamps,
+            self.config.prometheus_staleness_seconds)
         for key in vanished:
             log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
                      extra=facts(target, engine=key, reason="vanished"))

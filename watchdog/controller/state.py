@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from watchdog.adapters.logs import facts
 from watchdog.core.detector import DetectorState, Sample, Verdict
@@ -98,7 +98,7 @@ class PodRecord:
 
     def observe(self, t: float, parsed: ParseResult | None, window_s: float,
                 new_detector: Callable[[], DetectorState], stamps: Mapping[Labels, float | None] | None = None,
-                ) -> tuple[list[str], list[Observation]]:
+                hold_s: float | None = None) -> tuple[list[str], list[Observation]]:
         """Feed one scrape (``parsed``; None when it failed) to every engine series' detector at time ``t``.
 
         The one path from a scrape to verdicts, shared by ``run`` and ``replay --expositions``: series absent
@@ -106,8 +106,10 @@ class PodRecord:
         the body or remembered gets a sample (an unknown one when absent), in key order. ``stamps`` (source
         prometheus): a series in the body is fed at its own time there instead, and only when that time is later
         than the one it was last fed at; otherwise, or when its stamp is None (not to be fed this cycle), it is
-        held (not fed: a sample seen twice would count as a busy sample without progress) and its verdict stands
-        (a new series waits for a stamp).
+        held (not fed: a sample seen twice would count as a busy sample without progress) and its verdict stands,
+        for at most ``hold_s`` after it was last fed: then, as for a new series without a stamp, it gets an
+        unknown sample that says why (never evidence, but visible: a series starved of samples must not keep an
+        old verdict silently).
         """
         seen = {s.key: s for s in parsed.series} if parsed is not None else {}
         vanished = self.drop_vanished(t, window_s, seen) if parsed is not None else []
@@ -115,19 +117,21 @@ class PodRecord:
         for key in sorted(set(seen) | set(self.engines)):
             snap = seen.get(key)
             engine = self.engines.get(key)
-            own = t
+            own, starved = t, ""
             if snap is not None and stamps is not None:
                 stamp = stamps.get(snap.labels, t)
                 if stamp is None or (engine is not None and engine.fed_at is not None and stamp <= engine.fed_at):
-                    if engine is not None and engine.verdict is not None:
+                    starved = _starved(engine, t, hold_s)
+                    if not starved and engine is not None and engine.verdict is not None:
                         engine.held = True
                         out.append(Observation(key, engine, engine.verdict, engine.verdict.state, True))
-                    continue
-                own = stamp
+                        continue
+                else:
+                    own = stamp
             if engine is None:
                 engine = self.engines[key] = EngineState(new_detector(), last_seen=own)
             previous = engine.verdict.state if engine.verdict else None
-            if snap is not None:
+            if snap is not None and not starved:
                 engine.fed_at = own if stamps is not None else None
                 engine.last_seen, engine.last = own, snap
                 sample = Sample(own, snap.running, snap.progress, snap.waiting, snap.paused)
@@ -135,6 +139,8 @@ class PodRecord:
                 sample = Sample(t, None)
             engine.held = False
             engine.verdict = engine.detector.observe(sample)
+            if starved:
+                engine.verdict = replace(engine.verdict, reason=starved)
             engine.history = remember(engine.history, sample, engine.verdict, engine.detector.signals)
             out.append(Observation(key, engine, engine.verdict, previous, snap is not None))
         return vanished, out
@@ -155,3 +161,14 @@ class PodRecord:
         for key in sorted(self.engines, key=lambda k: self.engines[k].last_seen)[:extra]:
             del self.engines[key]
         return extra
+
+
+def _starved(engine: EngineState | None, t: float, hold_s: float | None) -> str:
+    """Why an engine series without a newer sample at ``t`` gets an unknown sample instead of being held, or "":
+    it is new (nothing to hold), or it was last fed more than ``hold_s`` before ``t``."""
+    if engine is None or engine.verdict is None or engine.fed_at is None:
+        return "no evidence: its samples changed while Prometheus was read (fed when they hold still)"
+    if hold_s is not None and t - engine.fed_at > hold_s:
+        return (f"no evidence: no sample of it fed for {t - engine.fed_at:.0f} s (its samples changed while "
+                f"Prometheus was read each time, or stopped)")
+    return ""
