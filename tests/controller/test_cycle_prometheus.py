@@ -108,8 +108,8 @@ def test_a_wedge_is_detected_from_prometheus_and_the_pod_deleted_with_constant_q
     name = prig.pods["wedged"]["metadata"]["name"]
     assert len(restricted) == 15
     running = f'vllm:num_requests_running{{namespace="inference",pod="{name}"}}'
-    assert (f"max by (namespace, pod, engine, model_name) (sum by (namespace, pod, engine, model_name, job, instance) "
-            f"(last_over_time({running}[60s]) and {running}))") in restricted
+    assert (f"max by (namespace, pod, engine, model_name) (sum by (namespace, pod, engine, model_name, job, instance, "
+            f"endpoint, container, service) (last_over_time({running}[60s]) and {running}))") in restricted
     assert reports[2].scrapes == {"ok": 2}
 
 

@@ -29,11 +29,11 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     queries = plan(VLLM, 60, "namespace", "pod")
     assert len(queries.slots) == len(signal_slots(VLLM)) == 13
     assert queries.slots[0] == ("max by (namespace, pod, engine, model_name) (sum by (namespace, pod, engine, "
-                                "model_name, job, instance) (last_over_time(vllm:num_requests_running[60s]) and "
-                                "vllm:num_requests_running))")
+                                "model_name, job, instance, endpoint, container, service) (last_over_time("
+                                "vllm:num_requests_running[60s]) and vllm:num_requests_running))")
     assert queries.slots[2] == ('max by (namespace, pod, engine, model_name, reason) (sum by (namespace, pod, '
-                                'engine, model_name, reason, job, instance) (last_over_time('
-                                'vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
+                                'engine, model_name, reason, job, instance, endpoint, container, service) ('
+                                'last_over_time(vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}))')
     # each engine series' time, when it is its target's newest (the target: every label but the engine's own)
     assert queries.time == ("max by (namespace, pod, engine, model_name) (timestamp(vllm:num_requests_running) >= "
@@ -47,9 +47,8 @@ def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> Non
     sglang = plan(SGLANG, 90.5, "ns", "name")
     assert sglang.slots[0] == (
         "max by (ns, name, dp_rank, engine_type, model_name, priority) (sum by (ns, name, dp_rank, engine_type, "
-        'model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank, job, instance) (last_over_time('
-        'sglang:num_running_reqs{priority=""}'
-        '[90500ms]) and sglang:num_running_reqs{priority=""}))')
+        "model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank, job, instance, endpoint, container, service) ("
+        'last_over_time(sglang:num_running_reqs{priority=""}[90500ms]) and sglang:num_running_reqs{priority=""}))')
     one = plan(SGLANG, 60, "namespace", "pod", {"namespace": "ns", "pod": 'a"b\\c'})
     assert 'sglang:num_running_reqs{priority="",namespace="ns",pod="a\\"b\\\\c"}[60s]' in str(one.slots[0])
     assert one.up == 'min by (namespace, pod) (last_over_time(up{namespace="ns",pod="a\\"b\\\\c"}[60s]))'
@@ -124,12 +123,15 @@ def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
     assert set(_read(VLLM, a + b, 1000.0, {"namespace": "ns", "pod": "b"})) == {("ns", "b")}
 
 
-def test_a_pod_scraped_by_two_jobs_reads_as_one_and_its_counters_never_fall_when_one_copy_ages_out() -> None:
+@pytest.mark.parametrize("apart", ["job", "endpoint", "service", "container"])
+def test_a_pod_scraped_by_two_jobs_reads_as_one_and_its_counters_never_fall_when_one_copy_ages_out(
+        apart: str) -> None:
     # A ServiceMonitor every 2 s and a PodMonitor every 10 s on one wedged pod (counters frozen at 500). Summed,
     # the pair read 1000, then 500 once the slower copy aged out of the range: a counter reset, i.e. progress.
+    # The copies may differ by job, or (instance relabelled to the pod name) by Kubernetes SD's other labels.
     with FakePrometheus() as prom:
-        for job, every in (("service", 2.0), ("pod", 10.0)):
-            labels = {"namespace": "n", "pod": "p", "engine": "0", "job": job, "instance": "10.0.0.1:8000"}
+        for copy, every in (("service", 2.0), ("pod", 10.0)):
+            labels = {"namespace": "n", "pod": "p", "engine": "0", "job": "j", "instance": "p", apart: copy}
             for i in range(int(20 / every) + 1):
                 prom.add("vllm:num_requests_running", labels, 1000.0 + i * every, 21.0)
                 prom.add("vllm:generation_tokens_total", labels, 1000.0 + i * every, 500.0)

@@ -6,7 +6,7 @@ one for the pods' sample times and one for their targets' ``up``. Each slot quer
 volume work of the parser's aggregation, so its answer holds one small row per pod and engine series::
 
     max by (namespace, pod, <engine labels>, <matcher labels>) (
-      sum by (namespace, pod, <engine labels>, <matcher labels>, <collapse labels>, job, instance) (
+      sum by (namespace, pod, <engine labels>, <matcher labels>, <collapse labels>, <target labels>) (
         last_over_time(vllm:generation_tokens_total[60s]) and vllm:generation_tokens_total))
 
 ``last_over_time(...[staleness])`` is each series' newest sample no older than the staleness bound (an older
@@ -16,11 +16,12 @@ that the pod's time advances: its frozen values fed as fresh samples would stall
 staleness marker Prometheus writes at the first scrape without the series. ``and <selector>`` (the instant
 selector, which honours that marker) drops such a series at that scrape, as a direct scrape would not see it;
 a pod whose target is gone or failing gets markers for every series too. ``sum by`` drops the labels no engine
-is keyed by (endpoint, LoRA adapter ...) within one scrape target and ``max by`` takes the largest over the
-collapse labels (SGLang's tensor-parallel ranks), as the parser does, and over the scrape targets (``job``,
-``instance``): a pod scraped by two jobs (a ServiceMonitor and a PodMonitor) would otherwise read its values
-doubled, and each time the slower job's sample aged out of the range its counters would fall -- a counter reset,
-read as progress, so that its stall was never seen. The rows then go through the parser's own
+is keyed by (finish reason, LoRA adapter ...) within one scrape target and ``max by`` takes the largest over the
+collapse labels (SGLang's tensor-parallel ranks), as the parser does, and over the scrape targets
+(:data:`TARGET_LABELS`: ``job``, ``instance``, ``endpoint``, ``container``, ``service``): a pod scraped by two
+jobs (a ServiceMonitor and a PodMonitor) would otherwise read its values doubled, and each time the slower job's
+sample aged out of the range its counters would fall -- a counter reset, read as progress, so that its stall was
+never seen. The rows then go through the parser's own
 last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
 so that rows of a ``!=`` matcher stay rows of the right series (they are summed like any other label).
 
@@ -69,9 +70,11 @@ __all__ = [
     "url_problem",
 ]
 
-#: The labels Prometheus gives every series of one scrape target: a pod scraped by two jobs (a ServiceMonitor and
-#: a PodMonitor) has each series twice; the largest of the copies is taken, never their sum (module docstring).
-TARGET_LABELS = ("job", "instance")
+#: The labels Prometheus (and Kubernetes service discovery) give every series of one scrape target: a pod scraped
+#: by two jobs (a ServiceMonitor and a PodMonitor), two Services or two endpoints has each series twice; the
+#: largest of the copies is taken, never their sum (module docstring). Copies apart only by another label, of a
+#: relabelling of your own, are summed like any label no engine is keyed by.
+TARGET_LABELS = ("job", "instance", "endpoint", "container", "service")
 
 #: One row of an instant query's answer: the values of the label names the query's rows are read by
 #: (:meth:`Plan.labels_of`; None where the row has no such label) and its value.
