@@ -247,10 +247,11 @@ def test_reading_outcomes() -> None:
     parsed = parse_exposition('vllm:num_requests_running 1\nvllm:generation_tokens_total 2\n', VLLM)
     empty = engine_series({}, VLLM, ())
     assert reading_outcome(None)[0] == "prometheus_unknown"
-    assert reading_outcome(PodReading(empty, 5.0))[0] == "prometheus_unknown"
-    assert reading_outcome(PodReading(parsed, 5.0, down=True))[0] == "prometheus_unknown"
-    assert reading_outcome(PodReading(parsed, 5.0)) == ("ok", "")
-    assert reading_outcome(PodReading(parsed, None))[0] == "prometheus_unknown"
+    timed = {(): 5.0}
+    assert reading_outcome(PodReading(empty, times=timed))[0] == "prometheus_unknown"
+    assert reading_outcome(PodReading(parsed, down=True, times=timed))[0] == "prometheus_unknown"
+    assert reading_outcome(PodReading(parsed, times=timed)) == ("ok", "")
+    assert reading_outcome(PodReading(parsed))[0] == "prometheus_unknown"  # no time
 
 
 def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots_with_rows() -> None:

@@ -201,18 +201,21 @@ def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: 
 
 @dataclass(frozen=True)
 class PodReading:
-    """One pod's signals from Prometheus: ``parsed`` as if its ``/metrics`` had been scraped, ``t`` the time of
-    its newest running sample (Unix seconds, Prometheus' clock; None: Prometheus gave none), ``times`` each engine
-    series' own newest running sample time (by its labels; the time to feed it at), ``down``: one of its targets'
-    newest ``up`` sample reads 0 (or is not a number), ``moved``: the engine series whose time was different
-    when the time query ran again after the value queries (a scrape of its target landed while they ran: its
-    values may be newer than its time; not to be fed this cycle)."""
+    """One pod's signals from Prometheus: ``parsed`` as if its ``/metrics`` had been scraped, ``down``: one of its
+    targets' newest ``up`` sample reads 0 (or is not a number), ``times`` each engine series' own newest running
+    sample time (Unix seconds, Prometheus' clock, by its labels; the time to feed it at), ``moved``: the engine
+    series whose time was different when the time query ran again after the value queries (a scrape of its
+    target landed while they ran: its values may be newer than its time; not to be fed this cycle)."""
 
     parsed: ParseResult
-    t: float | None
     down: bool = False
     times: Mapping[Labels, float] = field(default_factory=dict)
     moved: frozenset[Labels] = frozenset()
+
+    @property
+    def t(self) -> float | None:
+        """The pod's time: its newest running sample (None: Prometheus gave none)."""
+        return max(self.times.values(), default=None)
 
 
 class Reading:
@@ -233,9 +236,8 @@ class Reading:
         self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
-        self.times: dict[PodKey, dict[Labels, float]] = {}  # per pod, its engine series' sample times
+        self.times: dict[PodKey, dict[Labels, float]] | None = None  # per pod, its engine series' sample times
         self.after: dict[PodKey, dict[Labels, float]] | None = None  # the same, from the time query's second answer
-        self._timed = False  # the time query's first answer is in
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
 
@@ -243,10 +245,11 @@ class Reading:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
-            if self.after is None and self._timed:  # the time query's second answer: after the value queries
-                self.after = {}
-            times = self.times if self.after is None else self.after
-            self._timed = True
+            times: dict[PodKey, dict[Labels, float]] = {}
+            if self.times is None:
+                self.times = times
+            else:  # the time query's second answer: after the value queries
+                self.after = times
             for (namespace, name, *engine_values), value in rows:
                 if namespace and name and math.isfinite(value):
                     times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
@@ -287,19 +290,18 @@ class Reading:
         scrape); and every pod whose target is down, with or without rows."""
         out = {}
         for pod, every in self.slots.items():
-            times = self.times.get(pod, {})  # the engine series of their targets' latest scrapes
+            times = (self.times or {}).get(pod, {})  # the engine series of their targets' latest scrapes
             engines = {k: v for k, v in every.items() if k in times} if times else every
             if not engines:  # nothing of a latest scrape: no series
                 continue
             slots = zip(*engines.values(), strict=True)  # per slot, its values over the pod's engine series
             found = [m for m, values in zip(self.metrics, slots, strict=True)
                      if m is not None and values.count(None) < len(values)]
-            newest = max(times.values()) if times else None  # the pod's time: its newest running sample
             after = None if self.after is None else self.after.get(pod, {})
             moved = frozenset() if after is None else frozenset(k for k, t in times.items() if after.get(k) != t)
-            out[pod] = PodReading(engine_series(engines, self.profile, found), newest, pod in self.down, times, moved)
+            out[pod] = PodReading(engine_series(engines, self.profile, found), pod in self.down, times, moved)
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
-            out[pod] = PodReading(ParseResult((), 0, frozenset()), None, True)
+            out[pod] = PodReading(ParseResult((), 0, frozenset()), down=True)
         return out
 
 
