@@ -65,14 +65,15 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     if isinstance(reading, str):
         print(f"{PROG}: {reading}", file=sys.stderr)
         return 2
-    if reading is not None and not reading.parsed.series:  # only a pod whose target is down reads so
-        print(f"{PROG}: pod {namespace}/{name}: {reading_outcome(reading)[1]}: the watchdog reads it as "
-              "unknown", file=sys.stderr)
-        return 1
     if reading is None:
         print(f"{PROG}: no series of the {profile.name} profile for pod {namespace}/{name} in {args.prometheus} "
               f"within {args.staleness:g} s (is Prometheus scraping it, with labels {args.namespace_label} and "
               f"{args.pod_label}?): the watchdog reads it as unknown", file=sys.stderr)
+        return 1
+    outcome, why = reading_outcome(reading)
+    unknown = f"{PROG}: pod {namespace}/{name}: {why}: the watchdog reads it as unknown"
+    if not reading.parsed.series:  # only a pod whose target is down reads so: no table to show
+        print(unknown, file=sys.stderr)
         return 1
     url = args.prometheus
     if args.format == "json":
@@ -82,8 +83,7 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
             timespec="seconds")
         print(f"pod {namespace}/{name}, newest sample {when}")
         print(as_table(reading.parsed, url, profile))  # type: ignore[operator]
-    outcome, why = reading_outcome(reading)
     if outcome != "ok":
-        print(f"{PROG}: pod {namespace}/{name}: {why}: the watchdog reads it as unknown", file=sys.stderr)
+        print(unknown, file=sys.stderr)
         return 1
     return 0
