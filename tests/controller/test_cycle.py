@@ -322,6 +322,26 @@ def test_count_waiting_wedge_is_judged_and_acted_on_alike(api: EmulatorServer, t
         rig.close()
 
 
+@pytest.mark.parametrize("pause", ["vllm:rl_weight_update_operations_in_flight",
+                                   "vllm:sleep_mode_operations_in_flight"])
+def test_a_pod_scoped_pause_pauses_every_engine_of_the_body_and_nothing_is_deleted(api: EmulatorServer,
+                                                                                 tmp_path: Path, pause: str) -> None:
+    # vLLM prints these gauges with the operation label only (no engine, no model_name): they are about the whole
+    # server. Two engines busy and frozen far longer than the window while one reads 1: paused, never stalled.
+    body = WAITING_WEDGE.replace('running{engine="0",model_name="m"} 0.0', 'running{engine="0",model_name="m"} 4.0')
+    body += "".join(f"{line}\n" for line in body.replace('engine="0"', 'engine="1"').splitlines()
+                    if not line.startswith("#")) + f'{pause}{{operation="update"}} 1.0\n'
+    rig = Rig(api, make_config(tmp_path), scraper=FixedScraper(body))
+    try:
+        pod = seed_deployment(api, NS, "updating", "10.0.0.9", 8000)["pod"]
+        reports = [rig.cycle() for _ in range(4)]
+        assert [[(key, v.state) for _, key, v in r.verdicts] for r in reports] == [
+            [('engine="0",model_name="m"', "paused"), ('engine="1",model_name="m"', "paused")]] * 4
+        assert all(r.remediations == [] for r in reports) and rig.exists(pod)
+    finally:
+        rig.close()
+
+
 def test_a_pod_that_never_answered_is_one_unknown_engine_and_its_failure_and_recovery_are_logged_once(
         api: EmulatorServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     rig = Rig(api, make_config(tmp_path, scrapeDeadlineSeconds=0.3, connectTimeoutSeconds=0.2))

@@ -313,6 +313,24 @@ def test_a_counter_reset_is_progress_and_data_parallel_engines_stay_apart(prig: 
     assert prig.exists(prig.pods["dp"])
 
 
+@pytest.mark.parametrize("pause", ["vllm:rl_weight_update_operations_in_flight",
+                                   "vllm:sleep_mode_operations_in_flight"])
+def test_a_pod_scoped_pause_pauses_every_engine_of_the_pod_and_nothing_is_deleted(prig: PromRig, pause: str) -> None:
+    # vLLM prints these gauges with the operation label only (no engine, no model_name): one row of the pod, no
+    # engine's own. Both engines busy and frozen far longer than the window while it reads 1: paused, never stalled.
+    prig.deploy("updating", "127.0.0.2")
+    seen = []
+    for _ in range(4):
+        for engine in ("0", "1"):
+            prig.engine("updating", running=4, tokens=500, engine=engine)
+        prig.prom.add(pause, {"namespace": NS, "pod": prig.pods["updating"]["metadata"]["name"], "job": "vllm",
+                              "instance": "10.0.0.1:8000", "operation": "update"}, BASE + prig.now + 10.0, 1.0)
+        report = prig.cycle()
+        seen.append((by_pod(report)["updating"], report.remediations))
+    assert seen == [(['engine="0",model_name="m":paused', 'engine="1",model_name="m":paused'], [])] * 4
+    assert prig.exists(prig.pods["updating"])
+
+
 def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path, prom: FakePrometheus) -> None:
     emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
     targets = [{"name": "vllm", "podSelector": "app.kubernetes.io/name=vllm", "source": "prometheus"}]

@@ -33,7 +33,9 @@ def values(snapshot: EngineSnapshot) -> tuple[float | None, ...]:
 def reference(body: bytes, profile: Profile) -> dict[tuple[tuple[str, str], ...], list[float | None]]:
     """The same aggregation computed from a FULL prometheus_client parse of the whole body, written out
     independently: per selector, sum over other labels per rank, largest rank wins; waiting minus the ignored
-    series (not below 0); paused the largest; label sets without running dropped when some have it."""
+    series (not below 0); paused the largest; label sets without running dropped when some have it; the
+    unlabeled (pod-scoped) one, unless an engine itself, applied to every engine: its pause folded in, its
+    ignored waiting and progress counters (gauges too with one engine) where the engine has none."""
     slots = [profile.running, profile.waiting, *profile.waiting_ignored, *profile.progress, *profile.paused,
              *profile.awake]
     latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[tuple[tuple[str, str], ...], tuple[str, ...], float]]
@@ -53,19 +55,31 @@ def reference(body: bytes, profile: Profile) -> dict[tuple[tuple[str, str], ...]
         row = rows.setdefault(key, [None] * len(slots))
         current = row[index]
         row[index] = value if current is None or math.isnan(current) or value > current else current
+    pod = rows.get(())
     if any(row[0] is not None for row in rows.values()):
         rows = {key: row for key, row in rows.items() if row[0] is not None}
+    if pod is not None and pod[0] is None and len(rows) > 1:
+        rows.pop((), None)
     out = {}
     first_progress = 2 + len(profile.waiting_ignored)
     first_paused = first_progress + len(profile.progress)
-    for key, row in rows.items():
+    for key, own in rows.items():
+        row = list(own)
+        if key and pod is not None:
+            shared = [*range(2, first_progress), *(first_progress + i for i, s in enumerate(profile.progress)
+                                                   if s.kind == "counter" or len(rows) == 1)]
+            row = [pod[i] if v is None and i in shared else v for i, v in enumerate(row)]
+            row += pod[first_paused:first_paused + len(profile.paused)] + pod[first_paused + len(profile.paused):]
         waiting = row[1]
         deferred = sum(v for v in row[2:first_progress] if v is not None and 0 <= v < math.inf)
         if waiting is not None and deferred and 0 <= waiting < math.inf:
             waiting = max(0.0, waiting - deferred)
         first_awake = first_paused + len(profile.paused)
-        paused = [v for v in row[first_paused:first_awake] if v is not None]
-        paused += [float(v == 0) for v in row[first_awake:] if v is not None and 0 <= v < math.inf]
+        pod_part = len(row) - len(own)  # the pod-scoped paused and awake values appended to an engine's own
+        pod_awake = len(row) - len(profile.awake) if pod_part else len(row)
+        paused = [v for v in row[first_paused:first_awake] + row[len(own):pod_awake] if v is not None]
+        paused += [float(v == 0) for v in row[first_awake:len(own)] + row[pod_awake:]
+                   if v is not None and 0 <= v < math.inf]
         top = max(paused, key=lambda v: -math.inf if math.isnan(v) else v) if paused else None
         out[key] = [row[0], waiting, *row[first_progress:first_paused], top]
     return out
@@ -101,6 +115,12 @@ GENERATED = {
     "v1-8engines": build_vllm_v1_exposition(engines=8, running=[20, 21, 17, 24, 15, 22, 15, 25]),
     "v1-2engines-multiprocess": build_vllm_v1_exposition(engines=2, created=False, process_metrics=False),
     "v1-idle": build_vllm_v1_exposition(engines=1, running=0, waiting=0),
+    # vLLM 0.33 prints these two with the operation label only: pod-scoped, applied to every engine
+    "v1-2engines-pod-scoped-pauses": build_vllm_v1_exposition(engines=2, created=False) + (
+        b"# TYPE vllm:rl_weight_update_operations_in_flight gauge\n"
+        b'vllm:rl_weight_update_operations_in_flight{operation="update_weights"} 1.0\n'
+        b"# TYPE vllm:sleep_mode_operations_in_flight gauge\n"
+        b'vllm:sleep_mode_operations_in_flight{operation="sleep"} 0.0\n'),
 }
 
 

@@ -6,8 +6,10 @@ reset (an engine restart) after it wedged, a data-parallel pod one of whose engi
 while the other goes on (Prometheus marks its series stale), the same with samples carrying explicit
 timestamps (Prometheus writes no staleness marker for those), a pod Prometheus stops scraping (its series age past
 prometheusStalenessSeconds), a pod whose engine stops answering (up == 0 while its older samples are still
-inside the staleness bound), a pod whose target never answers (up == 0 from the start) and a pod of two
-containers on two ports, two scrape targets with their own sample times, one serving a wedged model.
+inside the staleness bound), a pod whose target never answers (up == 0 from the start), a pod of two
+containers on two ports, two scrape targets with their own sample times, one serving a wedged model, and a
+data-parallel pod frozen while vLLM's pod-scoped ``rl_weight_update_operations_in_flight{operation}`` (no engine
+label) reads 1: both its engines paused, never stalled.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ SETTINGS = {**FAST_SETTINGS, **OPEN_RAILS, **PROMETHEUS_SETTINGS, "windowSeconds
             "prometheusStalenessSeconds": STALENESS_S}
 ADDRESSES = {"busy": "127.0.0.30", "wedged": "127.0.0.31", "dp": "127.0.0.32", "reset": "127.0.0.33",
              "unscraped": "127.0.0.34", "stopped": "127.0.0.35", "down": "127.0.0.36", "shrink": "127.0.0.37",
-             "ghost": "127.0.0.38", "pair": "127.0.0.39"}
+             "ghost": "127.0.0.38", "pair": "127.0.0.39", "updating": "127.0.0.40"}
 
 
 class TimestampedPod(SimPod):
@@ -56,6 +58,14 @@ class TimestampedPod(SimPod):
         stamp = b" %d" % int(time.time() * 1000)
         return b"\n".join(line + stamp if line and not line.startswith(b"#") else line
                           for line in super().exposition().split(b"\n"))
+
+
+class UpdatingPod(SimPod):
+    """An RL weight update under way for the whole run: vLLM prints its gauge with the operation label only."""
+
+    def exposition(self) -> bytes:
+        return super().exposition() + (b"# TYPE vllm:rl_weight_update_operations_in_flight gauge\n"
+                                       b'vllm:rl_weight_update_operations_in_flight{operation="update"} 1.0\n')
 
 
 @dataclass
@@ -117,13 +127,15 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
             world.deploy("stopped", "wedged")
             world.deploy("shrink", "progressing", engines=2)
             world.deploy("ghost", "progressing", cls=TimestampedPod, engines=2)
+            world.deploy("updating", "wedged", cls=UpdatingPod, engines=2)
             world.deploy("pair", "progressing", model_name="model-a")  # its second container, on another port:
             second = world.sims["pair_b"] = SimPod(ADDRESSES["pair"], 0, "wedged", model_name="model-b")
             second.start()
             dead_port = free_port(ADDRESSES["down"])  # nothing listens there: Prometheus' up == 0
             world.pods["down"] = seed_deployment(api, NS, "down", ADDRESSES["down"], dead_port)
             prometheus.set_targets([*(world.target(k) for k in ("busy", "wedged", "dp", "reset", "unscraped",
-                                                                "stopped", "down", "shrink", "ghost", "pair")),
+                                                                "stopped", "down", "shrink", "ghost", "pair",
+                                                                "updating")),
                                     world.target("pair", second.port)])
             prometheus.wait_up({world.name(k): 1.0 for k in world.pods if k != "down"} | {world.name("down"): 0.0})
             status_port = free_port()
@@ -265,6 +277,19 @@ def test_the_engines_of_a_pod_on_two_scrape_targets_are_each_read_and_the_wedged
     for view in views:
         states = {str(e["labels"].get("model_name")): e["state"] for e in view.get("engines") or []}
         assert set(states) == {"model-a", "model-b"} and states["model-a"] == "progressing", states
+
+
+def test_a_pod_scoped_pause_pauses_every_engine_of_the_pod_and_it_is_never_deleted(world: World) -> None:
+    # Both engines run 21 requests with frozen counters far longer than the window, while the pod-scoped weight
+    # update gauge (one series of the pod, no engine label) reads 1: applied to every engine, never a stall.
+    assert world.name("updating") in world.alive, world.log[-3000:]
+    views = world.views("updating", since=world.marks["start"] + 3)
+    assert views, world.marks
+    for view in views:
+        states = {str(e["labels"].get("engine")): e["state"] for e in view.get("engines") or []}
+        assert states == {"0": "paused", "1": "paused"}, states
+    assert not any(f"{world.name('updating')} series" in line and "-> stalled" in line
+                   for line in world.log.splitlines())
 
 
 def test_a_target_whose_scrape_fails_is_unknown(world: World) -> None:

@@ -45,10 +45,15 @@ Keying: a series is identified by the profile's ``engine_labels`` that the sampl
 with only ``model_name`` form a series keyed on it; unlabeled samples form the series ``()``). Labels in the
 profile's ``collapse_labels`` (SGLang's ``tp_rank``/``pp_rank``: each rank prints a copy of the same engine's data)
 are combined by taking the largest value, never added; every other label (LoRA adapter, mode, reason, ...) is
-summed over. When some label sets carry the running gauge, those without it are not engines (SGLang's tokenizer
-series next to data-parallel schedulers) and are left out. A sample repeated with an identical label set is a
-duplicate; the last one wins (not summed). Values are kept as exposed, NaN and +/-Inf included: consumers must
-treat non-finite values as unknown.
+summed over. When some label sets carry the running gauge, those without it are not engines of their own (SGLang's
+tokenizer series next to data-parallel schedulers) and are left out -- except the pod-scoped one: samples with none
+of the engine labels (key ``()``; vLLM's ``rl_weight_update_operations_in_flight{operation}`` and
+``sleep_mode_operations_in_flight{operation}``) are about the whole server, so they apply to EVERY engine series
+of the body (:func:`engine_series`, the one place of the rule, for both sources): any pod-scoped pause pauses
+every engine; a pod-scoped progress counter is a progress signal of every engine (a gauge only when the body has
+one engine series); an engine's running and waiting are only ever its own. A sample repeated with an identical
+label set is a duplicate; the last one wins (not summed). Values are kept as exposed, NaN and +/-Inf included:
+consumers must treat non-finite values as unknown.
 """
 
 from __future__ import annotations
@@ -208,15 +213,58 @@ def engine_series(totals: Mapping[Labels, list[float | None]], profile: Profile,
                   limits: ParseLimits = LIMITS, skipped: int = 0) -> ParseResult:
     """The engine series of ``totals`` (per engine key, one value per signal slot, already summed over other
     labels and the largest over collapse labels): sorted by key, label sets without running dropped when any
-    has one, ``waiting`` minus ``waiting_ignored``, paused and awake folded, at most ``limits.series``.
-    ``found``: the metric names seen."""
+    has one, the pod-scoped label set applied to every engine (:func:`_pod_scoped`), ``waiting`` minus
+    ``waiting_ignored``, paused and awake folded, at most ``limits.series``. ``found``: the metric names seen.
+    The one last step both sources share (a scraped body, and a pod's rows from Prometheus)."""
     keys = sorted(totals)
-    if any(totals[key][0] is not None for key in keys):  # label sets without running join no engine
+    if any(totals[key][0] is not None for key in keys):  # label sets without running are no engine of their own
         keys = [key for key in keys if totals[key][0] is not None]
+    pod = totals.get(())  # carries none of the engine labels: pod-scoped
+    if pod is not None and pod[0] is None and len(keys) > 1:
+        keys = [key for key in keys if key]  # not an engine of its own when the body has engine series
     bounds = _bounds(profile)
-    series = tuple(_snapshot(key, totals[key], bounds) for key in keys[: limits.series])
+    if pod is None:
+        series = tuple(_snapshot(key, totals[key], bounds) for key in keys[: limits.series])
+    else:
+        fill, paused = _pod_scoped(pod, profile, bounds, engines=len(keys))
+        series = tuple(_snapshot(key, _fill(totals[key], pod, fill), bounds, paused) if key
+                       else _snapshot(key, totals[key], bounds) for key in keys[: limits.series])
     return ParseResult(series=series, skipped_lines=skipped, found_families=frozenset(found),
                        dropped_series=len(keys) - len(series))
+
+
+def _pod_scoped(pod: list[float | None], profile: Profile, bounds: tuple[int, int, int],
+                engines: int) -> tuple[tuple[int, ...], float | None]:
+    """What the pod-scoped label set (a signal's samples with none of the profile's ``engine_labels``: vLLM's
+    ``rl_weight_update_operations_in_flight{operation}`` and ``sleep_mode_operations_in_flight{operation}``)
+    gives EVERY engine series of the body: (the slots whose pod-scoped value an engine takes when it has none of
+    its own, the paused value every engine's is combined with). ``engines``: how many engine series there are.
+
+    - paused and awake gauges: folded as for an engine (largest paused; an awake gauge reading 0 is 1), then
+      the largest of that and each engine's own: any pod-scoped pause pauses every engine, and a pod-scoped 0 or
+      NaN never hides an engine's own pause.
+    - progress counters: a progress signal of every engine. Flat, no engine moved it: evidence for each, as its
+      own counter would be. Moving, it cannot say whose: each engine reads it as progress, so in a pod of
+      several engines one wedged engine is not seen while another moves it -- a missed stall, never a wrong
+      deletion. Progress gauges only when the body has ONE engine series (then it is that engine's): a pod-wide
+      gauge (a sum or a maximum over engines) can stay flat while one engine's share moves; otherwise unknown.
+    - ``waiting_ignored``: subtracted from each engine's own waiting (only ever makes an engine less busy).
+    - running and waiting: never. An engine's load is its own; a pod-wide count would make an idle engine busy,
+      evidence it does not have.
+    """
+    ignored_end = bounds[0]
+    fill = (*range(2, ignored_end), *(ignored_end + i for i, s in enumerate(profile.progress)
+                                      if s.kind == "counter" or engines == 1))
+    return fill, _snapshot((), pod, bounds).paused
+
+
+def _fill(row: list[float | None], pod: list[float | None], slots: tuple[int, ...]) -> list[float | None]:
+    """``row`` with each of ``slots`` it has no value for taken from the pod-scoped ``pod`` (its own first)."""
+    filled = list(row)
+    for index in slots:
+        if filled[index] is None:
+            filled[index] = pod[index]
+    return filled
 
 
 def _larger(value: float, previous: float) -> bool:
@@ -231,14 +279,15 @@ def _bounds(profile: Profile) -> tuple[int, int, int]:
     return ignored_end, progress_end, progress_end + len(profile.paused)
 
 
-def _snapshot(key: Labels, row: list[float | None], bounds: tuple[int, int, int]) -> EngineSnapshot:
+def _snapshot(key: Labels, row: list[float | None], bounds: tuple[int, int, int],
+              pod_paused: float | None = None) -> EngineSnapshot:
     ignored_end, progress_end, paused_end = bounds
     waiting = row[1]
     if waiting is not None and ignored_end > 2:
         ignored = sum([v for v in row[2:ignored_end] if v is not None and _count(v)])
         if ignored and _count(waiting):  # an invalid waiting stays invalid (unknown)
             waiting = max(0.0, waiting - ignored)
-    paused: float | None = None
+    paused = pod_paused  # the pod-scoped pause, combined like one more paused gauge
     for value in row[progress_end:paused_end]:
         if value is not None and (paused is None or _larger(value, paused)):
             paused = value

@@ -24,6 +24,12 @@ sample aged out of the range its counters would fall -- a counter reset, read as
 never seen. The rows then go through the parser's own
 last step (:func:`watchdog.core.parsing.engine_series`: one rule in one place). The matcher labels are kept
 so that rows of a ``!=`` matcher stay rows of the right series (they are summed like any other label).
+A pod-scoped series (none of the engine labels: vLLM's ``rl_weight_update_operations_in_flight{operation}`` and
+``sleep_mode_operations_in_flight{operation}``) gives a row with only the pod labels; like the pod-scoped label
+set of a scraped body, ``engine_series`` applies it to every engine series of that pod (a pause pauses them all),
+whichever of the pod's scrape targets it came from. Having no engine label, it has no time of its own to be
+checked against its target's latest scrape (below): the ``and`` drops it at its staleness marker, but a sample
+with an explicit timestamp that left ``/metrics`` is read until it ages past the staleness bound.
 
 Each engine series is fed to the detector at its own sample time, Prometheus' own time of its newest running
 sample, so detection does not depend on when the watchdog asked, and the engines of one pod scraped as two
@@ -226,7 +232,8 @@ class Reading:
     does); rows of one slot that differ only by a label of the selector's matchers (not read: see
     :meth:`Plan.labels_of`) are summed, as the parser sums over labels no engine is keyed by. The engine series
     then go through the parser's own last step (:func:`watchdog.core.parsing.engine_series`: label sets without
-    running dropped, waiting minus ignored, paused and awake folded, the series bound). Rows without both pod
+    running dropped, the pod-scoped rows -- none of the engine labels -- applied to every engine series of the
+    pod, waiting minus ignored, paused and awake folded, the series bound). Rows without both pod
     labels are ignored; pods that appear only in the time or ``up`` answers are left out (no signal: unknown).
     The time query may be answered a second time, after the others: engine series whose time it changes are
     :attr:`PodReading.moved`."""
@@ -287,13 +294,17 @@ class Reading:
 
     def pods(self) -> dict[PodKey, PodReading]:
         """Every pod with a slot row: its reading (without the engine series missing from their target's latest
-        scrape); and every pod whose target is down, with or without rows."""
+        scrape; its pod-scoped rows, which have no time of their own, kept for every engine); and every pod whose
+        target is down, with or without rows."""
         out = {}
         for pod, every in self.slots.items():
             times = (self.times or {}).get(pod, {})  # the engine series of their targets' latest scrapes
             engines = {k: v for k, v in every.items() if k in times} if times else every
             if not engines:  # nothing of a latest scrape: no series
                 continue
+            shared = every.get(())  # pod-scoped rows: no engine label, so no time of their own
+            if shared is not None and shared[0] is None and () not in engines:  # (with running, an engine's)
+                engines[()] = shared  # engine_series applies them to every engine of the pod
             slots = zip(*engines.values(), strict=True)  # per slot, its values over the pod's engine series
             found = [m for m, values in zip(self.metrics, slots, strict=True)
                      if m is not None and values.count(None) < len(values)]
