@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings, _plural
+from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.simpod import SimPod
 
@@ -105,19 +105,34 @@ def test_get_object_for_owner_chain(srv: EmulatorServer, kube: KubeClient) -> No
     owner = kube.get_object("apps/v1", "Deployment", "ml", "llm")
     assert owner is not None and owner["metadata"]["uid"] == deploy["metadata"]["uid"]
     assert kube.get_object("apps/v1", "StatefulSet", "ml", "llm") is None
-    assert kube.get_object("v1", "Namespace", "", "ml") is not None  # cluster-scoped path
     assert [r.path for r in srv.emulator.request_log] == [
         "/apis/apps/v1/namespaces/ml/replicasets/llm-5d4f", "/apis/apps/v1/namespaces/ml/deployments/llm",
-        "/apis/apps/v1/namespaces/ml/statefulsets/llm", "/api/v1/namespaces/ml",
+        "/apis/apps/v1/namespaces/ml/statefulsets/llm",
     ]
 
 
-def test_plurals() -> None:
-    assert [_plural("apps/v1", k) for k in ("ReplicaSet", "StatefulSet", "Deployment")] == [
-        "replicasets", "statefulsets", "deployments"]
-    assert _plural("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") == "leaderworkersets"
-    assert _plural("example.com/v1", "Policy") == "policies"
-    assert _plural("v1", "Namespace") == "namespaces"
+@pytest.mark.parametrize(("api_version", "kind", "namespace", "name"), [
+    ("apps/v1", "X/../../../../../../api/v1/pods?probe=", "ml", "x"),  # issue 27 item 7: GET /api/v1/pods
+    ("apps/v1", "X/../../namespaces/web/replicaset", "ml", "llm"),  # another namespace's ReplicaSet
+    ("apps/v1", "ReplicaSet", "ml", "../../../../api/v1/pods"),
+    ("apps/v1", "ReplicaSet", "ml", ".."),
+    ("apps/v1", "ReplicaSet", "ml", "llm?watch=true"),
+    ("apps/v1", "ReplicaSet", "ml", "llm/x"),
+    ("apps/v1", "ReplicaSet", "../web", "llm"),
+    ("apps/v1", "ReplicaSet", "", "llm"),  # every owner is namespaced: no cluster-wide path
+    ("apps/../v1", "ReplicaSet", "ml", "llm"),
+    ("v1", "Secret", "ml", "db-password"),  # a kind outside the owner table
+    ("v1", "Namespace", "", "ml"),
+    ("v1", "Node", "", "gpu-1"),
+])
+def test_tenant_text_never_reaches_a_url(srv: EmulatorServer, kube: KubeClient, api_version: str, kind: str,
+                                         namespace: str, name: str) -> None:
+    """get_object builds its URL from the fixed owner table and validated names only; anything else is refused
+    before a request is sent."""
+    srv.emulator.request_log.clear()
+    with pytest.raises(ValueError, match="not a known owner"):
+        kube.get_object(api_version, kind, namespace, name)
+    assert srv.emulator.request_log == []
 
 
 def test_errors_are_one_line_and_bounded() -> None:

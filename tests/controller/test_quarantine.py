@@ -58,7 +58,7 @@ class Rig:
 
         inner = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:9"))  # never called
         self.kube = FakeKube(inner, patch_pod_condition=patch or patched, create_event=event,
-                             get_object=lambda *a: None)
+                             get_object=lambda *a: {"metadata": {"name": RS.name, "uid": RS.uid}})
         self.metrics: Metrics = new_metrics()
         self.clock = FakeClock(1000.0)
         self.policy = DeletionPolicy(Rails(), started=0.0)

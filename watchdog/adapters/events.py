@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import socket
-from typing import Any, Protocol
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.metrics import Metrics
 from watchdog.core.discovery import controller_of
-from watchdog.core.events import NODE_EVENT_NAMESPACE, event_body
+from watchdog.core.events import escape_controls, event_body
 from watchdog.core.model import OwnerRef, ScrapeTarget
+from watchdog.core.owners import unresolvable, unverified
 
 MAX_OWNER_DEPTH = 5
+#: Pods whose top owner is remembered (oldest forgotten first); entries go when their pod is gone.
+MAX_OWNERS_CACHED = 1024
+#: After a transient failure (no answer, 429, 5xx) the owner walk of that pod is tried again no sooner than this.
+OWNER_RETRY_SECONDS = 300.0
 
 
 class EventApi(Protocol):
@@ -27,31 +35,71 @@ class EventApi(Protocol):
 log = logging.getLogger("watchdog.adapters.events")
 
 
+class CachedOwner(NamedTuple):
+    """A pod's walked owner: from which controller reference, the top owner verified (or None), until when."""
+
+    start: OwnerRef | None
+    top: OwnerRef | None
+    until: float
+
+
+def _shown(ref: OwnerRef) -> str:
+    """``Kind/name`` of a tenant-written reference for a log line: controls escaped, cut short."""
+    return escape_controls(f"{ref.kind}/{ref.name}"[:120])
+
+
 class EventRecorder:
     """Writes one Event per object per decision through ``kube``; counts failures in ``metrics``."""
 
-    def __init__(self, kube: EventApi, metrics: Metrics) -> None:
+    def __init__(self, kube: EventApi, metrics: Metrics, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube, self.metrics = kube, metrics
         self.instance = socket.gethostname()
+        self.clock = clock
+        self.owners: dict[str, CachedOwner] = {}  # pod UID -> its walked owner (bounded, forgotten with the pod)
 
     def top_owner(self, target: ScrapeTarget) -> OwnerRef | None:
-        """Walk controller owner references up (ReplicaSet -> Deployment, ...); stop where a GET fails."""
-        ref = target.owner
+        """The highest controller owner of the pod the watchdog verified (ReplicaSet -> Deployment, ...), or None
+        when not even the pod's own controller is verified (:mod:`watchdog.core.owners`: a known kind, read in the
+        pod's namespace, with the reference's uid). A Node (a static pod's mirror), any other unknown or
+        cluster-scoped kind, a failed read or another uid stops the walk: the owners below stay, none above.
+
+        Walked once per pod UID and controller reference (a pod with 64 stalled engines costs one walk), again
+        only after :data:`OWNER_RETRY_SECONDS` when the walk ended on a transient failure."""
+        now = self.clock()
+        cached = self.owners.get(target.uid)
+        if cached is not None and cached.start == target.owner and now < cached.until:
+            return cached.top
+        top, transient = self._walk(target)
+        self.owners.pop(target.uid, None)
+        while len(self.owners) >= MAX_OWNERS_CACHED:
+            del self.owners[next(iter(self.owners))]
+        self.owners[target.uid] = CachedOwner(target.owner, top, now + OWNER_RETRY_SECONDS if transient else math.inf)
+        return top
+
+    def _walk(self, target: ScrapeTarget) -> tuple[OwnerRef | None, bool]:
+        """(the highest verified owner or None, whether the walk ended on a transient failure)."""
+        verified, ref = None, target.owner
         for _ in range(MAX_OWNER_DEPTH):
             if ref is None:
-                return None
-            if ref.kind == "Node":  # a static pod's mirror: the Node is cluster-scoped and owns nothing above
-                return ref
-            try:
-                obj = self.kube.get_object(ref.api_version, ref.kind, target.namespace, ref.name)
-            except KubeError as exc:
-                log.info("owner chain stops at %s/%s: %s", ref.kind, ref.name, exc)
-                return ref
-            parent = controller_of((obj or {}).get("metadata") or {})
-            if parent is None:
-                return ref
-            ref = parent
-        return ref
+                break
+            why = unresolvable(ref, target.namespace)
+            if why is None:
+                try:
+                    obj = self.kube.get_object(ref.api_version, ref.kind, target.namespace, ref.name)
+                except KubeError as exc:
+                    log.info("owner chain of %s stops at %s: %s", target.ref, _shown(ref), exc)
+                    return verified, exc.status in (0, 429) or exc.status >= 500
+                why = unverified(obj, ref, target.namespace)
+            if why is not None:
+                log.info("owner chain of %s stops at %s: %s", target.ref, _shown(ref), why)
+                break
+            verified = ref
+            ref = controller_of((obj or {}).get("metadata") or {})
+        return verified, False
+
+    def forget_pods(self, live_uids: set[str]) -> None:
+        """Drop the walked owners of pods that are gone."""
+        self.owners = {uid: c for uid, c in self.owners.items() if uid in live_uids}
 
     def on_pod_and_owner(self, target: ScrapeTarget, reason: str, message: str, action: str = "None") -> None:
         """One Event on the pod and one on its top controller owner (if any)."""
@@ -65,10 +113,9 @@ class EventRecorder:
             involved.append({"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name,
                              "uid": owner.uid})
         for obj in involved:
-            # A cluster-scoped owner (a Node, for a static pod's mirror) gets its Event where the API server
-            # accepts Events about cluster-scoped objects (else 422: involvedObject.namespace mismatch).
-            namespace = NODE_EVENT_NAMESPACE if obj["kind"] == "Node" else target.namespace
-            self._create(namespace, obj, reason, message, action)
+            # The owner, if any, is one the walk verified in the pod's namespace: never a Node or another
+            # cluster-scoped object (no tenant-steered Event in "default").
+            self._create(target.namespace, obj, reason, message, action)
 
     def _create(self, namespace: str, obj: dict[str, str], reason: str, message: str, action: str) -> None:
         body = event_body(namespace, obj, reason, message, self.instance, dt.datetime.now(dt.UTC), action=action)

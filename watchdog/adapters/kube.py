@@ -14,7 +14,6 @@ import json
 import os
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,21 +25,12 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
 
 from watchdog.adapters.podlog import read_bounded
+from watchdog.core.owners import owner_path
 
 DeleteResult = Literal["deleted", "not_found", "conflict"]
 Watched = Literal["pods", "namespaces"]  # what list_page / watch serve (the pod cache)
 EvictResult = Literal["evicted", "not_found", "conflict", "blocked", "several_pdbs"]
 PatchResult = Literal["patched", "not_found", "conflict"]
-
-# (apiVersion, kind) -> plural for the owner kinds we expect; others use a simple lower-case plural.
-_PLURALS = {
-    ("apps/v1", "ReplicaSet"): "replicasets",
-    ("apps/v1", "Deployment"): "deployments",
-    ("apps/v1", "StatefulSet"): "statefulsets",
-    ("apps/v1", "DaemonSet"): "daemonsets",
-    ("batch/v1", "Job"): "jobs",
-    ("v1", "Pod"): "pods",
-}
 
 
 class KubeError(Exception):
@@ -98,18 +88,6 @@ class WatchStream:
         for step in ("shutdown", "close", "release_conn"):  # shutdown unblocks a read in another thread
             with contextlib.suppress(Exception):  # already closed, or the socket is gone
                 getattr(self._response, step)()
-
-
-def _plural(api_version: str, kind: str) -> str:
-    known = _PLURALS.get((api_version, kind))
-    if known:
-        return known
-    lower = kind.lower()
-    if lower.endswith(("s", "x", "ch", "sh")):
-        return lower + "es"
-    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
-        return lower[:-1] + "ies"
-    return lower + "s"
 
 
 def _message(body: Any) -> str:
@@ -272,14 +250,17 @@ class KubeClient:
         return "deleted"
 
     def get_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """GET one object by apiVersion ("v1", "apps/v1", ...) and kind; ``namespace`` "" for cluster-scoped.
+        """GET one owner object (ReplicaSet, Deployment, StatefulSet, ... in ``namespace``) for the owner walk.
 
-        Meant for owner chains (ReplicaSet -> Deployment, StatefulSet, ...). The plural is derived from the
-        kind (known kinds, else the lower-case English plural). None on 404; raises KubeError otherwise.
+        Only the kinds of :data:`watchdog.core.owners.OWNER_KINDS`, all namespaced; the path is built from that
+        table and from ``namespace`` and ``name`` only once they are valid Kubernetes names (owner references are
+        tenant text: a kind or name carrying ``/``, ``..`` or ``?`` must never become a path). Raises ValueError,
+        sending nothing, for anything else. None on 404; raises KubeError otherwise.
         """
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        scope = f"/namespaces/{urllib.parse.quote(namespace, safe='')}" if namespace else ""
-        path = f"{base}{scope}/{_plural(api_version, kind)}/{urllib.parse.quote(name, safe='')}"
+        path = owner_path(api_version, kind, namespace, name)
+        if path is None:
+            raise ValueError(f"not a known owner kind or not a valid name: {api_version!r} {kind!r} "
+                             f"{namespace!r} {name!r}"[:300])
         return self._get(f"get {kind} {namespace}/{name}", self._api.call_api, path, "GET",
                          header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
 

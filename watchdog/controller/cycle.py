@@ -123,7 +123,7 @@ class Watchdog:
             completion_only_allowed=config.completion_only_window_seconds > 0, leader=leader, clock=clock,
             wall_clock=wall_clock, escalation=escalation,
             require_controller=config.require_controller, ledger=ledger,
-            events=EventRecorder(kube, self.metrics), evidence=EvidenceKeeper(
+            events=EventRecorder(kube, self.metrics, clock=clock), evidence=EvidenceKeeper(
                 kube, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes, clock=clock,
                 wall_clock=wall_clock))
         self.ledger = ledger
@@ -292,6 +292,7 @@ class Watchdog:
         for uid in set(self.pods) - live:
             del self.pods[uid]
         self.policy.forget_pods(live)
+        self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)
 
     def _judge(self, target: ScrapeTarget, pod: PodRecord, parsed: ParseResult | None, report: CycleReport,
                t: float | None = None, stamps: Mapping[Labels, float | None] | None = None) -> set[str]:
