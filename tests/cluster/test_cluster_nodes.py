@@ -1,7 +1,8 @@
-"""Scenario 5 on a real control plane: node escalation. Two different pods on one node are deleted as stalled,
-so the watchdog (chart with ``nodeEscalation: true``: nodes get/patch) taints the real Node, keeping the taint
-another actor added meanwhile, and records ``StalledNodeTainted`` on the Node (namespace ``default``, where the
-API server accepts Events about cluster-scoped objects). The resourceVersion guard of the taint patch is checked
+"""Scenario 5 on a real control plane: node escalation. Two different pods, of two namespaces (one namespace's
+pods alone never taint a shared node), on one node are deleted as stalled, so the watchdog (chart with
+``nodeEscalation: true``: nodes get/patch) taints the real Node, keeping the taint another actor added meanwhile,
+and records ``StalledNodeTainted`` on the Node (namespace ``default``, where the API server accepts Events about
+cluster-scoped objects). The resourceVersion guard of the taint patch is checked
 against the real API server too: a patch based on a stale read is refused with 409."""
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ def test_node_tainted_after_repeated_stalls_keeping_other_taints(scenario, watch
                                                                  control_plane, clean_node):
     s = scenario("s5-nodes")
     ns = s.namespace("llm", "true")
+    ns_b = s.namespace("llm-b", "true")
     s.deployment(ns, "alpha", 1, grace_s=2, node=NODE)
-    s.deployment(ns, "beta", 1, grace_s=2, node=NODE)
+    s.deployment(ns_b, "beta", 1, grace_s=2, node=NODE)
     (alpha,) = s.ready_pods(ns, "alpha", 1)
-    (beta,) = s.ready_pods(ns, "beta", 1)
+    (beta,) = s.ready_pods(ns_b, "beta", 1)
     assert alpha["spec"]["nodeName"] == beta["spec"]["nodeName"] == NODE
     rel = release("wd-nodes", NODES_CONFIG)
     wd = watchdogs(rel, s.name)
@@ -46,7 +48,7 @@ def test_node_tainted_after_repeated_stalls_keeping_other_taints(scenario, watch
     s.api.merge_patch(f"/api/v1/nodes/{NODE}", {"spec": {"taints": [OTHER_TAINT]}})
     assert not audit(control_plane, rel.user, verb="patch", resource="nodes")  # below the threshold so far
 
-    kubelet.sim_for(ns, beta["metadata"]["name"]).set_mode("wedged")
+    kubelet.sim_for(ns_b, beta["metadata"]["name"]).set_mode("wedged")
     patches = wait_for("the node taint patch", lambda: audit(control_plane, rel.user, verb="patch",
                                                              resource="nodes"),
                        timeout=40, describe=lambda: wd.log()[-3000:])

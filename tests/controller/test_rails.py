@@ -6,6 +6,7 @@ Every test asserts the expected outcome and that nothing was wrongly deleted.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -102,17 +103,61 @@ def results(reports: list[CycleReport]) -> list[str]:
 def test_breaker_trips_when_30_percent_stall_together_and_nothing_is_deleted(fleet: Fleet) -> None:
     for i in range(7):
         fleet.pod(f"ok-{i}", "progressing")
-    for i in range(3):  # 3 of 10 = 30%: not MORE than the threshold ...
+    for i in range(4):  # 4 of 11 = 36%, but with one of their namespaces left out 3 of 10 = 30%: not MORE ...
         fleet.pod(f"wedged-{i}", "wedged", namespace=f"team-{i}")
-    fleet.pod("wedged-3", "wedged", namespace="team-3")  # ... 4 of 11 = 36%: trips
+    fleet.pod("wedged-4", "wedged", namespace="team-4")  # ... 5 of 12, and 4 of 11 = 36% without any one: trips
     wd = fleet.watchdog()
     reports = run(fleet, wd, 8)
     assert set(results(reports)) == {"deferred"}
     assert all(fleet.alive(name) for name in fleet.pods)
     deferred = fleet.events("StalledPodDeletionDeferred")
-    assert len(deferred) == 4 and all("mass-stall breaker is open" in msg for _, msg in deferred)
+    assert len(deferred) == 5 and all("mass-stall breaker is open" in msg for _, msg in deferred)
     assert wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 1.0
-    assert wd.metrics.registry.get_sample_value("vllm_watchdog_deferrals_total", {"rule": "breaker"}) >= 4
+    assert wd.metrics.registry.get_sample_value("vllm_watchdog_deferrals_total", {"rule": "breaker"}) >= 5
+
+
+@pytest.mark.parametrize("tenant_mode", ["dry-run", "true"])
+def test_one_tenants_fake_stalls_never_hold_back_another_namespaces_wedge(fleet: Fleet, tenant_mode: str) -> None:
+    """Issue 27 item 5: three pods of one tenant serving a static "busy and frozen" exposition (its namespace in
+    dry-run or enforced) and one real wedge elsewhere: "4 of 7 watched pods looked stalled" opened the fleet
+    breaker and deferred the wedge for as long as the tenant kept its pods. The fleet breaker now needs its
+    thresholds met with any one namespace left out; the tenant's own breaker holds its own pods only."""
+    fleet.api.create_namespace("tenant", {NAMESPACE_LABEL: tenant_mode})
+    fleet.namespaces.add("tenant")
+    for i in range(3):
+        fleet.pod(f"fake-{i}", "wedged", namespace="tenant")
+    for i in range(3):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged", "wedged")  # enforced namespace llm
+    wd = fleet.watchdog()
+    run(fleet, wd, 8)
+    assert not fleet.alive("wedged")
+    assert all(fleet.alive(f"fake-{i}") for i in range(3)) and all(fleet.alive(f"ok-{i}") for i in range(3))
+    registry = wd.metrics.registry
+    assert registry.get_sample_value("vllm_watchdog_breaker_open") == 0.0
+    assert not registry.get_sample_value("vllm_watchdog_deferrals_total", {"rule": "breaker"})
+    fakes = {fleet.pods[f"fake-{i}"]["metadata"]["name"] for i in range(3)}
+    if tenant_mode == "dry-run":
+        assert {name for name, _ in fleet.events("StalledPodDryRun")} == fakes
+    else:  # its own breaker (3 of its 3 pods) holds its own pods back
+        deferred = fleet.events("StalledPodDeletionDeferred")
+        assert {name for name, _ in deferred} == fakes and all("namespace tenant" in m for _, m in deferred)
+
+
+def test_a_storm_across_namespaces_still_opens_the_fleet_breaker(fleet: Fleet) -> None:
+    """The storm protection stays: two stalled pods in each of four namespaces (a sticking gauge of one engine
+    version) beside a healthy one: 8 of 13, and 6 of 11 with any one of them left out."""
+    for i in range(5):
+        fleet.pod(f"ok-{i}", "progressing")
+    for i in range(4):
+        for j in range(2):
+            fleet.pod(f"wedged-{i}-{j}", "wedged", namespace=f"team-{i}")
+    wd = fleet.watchdog()
+    reports = run(fleet, wd, 8)
+    assert set(results(reports)) == {"deferred"} and all(fleet.alive(name) for name in fleet.pods)
+    assert wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 1.0
+    assert wd.policy.view(fleet.now)["breaker"]["why"] == (
+        "8 of 13 watched pods looked stalled, in 4 namespaces (over the thresholds with any one of them left out)")
 
 
 def test_breaker_closes_after_cooldown_once_the_fraction_drops(fleet: Fleet) -> None:
@@ -258,6 +303,35 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
     assert "cluster budget used: 2 deletions" in msg
 
 
+def test_a_standby_neither_announces_nor_keeps_evidence_of_a_dry_run_stall(fleet: Fleet,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27 item 6: the dry-run decision came before the not-leader rule, so a standby wrote its own
+    StalledPodDryRun Events (two per stall with the leader's), logged an evidence record and read pods/log."""
+    fleet.api.create_namespace("obs", {NAMESPACE_LABEL: "dry-run"})
+    fleet.namespaces.add("obs")
+    for i in range(3):
+        fleet.pod(f"ok-{i}", "progressing")
+    pod = fleet.pod("wedged", "wedged", namespace="obs")
+    kube = FakeKube(KubeClient.from_settings(KubeSettings(host=fleet.api.base_url)),
+                    read_pod_log=lambda *_: b"engine log line\n")
+    config = fleet.config(evidenceLogLines=20)
+    standby = fleet.watchdog(kube, config=config, leader=lambda: False)
+
+    def evidence() -> int:
+        return sum(1 for r in caplog.records if r.name == "watchdog.controller.evidence")
+
+    with caplog.at_level(logging.INFO):
+        reports = run(fleet, standby, 6)
+        assert {(r.result, r.rule) for report in reports for _, r in report.remediations} == {
+            ("deferred", "not_leader")}
+        assert fleet.api.list_events() == [] and kube.calls["read_pod_log"] == 0 and evidence() == 0
+        # The leader speaks for the stall: one Event on the pod, one evidence record, one log read.
+        run(fleet, fleet.watchdog(kube, config=config), 6)
+        assert [name for name, _ in fleet.events("StalledPodDryRun")] == [pod["metadata"]["name"]]
+        assert kube.calls["read_pod_log"] == 1 and evidence() == 1
+    assert fleet.alive("wedged")
+
+
 def test_eviction_mode_defers_on_a_pdb_and_never_falls_back_to_delete(fleet: Fleet) -> None:
     for i in range(4):
         fleet.pod(f"ok-{i}", "progressing")
@@ -298,3 +372,41 @@ def test_node_escalation_taints_a_node_after_two_stalled_pods(fleet: Fleet) -> N
                                       {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}]
     [event] = [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
     assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == "gpu-7"
+
+
+def test_node_escalation_needs_stalled_pods_of_two_namespaces(fleet: Fleet) -> None:
+    """Issue 27 item 9: two fake-wedged pods of one namespace, placed with spec.nodeName on a node that also runs
+    another tenant's pod, got the shared node tainted. One namespace's pods alone never taint it now; a stalled
+    pod of a second namespace there does."""
+    from watchdog.adapters.nodes import NodeEscalator
+    from watchdog.core.escalation import NodeStallHistory
+
+    gpu = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    fleet.api.create_object("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-7"},
+                                              "spec": {"taints": [gpu]}})
+
+    def on_gpu_7(name: str, mode: str, namespace: str) -> None:
+        manifest = fleet.pod(name, mode, namespace=namespace)
+        path = f"/api/v1/namespaces/{namespace}/pods/{manifest['metadata']['name']}"
+        fleet.api.patch_object(path, {"spec": {"nodeName": "gpu-7"}})
+
+    for i in range(4):
+        fleet.pod(f"ok-{i}", "progressing")
+    on_gpu_7("bystander", "progressing", "team-b")
+    on_gpu_7("fake-a", "wedged", "tenant")
+    on_gpu_7("fake-b", "wedged", "tenant")
+    kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
+    escalator = NodeEscalator(kube, NodeStallHistory(threshold=2, window_s=3600), clock=lambda: fleet.now)
+    wd = fleet.watchdog(kube, escalation=escalator, config=fleet.config(maxDeletions=3, maxDeletionsPerNamespace=2))
+    run(fleet, wd, 8)
+    assert not fleet.alive("fake-a") and not fleet.alive("fake-b") and fleet.alive("bystander")
+    assert fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]["spec"]["taints"] == [gpu]
+    assert not [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
+
+    on_gpu_7("wedged-c", "wedged", "team-c")  # a second namespace's pod wedges there too: a bad host
+    run(fleet, wd, 8)
+    assert not fleet.alive("wedged-c")
+    assert fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]["spec"]["taints"] == [
+        gpu, {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}]
+    [event] = [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
+    assert "3 different pods of 2 namespaces" in event["message"]

@@ -108,6 +108,45 @@ def test_breaker_threshold_is_a_fraction_and_a_minimum(watched: int, bad: int, t
     assert p.breaker_open(T0 + 10) is trips
 
 
+def test_one_namespace_never_opens_the_fleet_breaker() -> None:
+    """Issue 27 item 5: a tenant's pods serving a frozen "busy" exposition (its namespace dry-run or enforced) and
+    one genuine wedge elsewhere made "4 of 7 watched pods looked stalled": the fleet breaker opened and held the
+    wedge back for as long as the tenant kept its pods. Without the tenant: 1 of 4."""
+    p = policy()
+    counts = {"tenant": (3, 3), "prod": (4, 1)}
+    status = p.begin_cycle(T0 + 200, watched=7, bad=4, namespaces=counts, spread=counts)
+    assert status == CycleStatus(breaker_tripped=False, breaker_open=False, namespaces_tripped=("tenant",))
+    assert decide(p, "wedge", ns="prod").action == "delete"
+    assert decide(p, "fake", ns="tenant").rule == "namespace_breaker"  # the tenant holds back its own namespace
+    assert decide(p, "fake", ns="tenant", mode="dry-run").action == "dry_run"
+    many = {"tenant": (50, 50), "prod": (4, 1), "quiet": (10, 0)}  # however many pods it runs
+    assert not p.begin_cycle(T0 + 215, watched=64, bad=51, spread=many).breaker_open
+    assert decide(p, "wedge", ns="prod", now=T0 + 215).action == "delete"
+
+
+@pytest.mark.parametrize("spread, trips", [
+    ({"a": (1, 1), "b": (1, 1), "c": (1, 1), "llm": (7, 0)}, False),  # 3 of 10 = 30%: not more
+    ({"a": (1, 1), "b": (1, 1), "c": (1, 1), "d": (1, 1), "llm": (7, 0)}, False),  # without a: 3 of 10 again
+    ({"a": (1, 1), "b": (1, 1), "c": (1, 1), "d": (1, 1), "e": (1, 1), "llm": (7, 0)}, True),  # 4 of 11 without any
+    ({"a": (2, 2), "b": (2, 2), "c": (2, 2), "d": (2, 2), "llm": (5, 0)}, True),  # a storm: without a, 6 of 11
+    ({"a": (3, 3), "b": (3, 3)}, True),  # two namespaces all stalled: either one alone is over the thresholds
+    ({"a": (3, 3), "b": (3, 2)}, False),  # without a: 2 pods, below breakerMinPods (b's own breaker stays shut too)
+    ({"llm": (10, 10)}, False),  # a fleet in one namespace: its own breaker judges it
+])
+def test_the_fleet_breaker_holds_with_any_one_namespace_left_out(spread: dict[str, tuple[int, int]],
+                                                                 trips: bool) -> None:
+    p = policy()
+    watched, bad = sum(w for w, _ in spread.values()), sum(b for _, b in spread.values())
+    status = p.begin_cycle(T0 + 200, watched=watched, bad=bad, namespaces=spread, spread=spread)
+    assert (status.breaker_tripped, status.breaker_open) == (trips, trips)
+    if trips:
+        assert p.view(T0 + 200)["breaker"]["why"] == (
+            f"{bad} of {watched} watched pods looked stalled, in {sum(1 for _, b in spread.values() if b)} "
+            "namespaces (over the thresholds with any one of them left out)")
+    else:
+        assert decide(p, ns="quiet").action == "delete"
+
+
 def test_warm_up_needs_a_window_since_start_and_since_first_listing() -> None:
     p = DeletionPolicy(Rails(window_seconds=120), started=T0)
     assert decide(p, now=T0 + 500).rule == "warm_up"  # never listed pods yet
@@ -127,6 +166,11 @@ def test_minimum_pod_age_defaults_to_the_window() -> None:
 def test_pause_and_leadership() -> None:
     assert decide(policy(paused=True)).rule == "paused"
     assert decide(policy(), leader=False).rule == "not_leader"
+    # Issue 27 item 6: a standby decides nothing else, dry-run included (it would write the StalledPodDryRun
+    # Event and the evidence and read the log a second time), nor a paused deferral (its Event).
+    assert decide(policy(), leader=False, mode="dry-run").rule == "not_leader"
+    assert decide(policy(dry_run=True), leader=False).rule == "not_leader"
+    assert decide(policy(paused=True), leader=False).rule == "not_leader"
     assert decide(policy(paused=True), mode="dry-run").action == "dry_run"  # pause still reports
 
 

@@ -142,9 +142,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("deletion_window_seconds", "float", 600.0, "rolling window of the deletion budgets, seconds",
             minimum=1.0, maximum=86400.0),
     Setting("breaker_fraction", "float", 0.3, "delete nothing while more than this fraction of watched pods "
-            "look stalled at once (a namespace's own breaker also counts pods that cannot be judged)",
+            "look stalled at once, also with any one namespace left out (one namespace's pods alone never trip "
+            "it; a namespace's own breaker also counts pods that cannot be judged)",
             minimum=0.0, maximum=1.0),
-    Setting("breaker_min_pods", "int", 3, "the breaker trips only when at least this many pods look bad",
+    Setting("breaker_min_pods", "int", 3, "the breaker trips only when at least this many pods look bad (the "
+            "fleet's: also with any one namespace left out)",
             minimum=1, maximum=100000),
     Setting("breaker_cooldown_seconds", "float", 300.0, "seconds the breaker stays open after the fraction "
             "last exceeded the threshold", minimum=0.0, maximum=86400.0),
@@ -158,8 +160,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("budget_ledger", "bool", True, "keep recent deletions in the ConfigMap <leaseName>-ledger in the "
             "watchdog's namespace ($POD_NAMESPACE, else default) and read the deletion budget back from it with "
             "one GET after a restart or a leader change; off: read own Events back (a LIST over every namespace)"),
-    Setting("node_escalation", "bool", False, "taint a node after repeated stalls of different pods on it"),
-    Setting("node_escalation_threshold", "int", 2, "distinct stalled pods on one node that trigger the taint",
+    Setting("node_escalation", "bool", False, "taint a node after repeated stalls of different pods, of at "
+            "least 2 namespaces, on it"),
+    Setting("node_escalation_threshold", "int", 2, "distinct stalled pods on one node that trigger the taint; "
+            "they must come from at least 2 namespaces (one tenant's pods never taint a shared node)",
             minimum=2, maximum=10000),
     Setting("node_escalation_window_seconds", "float", 3600.0, "window for node_escalation_threshold, seconds",
             minimum=60.0, maximum=86400.0),

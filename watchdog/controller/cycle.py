@@ -251,7 +251,7 @@ class Watchdog:
         if self.brake is not None:
             self.policy.set_brake(self.brake.read())
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,
-                                         namespaces=health.by_namespace, listed_at=listed_at)
+                                         namespaces=health.by_namespace, spread=health.spread, listed_at=listed_at)
         for namespace in status.namespaces_tripped:
             watched, bad = health.by_namespace[namespace]
             log.error("namespace breaker OPEN in %s: %d of its %d watched pods look stalled or unknown: deleting "
@@ -259,7 +259,8 @@ class Watchdog:
                       self.config.breaker_cooldown_seconds, extra=facts(namespace=namespace, rule="namespace_breaker"))
         if status.breaker_tripped:
             log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled (threshold %.0f%%, "
-                      "at least %d pods): deleting nothing until it stays below for %g s", health.stalled,
+                      "at least %d pods, with any one namespace left out): deleting nothing until it stays below "
+                      "for %g s", health.stalled,
                       health.watched,
                       100 * self.config.breaker_fraction, self.config.breaker_min_pods,
                       self.config.breaker_cooldown_seconds, extra=facts(rule="breaker"))

@@ -215,7 +215,7 @@ class Remediator:
     def _removed(self, target: ScrapeTarget, evidence: Say, verb: str, note: str) -> Remediation:
         self.events.on_pod_and_owner(target, REASON_DELETED, evidence(_PAST[verb], "", note), action="Delete")
         if self.escalation is not None:
-            self.escalation.on_deletion(target.node, target.uid, target.ref)
+            self.escalation.on_deletion(target.node, target.uid, target.ref, target.namespace)
         return self._done("evicted" if verb == "evict" else "deleted",
                           f"{_PAST[verb]} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 

@@ -5,10 +5,13 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
 1. *One decision per stall episode and mode*: a pod+engine series already acted on is skipped until its
    engine leaves the stalled state (``episode_over``) or the pod goes; a dry-run announcement does not count
    once the namespace (or the global setting) is flipped to enforce: that is a new decision.
-2. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
+2. *Not the leader* (``not_leader``, a deferral): a standby decides nothing else, so it never reaches the
+   dry-run (no ``StalledPodDryRun`` Event, no evidence record, no log read) nor any other rule; the leader
+   speaks for the stall.
+3. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
    turns the deletion into a ``StalledPodDryRun`` Event.
-3. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting
-   or the run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``); not the leader;
+4. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting
+   or the run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``);
    warm-up (no deletion before a full window since start and since the first successful pod listing, with the
    detector's slack: :func:`~watchdog.core.detector.window_reached`); the pod is younger than the minimum age (by
    default the window, with that slack); the mass-stall breaker is open; the cluster-wide budget (default
@@ -17,7 +20,12 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
 
 The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the watched pods, and
 at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
-hangs — and closes by itself ``breaker_cooldown_seconds`` after the last cycle that exceeded it. Pods that
+hangs — **and still would with any one namespace left out** (its watched and stalled pods both taken away), and
+closes by itself ``breaker_cooldown_seconds`` after the last cycle that exceeded it. The storms it is for (an
+engine version whose running gauge sticks, a monitoring fault) span many owners and namespaces; one tenant's
+pods serving a frozen "busy" exposition (dry-run or enforced) span one, so they can never open it, alone or
+together with a genuine wedge elsewhere, and never hold back another namespace's deletion. They open that
+namespace's own breaker instead, which also covers a fleet that lives in a single namespace. Pods that
 cannot be judged (failed scrape, no usable series) count only towards their own namespace's breaker (same
 thresholds, rule ``namespace_breaker``): a tenant controls its own pods, so it can hold back deletions in its
 namespace but never blind the watchdog for the others.
@@ -125,17 +133,24 @@ class DeletionPolicy:
     # -- per-cycle inputs ------------------------------------------------------------------------------------
     def begin_cycle(self, now: float, *, watched: int, bad: int,
                     namespaces: Mapping[str, tuple[int, int]] | None = None,
+                    spread: Mapping[str, tuple[int, int]] | None = None,
                     listed_at: float | None = None) -> CycleStatus:
         """Call once per cycle after a successful pod listing (at ``listed_at``; None: ``now``): ``watched`` pods
-        judged, ``bad`` of them with a stalled engine (the fleet-wide breaker); ``namespaces``: namespace ->
-        (watched, bad) where bad also counts pods that could not be judged (failed scrape, no usable series) —
-        each namespace's own breaker, so one tenant's broken pods hold back deletions in its namespace only."""
+        judged, ``bad`` of them with a stalled engine (the fleet-wide breaker); ``spread``: the same two counts per
+        namespace (namespace -> (watched, stalled)): the fleet-wide breaker opens only if it would with any one
+        namespace left out (None: the fleet is judged as one whole, for callers that know no namespaces);
+        ``namespaces``: namespace -> (watched, bad) where bad also counts pods that could not be judged (failed
+        scrape, no usable series) — each namespace's own breaker, so one tenant's broken pods hold back deletions
+        in its namespace only."""
         if self._first_sync is None:
             self._first_sync = now if listed_at is None else listed_at
         was_open = self.breaker_open(now)
-        if self._over(watched, bad):
+        fleet_over = self._fleet_over(watched, bad, spread)
+        if fleet_over:
             self._breaker_until = now + self.rails.breaker_cooldown_seconds
-            self._trips[""] = f"{bad} of {watched} watched pods looked stalled"
+            spread_in = "" if spread is None else (f", in {sum(1 for _, s in spread.values() if s)} namespaces "
+                                                   "(over the thresholds with any one of them left out)")
+            self._trips[""] = f"{bad} of {watched} watched pods looked stalled{spread_in}"
         tripped = []
         self._namespace_breakers = {ns: t for ns, t in self._namespace_breakers.items() if now < t}
         for namespace, (ns_watched, ns_bad) in (namespaces or {}).items():
@@ -145,12 +160,24 @@ class DeletionPolicy:
                 self._namespace_breakers[namespace] = now + self.rails.breaker_cooldown_seconds
                 self._trips[namespace] = f"{ns_bad} of its {ns_watched} watched pods looked stalled or unknown"
         self._trips = {k: v for k, v in self._trips.items() if k in self._namespace_breakers or k == ""}
-        return CycleStatus(breaker_tripped=self._over(watched, bad) and not was_open,
+        return CycleStatus(breaker_tripped=fleet_over and not was_open,
                            breaker_open=self.breaker_open(now), namespaces_tripped=tuple(sorted(tripped)))
 
     def _over(self, watched: int, bad: int) -> bool:
         r = self.rails
         return bad >= r.breaker_min_pods and watched > 0 and bad / watched > r.breaker_fraction
+
+    def _fleet_over(self, watched: int, bad: int, spread: Mapping[str, tuple[int, int]] | None) -> bool:
+        """The fleet-wide breaker's thresholds, met by the whole fleet and by the fleet without any one namespace
+        that has a stalled pod (its (watched, stalled) taken away): no single namespace — one tenant's pods that
+        serve a frozen "busy" exposition, dry-run or not — can open it, alone or with a genuine wedge elsewhere.
+        A fleet in one namespace never opens it; that namespace's own breaker (same thresholds) judges it."""
+        if not self._over(watched, bad):
+            return False
+        if spread is None:
+            return True
+        stalled_in = [(ns_watched, ns_bad) for ns_watched, ns_bad in spread.values() if ns_bad > 0]
+        return bool(stalled_in) and all(self._over(watched - w, bad - b) for w, b in stalled_in)
 
     def breaker_open(self, now: float) -> bool:
         return self._breaker_until is not None and now < self._breaker_until
@@ -177,14 +204,14 @@ class DeletionPolicy:
         # operator flips the namespace (or the global setting) to enforce.
         if acted == "delete" or (acted == "dry_run" and observing):
             return Decision("skip", "episode", "already acted on this stall episode")
+        if not leader:  # before dry-run: a standby announces nothing, keeps no evidence, reads no log
+            return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
         if r.dry_run:
             return Decision("dry_run", "dry_run", "global dryRun is on")
         if namespace_mode != "enforce":
             return Decision("dry_run", "dry_run", "namespace is labelled dry-run")
         if self.paused_by is not None:
             return Decision("defer", "paused", f"the watchdog is paused ({self.paused_by})")
-        if not leader:
-            return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
         if self._first_sync is None or not window_reached(now - max(self.started, self._first_sync), r.window_seconds):
             return Decision("defer", "warm_up", f"warming up: no deletion before a full {r.window_seconds:g} s window "
                                                 "since start and since the first pod listing")
