@@ -72,6 +72,9 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     "vllm_watchdog_quarantine_changes_total": {"to": frozenset({"admitted", "quarantined", "released"})},
     "vllm_watchdog_quarantine_held_total": {"rule": frozenset({"dry_run", "paused", "breaker", "namespace_breaker",
                                                                "owner_share", "last_ready"})},
+    # Refused credentials (issue 27): 401/403 answers counted, and the state /readyz fails for.
+    "vllm_watchdog_api_auth_failures_total": {"status": frozenset({"401", "403"})},
+    "vllm_watchdog_api_credentials_refused": {},
     # prometheus_client's process collector (Linux).
     **{f"process_{n}": {} for n in ("cpu_seconds_total", "resident_memory_bytes", "virtual_memory_bytes",
                                     "start_time_seconds", "open_fds", "max_fds")},
@@ -187,6 +190,9 @@ BROKEN_RULES = [
     pytest.param("VllmWatchdogNoCycles", {"expr": "time() - vllm_watchdog_last_cycle_timestamp_seconds > 180 "
                                                   "and vllm_watchdog_last_cycle_timestamp_seconds > 0"},
                  id="no-cycles-misses-a-watchdog-that-never-completed-one"),
+    pytest.param("VllmWatchdogApiCredentialsRefused", {"expr": "sum by (namespace, service, pod) (increase("
+                                                               "vllm_watchdog_api_auth_failures_total[5m])) > 0"},
+                 id="credentials-refused-pages-on-a-stray-403"),
     *(pytest.param(rule["alert"], {"for": None}, id=f"{rule['alert']}-without-for")
       for rule in alerts() if "for" in rule),
 ]

@@ -23,6 +23,8 @@ AGREED = {
     "vllm_watchdog_event_failures_total", "vllm_watchdog_series_dropped_total", "vllm_watchdog_cycle_failures_total",
     "vllm_watchdog_breaker_open", "vllm_watchdog_leader", "vllm_watchdog_paused", "vllm_watchdog_build_info",
     "vllm_watchdog_quarantined", "vllm_watchdog_quarantine_changes_total", "vllm_watchdog_quarantine_held_total",
+    # Refused credentials (issue 27).
+    "vllm_watchdog_api_auth_failures_total", "vllm_watchdog_api_credentials_refused",
 }
 
 
@@ -72,6 +74,8 @@ def test_label_values_are_pre_created_at_zero() -> None:
     assert [get("vllm_watchdog_engines", {"state": s}) for s in ENGINE_STATES] == [0.0] * 6
     assert [get("vllm_watchdog_scrapes_total", {"outcome": o}) for o in SCRAPE_OUTCOMES] == [0.0] * 10
     assert get("vllm_watchdog_paused") == 0.0
+    assert [get("vllm_watchdog_api_auth_failures_total", {"status": s}) for s in ("401", "403")] == [0.0, 0.0]
+    assert get("vllm_watchdog_api_credentials_refused") == 0.0
     assert set(ENGINE_STATES) == {"idle", "paused", "progressing", "suspect", "stalled", "unknown"}
 
 

@@ -35,6 +35,7 @@ from watchdog.core.vocab import (
 
 DELETION_RESULTS = REMEDIATION_RESULTS  # the label values of vllm_watchdog_remediations_total{result}
 REMOVAL_ACTIONS: tuple[RemovalAction, ...] = get_args(RemovalAction)  # of vllm_watchdog_deletions_total{action}
+API_AUTH_STATUSES = ("401", "403")  # of vllm_watchdog_api_auth_failures_total{status}: the refusals, no other
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,14 @@ class Metrics:
     quarantined: Gauge  # gated pods whose readiness gate is False (this replica's view, leader only)
     quarantine_changes: Counter  # {to}: admitted | quarantined | released
     quarantine_held: Counter  # {rule}: wanted drains held back by a rail, once per pod and rule
+    api_auth_failures: Counter  # {status}: API answers refusing the watchdog's credentials (401, 403)
+    api_refused: Gauge  # 1 while the API server refuses the credentials (/readyz fails for it)
+
+    def on_credentials(self, status: int | None, refused: bool) -> None:
+        """Listener of :class:`watchdog.adapters.kubeauth.Credentials`: a refusal (its status) or a change."""
+        if status is not None:
+            self.api_auth_failures.labels(str(status)).inc()
+        self.api_refused.set(int(refused))
 
 
 def new_metrics() -> Metrics:
@@ -107,6 +116,12 @@ def new_metrics() -> Metrics:
                                    "again).", ["to"], registry=r),
         quarantine_held=Counter("vllm_watchdog_quarantine_held", "Wanted quarantines held back by a rail, once per "
                                 "pod and rule.", ["rule"], registry=r),
+        api_auth_failures=Counter("vllm_watchdog_api_auth_failures", "Kubernetes API answers refusing the "
+                                  "watchdog's credentials, by HTTP status: 401 (token not accepted), 403 (RBAC).",
+                                  ["status"], registry=r),
+        api_refused=Gauge("vllm_watchdog_api_credentials_refused", "1 while the Kubernetes API server refuses the "
+                          "watchdog's credentials: its last 3 answers were 401 or 403, none accepted since "
+                          "(/readyz fails and names it).", registry=r),
     )
     ProcessCollector(registry=r)
     m.build_info.labels(__version__, platform.python_version()).set(1)
@@ -124,4 +139,6 @@ def new_metrics() -> Metrics:
         m.quarantine_changes.labels(change)
     for held in QUARANTINE_HOLDS:
         m.quarantine_held.labels(held)
+    for status in API_AUTH_STATUSES:
+        m.api_auth_failures.labels(status)
     return m

@@ -5,7 +5,9 @@ Liveness never depends on the API server: ``/healthz`` is 200 while a cycle STAR
 (the loop is alive and attempting, whether or not its cycles succeed: an API outage must not restart the pod
 and lose its warm-up), or while the cycle in progress has run less than 10 minutes (a long cycle of many
 timing-out pods is slow, not dead; a cycle running longer is stuck and fails it). ``/readyz`` is 200 while a
-cycle COMPLETED within 3 intervals, and its body says why not (never completed, last completed N s ago, the last error).
+cycle COMPLETED within 3 intervals and the API server does not refuse the watchdog's credentials (``refusal``:
+its last answers were all 401/403, :mod:`watchdog.adapters.kubeauth`), and its body says why not (the refusal
+and what to check, never completed, last completed N s ago; and the last error).
 
 Anyone who reaches the port is served by a bounded server (:class:`HttpServer`): one asyncio event loop in one
 thread, whatever the number of clients, so an idle or slow connection costs a few KiB, never a thread. Per
@@ -30,7 +32,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import unquote, urlsplit
@@ -63,10 +65,13 @@ STUCK_S = 600.0  # /healthz also fails when one cycle has been running this long
 
 
 class Endpoints:
-    """The WSGI application: ``/metrics`` from the watchdog's registry, ``/healthz``, ``/readyz``, ``/status``."""
+    """The WSGI application: ``/metrics`` from the watchdog's registry, ``/healthz``, ``/readyz``, ``/status``.
+    ``refusal``: why the API server refuses the watchdog's credentials, None while it does not."""
 
-    def __init__(self, watchdog: Watchdog, interval_s: float) -> None:
+    def __init__(self, watchdog: Watchdog, interval_s: float,
+                 refusal: Callable[[], str | None] | None = None) -> None:
         self.watchdog, self.interval_s, self.started = watchdog, interval_s, watchdog.clock()
+        self.refusal = refusal
         self.metrics: WSGIApplication = make_wsgi_app(watchdog.metrics.registry)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -92,9 +97,12 @@ class Endpoints:
                          {"ok": ok, "seconds_since_cycle_start": round(age, 1), "cycle_running": running,
                           "limit_s": max(limit, STUCK_S) if running else limit})
         completed, failed = wd.last_success, wd.last_failure
-        ready = completed is not None and now - completed <= limit
+        refused = self.refusal() if self.refusal is not None else None
+        ready = completed is not None and now - completed <= limit and refused is None
         body: dict[str, object] = {"ready": ready}
-        if completed is None:
+        if refused is not None:  # first: a cycle completed from the cache while every request is refused
+            body["why"] = refused
+        elif completed is None:
             body["why"] = "no cycle has completed yet"
         elif not ready:
             body["why"] = f"the last cycle completed {now - completed:.0f} s ago (limit {limit:g} s)"
@@ -305,9 +313,10 @@ def listen_socket(address: str) -> socket.socket:
     raise last
 
 
-def start_http(address: str, watchdog: Watchdog, interval_s: float, limits: HttpLimits | None = None) -> HttpServer:
-    """Serve /metrics, /healthz, /readyz, /status on ``address`` (host:port) from a daemon thread. Raises OSError
-    when the address cannot be bound."""
-    server = HttpServer(listen_socket(address), Endpoints(watchdog, interval_s), limits)
+def start_http(address: str, watchdog: Watchdog, interval_s: float, limits: HttpLimits | None = None, *,
+               refusal: Callable[[], str | None] | None = None) -> HttpServer:
+    """Serve /metrics, /healthz, /readyz, /status on ``address`` (host:port) from a daemon thread (``refusal``: see
+    :class:`Endpoints`). Raises OSError when the address cannot be bound."""
+    server = HttpServer(listen_socket(address), Endpoints(watchdog, interval_s, refusal), limits)
     server.serve()
     return server

@@ -4,7 +4,9 @@ Wires the pieces: configuration -> logging -> Kubernetes client -> :class:`~watc
 ``apscheduler`` 3.x interval job (``max_instances=1``, ``coalesce=True``, jitter) that calls
 :meth:`~watchdog.controller.cycle.Watchdog.run_cycle`, and an HTTP server on ``listenAddress`` with ``/metrics``,
 ``/healthz`` (503 once no cycle STARTED for 3 intervals: liveness never waits on the API server), ``/readyz``
-(200 while a cycle COMPLETED within 3 intervals) and ``/status`` (what the watchdog thinks, as JSON).
+(200 while a cycle COMPLETED within 3 intervals and the API server does not refuse the watchdog's credentials:
+the Kubernetes client's :class:`~watchdog.adapters.kubeauth.Credentials`, also counted in the metrics) and
+``/status`` (what the watchdog thinks, as JSON).
 
 SIGTERM/SIGINT stop it cleanly, logged at info: no new cycle starts, the HTTP server closes every connection,
 a cycle in progress gets up to :data:`STOP_WAIT_S` to finish (a deletion and its Events in flight), then the
@@ -21,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -106,6 +109,7 @@ def run_service(config: Settings, *, once: bool = False) -> int:
                   extra={"reason": "kubeconfig"})
         return 2
     watchdog, elector = wire(config, kube, os.environ.get("POD_NAMESPACE"), cache=not once)
+    kube.credentials.listen(watchdog.metrics.on_credentials)  # 401/403 answers counted, refused or not
     if once:
         try:
             if elector is not None:
@@ -119,13 +123,14 @@ def run_service(config: Settings, *, once: bool = False) -> int:
                 elector.stop()
             watchdog.close()
         return 0
-    return _serve(config.listen_address, config.scrape_interval_seconds, config.jitter_seconds, watchdog, elector)
+    return _serve(config.listen_address, config.scrape_interval_seconds, config.jitter_seconds, watchdog, elector,
+                  kube.credentials.refusal)
 
 
 def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
-           elector: LeaderElector | None) -> int:
+           elector: LeaderElector | None, refusal: Callable[[], str | None] | None = None) -> int:
     try:
-        server = start_http(address, watchdog, interval_s)
+        server = start_http(address, watchdog, interval_s, refusal=refusal)
     except OSError as exc:
         # os.strerror: socket.create_server appends the address as a Python tuple to the exception's text
         log.error("cannot listen on %s (listenAddress): %s", address, os.strerror(exc.errno) if exc.errno else exc,
