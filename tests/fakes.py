@@ -70,10 +70,6 @@ class FakeKube:
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         self._call("create_event", namespace, body)
 
-    def list_events(self, field_selector: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("list_events", field_selector)
-        return result
-
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         result: dict[str, Any] | None = self._call("get_config_map", namespace, name)
         return result

@@ -56,7 +56,7 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
                                                               "not_found", "conflict", "aborted", "error"})},
     "vllm_watchdog_deferrals_total": {"rule": frozenset({"paused", "not_leader", "warm_up", "min_age", "breaker",
                                                          "namespace_breaker", "budget", "namespace_budget", "owner",
-                                                         "budget_unknown", "pdb"})},
+                                                         "budget_unknown", "pdb", "ledger"})},
     **{f"vllm_watchdog_cycle_duration_seconds{s}": {} for s in ("_count", "_sum")},
     "vllm_watchdog_cycle_duration_seconds_bucket": {"le": ANY},
     "vllm_watchdog_last_cycle_timestamp_seconds": {},

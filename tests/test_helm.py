@@ -49,7 +49,7 @@ OTHER_ALTERNATIVE = {"prometheusBearerTokenFile"}
 BASE_RBAC = {
     *(("", "pods", v, "") for v in ("get", "list", "watch")),  # watch: the discovery cache
     *(("", "namespaces", v, "") for v in ("get", "list", "watch")),
-    *(("", "events", v, "") for v in ("create", "list")),
+    ("", "events", "create", ""),
     *(("apps", r, "get", "") for r in ("replicasets", "deployments", "statefulsets")),
 }
 DELETE_RBAC = {("", "pods", "delete", "")}

@@ -222,28 +222,6 @@ def test_eviction_body_is_policy_v1_with_uid_precondition(srv: EmulatorServer, k
                                        "gracePeriodSeconds": 7}}]
 
 
-def test_list_events_with_a_field_selector(srv: EmulatorServer, kube: KubeClient) -> None:
-    def event(namespace: str, name: str, reason: str, kind: str) -> None:
-        srv.create_object(f"/api/v1/namespaces/{namespace}/events", {
-            "metadata": {"name": name}, "reason": reason, "involvedObject": {"kind": kind, "name": "x"}})
-
-    event("ml", "e1", "StalledPodDeleted", "Pod")
-    event("web", "e2", "StalledPodDeleted", "Deployment")
-    event("default", "e3", "StalledNodeTainted", "Node")
-    event("ml", "e4", "Scheduled", "Pod")
-    assert names(kube.list_events("reason=StalledPodDeleted")) == ["ml/e1", "web/e2"]
-    assert names(kube.list_events("reason=StalledPodDeleted,involvedObject.kind=Pod")) == ["ml/e1"]
-    assert names(kube.list_events("involvedObject.kind!=Pod")) == ["default/e3", "web/e2"]
-    assert len(kube.list_events("")) == 4
-    assert kube.api_requests == 4
-    log = srv.emulator.request_log
-    assert {r.path for r in log} == {"/api/v1/events"}
-    assert log[0].query == "fieldSelector=reason%3DStalledPodDeleted"
-    with pytest.raises(KubeError, match=r"^list events 'reason': HTTP 400 .*invalid field selector") as info:
-        kube.list_events("reason")
-    assert info.value.status == 400
-
-
 LEASE = {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
 
 

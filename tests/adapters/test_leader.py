@@ -120,6 +120,22 @@ def test_is_leader_turns_false_at_the_renew_deadline_without_a_successful_renew(
     assert not a.is_leader()  # ... the deadline does, on the next call, with no thread and no request
 
 
+def test_the_fence_holds_only_while_the_lease_outlasts_the_write(emulator: EmulatorServer,
+                                                                 kube_client: KubeClient) -> None:
+    """Issue 27 item 3: a write whose timeout is 11 s is sent only while renew + 15 s - now > 11 s; a standby's
+    fence never holds."""
+    clock = Clock()
+    a, b = elector(kube_client, clock, "a"), elector(kube_client, clock, "b")
+    assert a.step() and not b.step()
+    assert a.holds_for(11.0) and not b.holds_for(0.0)
+    clock.t += 3.99
+    assert a.holds_for(11.0)
+    clock.t += 0.01  # 4 s after the renew started: 11 s left, not more than 11
+    assert not a.holds_for(11.0) and a.holds_for(10.0) and a.is_leader()
+    assert a.step()  # renewed: the fence holds again
+    assert a.holds_for(11.0)
+
+
 def test_another_holder_ends_leadership_at_once(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     clock = Clock()
     a = elector(kube_client, clock, "a")

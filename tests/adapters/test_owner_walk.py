@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fakes import FakeKube
 
+from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.events import MAX_OWNERS_CACHED, OWNER_RETRY_SECONDS, EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
@@ -70,7 +71,7 @@ def pod_events(api: EmulatorServer) -> list[tuple[str, str]]:
 
 
 def recorder(kube: Any, **kw: Any) -> EventRecorder:
-    return EventRecorder(kube, new_metrics(), **kw)
+    return EventRecorder(kube, Actuator(kube), new_metrics(), **kw)
 
 
 def record(api: EmulatorServer, kube: Any, owner: OwnerRef | None) -> list[str]:

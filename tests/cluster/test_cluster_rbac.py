@@ -36,7 +36,6 @@ DEFAULT_ALLOWED = [
     ("list", "namespaces"),
     ("watch", "namespaces"),
     ("create", "events", "-n", "default"),
-    ("list", "events", "-A"),
     ("get", "replicasets", "-n", "default"),
     ("get", "deployments", "-n", "default"),
     ("get", "statefulsets", "-n", "default"),
@@ -67,7 +66,8 @@ def test_default_release(release, kubectl, control_plane):
     ], [
         *NEVER, ("create", "pods", "--subresource=eviction", "-n", "default"), ("patch", "nodes"),
         ("get", "nodes"), ("get", "leases", "-n", rel.namespace), ("update", "leases", "-n", rel.namespace),
-        ("watch", "events", "-A"), ("watch", "replicasets", "-A"), ("patch", "events", "-n", "default"),
+        ("watch", "events", "-A"), ("list", "events", "-A"), ("watch", "replicasets", "-A"),
+        ("patch", "events", "-n", "default"),
         # no other ConfigMap: its own config read only, not another namespace's, no list/delete
         ("update", f"configmap/{rel.fullname}", "-n", rel.namespace),
         ("update", "configmap/other", "-n", rel.namespace),

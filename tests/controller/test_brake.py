@@ -42,9 +42,9 @@ def annotate(api: EmulatorServer, value: str | None) -> None:
 
 
 def braked_rig(api: EmulatorServer, tmp_path: Path, kube: Any = None) -> Rig:
+    """``kube``: wraps the brake's client only (the watchdog's own reads, e.g. the ledger's, go to the emulator)."""
     inner = KubeClient.from_settings(KubeSettings(host=api.base_url, request_timeout_s=5))
-    kube = kube(inner) if kube else inner
-    return Rig(api, make_config(tmp_path), kube=kube, brake=Brake(kube, HOME, NAME))
+    return Rig(api, make_config(tmp_path), kube=inner, brake=Brake(kube(inner) if kube else inner, HOME, NAME))
 
 
 def deferred_events(api: EmulatorServer) -> list[str]:

@@ -1,52 +1,66 @@
-"""The deletion budget read back from this watchdog's own Events (emulator over HTTP; not a cluster)."""
+"""The deletion budget read back after a restart or a leader change: from the deletion ledger only, merged with
+what the process already knows; never from Events (a tenant allowed to create Events could forge them); without a
+ledger, one deletion window held back (emulator over HTTP; not a cluster)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
 
-from watchdog.adapters.kube import KubeClient, KubeError
+from watchdog.adapters.actuator import Actuator
+from watchdog.adapters.kube import KubeClient
 from watchdog.controller.budget import restore_budget
+from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.events import event_body
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.demo.emulator import EmulatorServer
 
 NOW = 5000.0
+WD = "vllm-stall-watchdog"
 
 
-def record(api: EmulatorServer, namespace: str, name: str, age_s: float, *, reason: str = "StalledPodDeleted",
-           kind: str = "Pod", component: str = "vllm-stall-watchdog") -> None:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - age_s))
-    body = event_body(namespace, {"apiVersion": "v1", "kind": kind, "name": name, "uid": name}, reason, "m", "i",
-                      dt.datetime.now(dt.UTC))
-    body["lastTimestamp"] = body["firstTimestamp"] = stamp
-    body["reportingComponent"] = body["source"]["component"] = component
+def forge(api: EmulatorServer, namespace: str, name: str) -> None:
+    """What a tenant with the built-in `edit` role can write: a StalledPodDeleted Event that says it is ours."""
+    body = event_body(namespace, {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": name}, "StalledPodDeleted",
+                      "m", "i", dt.datetime.now(dt.UTC))
+    body["reportingComponent"] = body["source"]["component"] = WD
     api.create_object(f"/api/v1/namespaces/{namespace}/events", body)
 
 
-def deletions(policy: DeletionPolicy) -> int:
-    return sum(1 for _ in policy._deletions)
+def decide(policy: DeletionPolicy, namespace: str, now: float = NOW) -> str:
+    policy.begin_cycle(-1e9, watched=1, bad=0)
+    return policy.decide(uid="x", series="s", namespace=namespace, namespace_mode="enforce", owner=None,
+                         pod_age_s=1e9, now=now).rule
 
 
-def test_restores_own_recent_pod_deletions_in_watched_namespaces(emulator: EmulatorServer,
-                                                                  kube_client: KubeClient) -> None:
-    record(emulator, "a", "p1", 60)
-    record(emulator, "a", "p2", 900)  # older than the 600 s budget window
-    record(emulator, "b", "p3", 60)  # another shard's namespace
-    record(emulator, "a", "deploy", 60, kind="Deployment")  # the owner's copy of a deletion Event
-    record(emulator, "a", "p4", 60, reason="StalledPodDryRun")
-    record(emulator, "a", "p5", 60, component="someone-else")
-    policy = DeletionPolicy(Rails(deletion_window_seconds=600), budget_known=False)
-    assert restore_budget(kube_client, policy, NOW, time.time(), {"a"})
-    assert deletions(policy) == 1
-    assert emulator.emulator.count_requests(verb="list", resource="events") == 1
+def test_forged_events_never_use_up_the_budget(emulator: EmulatorServer, kube_client: KubeClient) -> None:
+    """Issue 27 item 8: two forged Events in tenant-a; tenant-b's wedge must not be held back by rule budget."""
+    emulator.create_namespace(WD)
+    forge(emulator, "tenant-a", "p1")
+    forge(emulator, "tenant-a", "p2")
+    policy = DeletionPolicy(Rails(max_deletions=2), started=-1e9, budget_known=False)
+    led = DeletionLedger(kube_client, Actuator(kube_client), WD, f"{WD}-ledger", 600.0, time.time)
+    assert restore_budget(policy, NOW, time.time(), {"tenant-a", "tenant-b"}, led)
+    assert decide(policy, "tenant-b") == "enforce"
+    assert emulator.emulator.count_requests(verb="list", resource="events") == 0
 
 
-def test_unreadable_events_keep_the_budget_unknown(emulator: EmulatorServer, kube_client: KubeClient) -> None:
-    class Broken:
-        def list_events(self, field_selector: str) -> list[dict]:
-            raise KubeError("list events", 403, "Forbidden")
+def test_a_restore_merges_with_what_the_process_knows() -> None:
+    """Issue 27 item 13: a leadership blip right after a removal whose ledger write never landed must not replace
+    the in-memory charge with the (empty) ledger."""
+    policy = DeletionPolicy(Rails(max_deletions=5, max_deletions_per_namespace=1), started=-1e9)
+    policy.record_deletion(NOW - 10, uid="u1", series="s", namespace="a", owner=None)
+    policy.forget_budget()  # stepped down and re-acquired the Lease
+    assert decide(policy, "a") == "budget_unknown"
+    policy.restore([])  # the ledger read back empty
+    assert decide(policy, "a") == "namespace_budget"
+    policy.restore([(NOW - 5, "a", "u1"), (NOW - 5, "b", "u2")])  # the same removal read back counts once
+    assert policy.view(NOW)["budget"]["namespaces"] == {"a": {"used": 1, "left": 0}, "b": {"used": 1, "left": 0}}
 
-    policy = DeletionPolicy(budget_known=False)
-    assert not restore_budget(Broken(), policy, NOW, time.time(), {"a"})  # type: ignore[arg-type]
-    assert not policy.budget_known and deletions(policy) == 0
+
+def test_without_a_ledger_one_deletion_window_is_held_back() -> None:
+    policy = DeletionPolicy(Rails(deletion_window_seconds=600.0), started=-1e9, budget_known=False)
+    assert restore_budget(policy, NOW, time.time(), {"a"}, None)
+    assert decide(policy, "a") == "budget_unknown"
+    assert decide(policy, "a", NOW + 599) == "budget_unknown"
+    assert decide(policy, "a", NOW + 600) == "enforce"

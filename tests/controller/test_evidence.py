@@ -11,6 +11,7 @@ import pytest
 from fakes import FakeKube
 from test_remediator import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
 
+from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
 from watchdog.controller.evidence import EvidenceKeeper
@@ -32,7 +33,8 @@ def records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def remediator(kube: Any, *, lines: int = 100, **rails: Any) -> Remediator:
-    keeper = EvidenceKeeper(kube, log_lines=lines, log_bytes=1024, clock=lambda: 140.0, wall_clock=lambda: WALL)
+    keeper = EvidenceKeeper(Actuator(kube), log_lines=lines, log_bytes=1024, clock=lambda: 140.0,
+                            wall_clock=lambda: WALL)
     return Remediator(kube, open_policy(**rails), Rescrape(), new_metrics(), clock=lambda: 140.0,
                       wall_clock=lambda: WALL, evidence=keeper)
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fakes import FakeClock, FakeKube
 
+from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.metrics import Metrics, new_metrics
@@ -62,7 +63,8 @@ class Rig:
         self.metrics: Metrics = new_metrics()
         self.clock = FakeClock(1000.0)
         self.policy = DeletionPolicy(Rails(), started=0.0)
-        self.q = Quarantine(self.kube, self.metrics, EventRecorder(self.kube, self.metrics),
+        self.actuator = Actuator(self.kube, fence=lambda _s: self.is_leader)
+        self.q = Quarantine(self.actuator, self.metrics, EventRecorder(self.kube, self.actuator, self.metrics),
                             rails or QuarantineRails(quarantine_after_seconds=60.0), enabled=True,
                             clock=self.clock, wall_clock=lambda: 1.7e9)
 
@@ -216,6 +218,47 @@ def test_a_failed_patch_is_logged_and_retried_next_cycle() -> None:
     rig.cycle([listed("a"), listed("b")], [(target("a"), record("stalled", 130.0))])
     assert rig.kube.calls["patch_pod_condition"] == 2
     assert rig.statuses() == [("pod-a", "False")]
+
+
+@pytest.mark.parametrize(("pods", "share", "allowed"), [("ab", 1.0, 1), ("abcd", 0.5, 2)])
+@pytest.mark.parametrize("lost", [KubeError("patch pod status", 504, "Gateway Timeout"),
+                                  KubeError("patch pod status", 0, "ReadTimeoutError: timed out")])
+def test_a_drain_whose_answer_was_lost_counts_against_the_owner_share(pods: str, share: float, allowed: int,
+                                                                      lost: KubeError) -> None:
+    """Issue 27 item 1: the API server applied the pods/status PATCH but the answer was lost. It must count as a
+    drain at once, or the same cycle drains the siblings too (seen: 2 of 2 drained at share 1.0, 0 Ready left;
+    3 of 4 at 0.5)."""
+    applied: list[str] = []
+
+    def applied_then_lost(namespace: str, name: str, uid: str, condition: dict[str, Any]) -> str:
+        applied.append(name)
+        raise lost
+
+    rig = Rig(patch=applied_then_lost, rails=QuarantineRails(quarantine_after_seconds=60.0,
+                                                             quarantine_max_owner_fraction=share))
+    rig.cycle([listed(u) for u in pods], [(target(u), record("stalled", 130.0)) for u in pods])
+    assert len(applied) == allowed
+    assert rig.events == []  # nothing is announced that is not known to have happened
+
+
+def test_a_lost_drain_is_resolved_by_the_next_listing() -> None:
+    """Not applied after all (the next LIST still shows the gate True): sent again, its rails asked again."""
+    rig = Rig(rails=QuarantineRails(quarantine_after_seconds=60.0, quarantine_max_owner_fraction=1.0))
+    rig.kube.fail["patch_pod_condition"] = KubeError("patch pod status", 504, "Gateway Timeout")
+    pods = [listed("a"), listed("b")]
+    rig.cycle(pods, [(target("a"), record("stalled", 130.0))])
+    assert rig.q.current("a") == "False"  # counted as drained until a LIST says otherwise
+    del rig.kube.fail["patch_pod_condition"]
+    rig.cycle(pods, [(target("a"), record("stalled", 130.0))])
+    assert rig.statuses() == [("pod-a", "False")]
+
+
+def test_a_standby_patches_nothing_even_if_the_cycle_thinks_it_leads() -> None:
+    """The fence is asked right before the write: a Lease lost after the cycle read its leadership holds it."""
+    rig = Rig()
+    rig.actuator.fence = lambda _s: False
+    rig.cycle([listed("a"), listed("b")], [(target("a"), record("stalled", 130.0))])
+    assert rig.patches == [] and rig.events == []
 
 
 def test_off_does_nothing() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fakes import FakeKube
 
+from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.leader import LeaderElector
 from watchdog.config.loader import load_config
@@ -364,7 +365,8 @@ def test_node_escalation_taints_a_node_after_two_stalled_pods(fleet: Fleet) -> N
         path = f"/api/v1/namespaces/team-{name}/pods/{manifest['metadata']['name']}"
         fleet.api.patch_object(path, {"spec": {"nodeName": "gpu-7"}})
     kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
-    escalator = NodeEscalator(kube, NodeStallHistory(threshold=2, window_s=3600), clock=lambda: fleet.now)
+    escalator = NodeEscalator(kube, Actuator(kube), NodeStallHistory(threshold=2, window_s=3600),
+                              clock=lambda: fleet.now)
     run(fleet, fleet.watchdog(kube, escalation=escalator), 6)
     assert not fleet.alive("wedged-a") and not fleet.alive("wedged-b")
     node = fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]
@@ -396,7 +398,8 @@ def test_node_escalation_needs_stalled_pods_of_two_namespaces(fleet: Fleet) -> N
     on_gpu_7("fake-a", "wedged", "tenant")
     on_gpu_7("fake-b", "wedged", "tenant")
     kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
-    escalator = NodeEscalator(kube, NodeStallHistory(threshold=2, window_s=3600), clock=lambda: fleet.now)
+    escalator = NodeEscalator(kube, Actuator(kube), NodeStallHistory(threshold=2, window_s=3600),
+                              clock=lambda: fleet.now)
     wd = fleet.watchdog(kube, escalation=escalator, config=fleet.config(maxDeletions=3, maxDeletionsPerNamespace=2))
     run(fleet, wd, 8)
     assert not fleet.alive("fake-a") and not fleet.alive("fake-b") and fleet.alive("bystander")

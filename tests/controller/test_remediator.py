@@ -10,10 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakes import FakeKube
+from fakes import FakeClock, FakeKube
 
+from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import DELETION_RESULTS, Metrics, new_metrics
+from watchdog.controller.evidence import EvidenceKeeper
+from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.core.confirm import not_confirmed
 from watchdog.core.detector import Verdict
@@ -457,9 +460,20 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
         assert "charged to the budgets" in outcome.detail
     second = _second_stall(api, rem)  # the namespace budget (1) is used by the ambiguous attempt
     assert (second.result, "namespace budget used" in second.detail) == ("deferred", True)
-    # The episode was acted on: no second DELETE for the same stall.
+    if applied:  # the episode was acted on: no second DELETE for the same stall
+        assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
+        assert kube.calls[verb] == 1
+        return
+    # Issue 27 item 14: charged but not applied (the pod is still there): sent again on the next cycle that still
+    # finds the stall, with the same UID precondition, never charged twice.
+    del kube.overrides[verb]
+    again = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    assert again.result == ("evicted" if action == "evict" else "deleted"), again.detail
+    assert "sent again after a lost answer" in again.detail and api.get_pod(NS, name) is None
+    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": action}) == 1.0
+    assert [e["involvedObject"]["name"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeleted"] == [
+        name, "llama"]  # the pod and its Deployment, once
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
-    assert kube.calls[verb] == 1
 
 
 def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeClient) -> None:
@@ -610,26 +624,88 @@ def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, ku
     assert not [r for r in api.emulator.request_log if r.resource == "nodes"]
 
 
-@pytest.mark.parametrize("lost", [False, True])
-def test_every_charged_deletion_is_written_to_the_ledger(api: EmulatorServer, kube_client: KubeClient,
-                                                         lost: bool) -> None:
-    """What a restarted watchdog or a new leader reads back: a deletion, and a lost answer charged fail-closed."""
-    from watchdog.controller.ledger import DeletionLedger
-
+def ledger_rig(api: EmulatorServer, kube: FakeKube) -> tuple[Remediator, DeletionLedger]:
     api.create_namespace("watchdog")
-    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    led = DeletionLedger(kube, Actuator(kube), "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
+    return Remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led), led
 
-    def timeout(*args: Any) -> Any:
-        raise KubeError("delete pod", 0, "ReadTimeoutError: timed out")
 
-    kube = FakeKube(kube_client, delete_pod=timeout) if lost else FakeKube(kube_client)
-    led = DeletionLedger(kube, "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
-    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led)
-    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+def uids(led: DeletionLedger) -> list[str]:
     entries = led.read()
     assert entries is not None
-    assert [(e.namespace, e.pod, e.uid) for e in entries] == [
-        (NS, seeded["pod"]["metadata"]["name"], seeded["pod"]["metadata"]["uid"])]
+    return [e.uid for e in entries]
+
+
+@pytest.mark.parametrize("answer", ["deleted", "lost", "refused", "not_found"])
+def test_the_ledger_holds_a_removal_before_it_is_sent(api: EmulatorServer, kube_client: KubeClient,
+                                                      answer: str) -> None:
+    """Issue 27 items 2 and 12: the durable record is written AHEAD of the DELETE (a crash or a failover right
+    after the API server applied it cannot lose it); only a definite "not applied" withdraws it."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    uid = seeded["pod"]["metadata"]["uid"]
+    seen: list[list[str]] = []
+
+    def delete(namespace: str, pod: str, uid_: str, grace: int | None) -> Any:
+        seen.append(uids(led))
+        if answer == "lost":
+            raise KubeError("delete pod", 0, "ReadTimeoutError: timed out")
+        if answer == "refused":
+            raise KubeError("delete pod", 403, "Forbidden")
+        return "not_found" if answer == "not_found" else kube_client.delete_pod(namespace, pod, uid_, grace)
+
+    kube = FakeKube(kube_client, delete_pod=delete)
+    rem, led = ledger_rig(api, kube)
+    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    assert seen == [[uid]]
+    assert uids(led) == ([uid] if answer in ("deleted", "lost") else [])
+
+
+def test_no_removal_while_the_ledger_cannot_be_written(api: EmulatorServer, kube_client: KubeClient) -> None:
+    """Issue 27 item 2: a 503 on the ledger write: nothing is removed (rule ledger), so a restart can never read a
+    budget that misses a removal."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    kube = FakeKube(kube_client, delete_pod=lambda *a: "deleted")
+    kube.fail["create_config_map"] = KubeError("create configmap", 503, "Service Unavailable")
+    rem, _ = ledger_rig(api, kube)
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    assert (outcome.result, outcome.rule) == ("deferred", "ledger")
+    assert kube.calls["delete_pod"] == 0
+
+
+def test_the_fence_is_checked_after_the_slow_log_read(api: EmulatorServer, kube_client: KubeClient) -> None:
+    """Issue 27 item 3: the evidence log read took 10 s, meanwhile the Lease could pass to another replica; the
+    DELETE must not be sent. The fence (Lease valid for longer than a write's timeout) is asked right before it."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    clock = FakeClock(1000.0)
+    lease_end = clock.now + 14.0  # renewed a second ago, 15 s Lease
+
+    def slow_log(*args: Any) -> bytes:
+        clock.advance(10.0)
+        return b"a line\n"
+
+    kube = FakeKube(kube_client, read_pod_log=slow_log, delete_pod=lambda *a: "deleted")
+    actuator = Actuator(kube, fence=lambda s: clock() + s < lease_end, write_timeout_s=10.0)
+    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), actuator=actuator, clock=clock,
+                     evidence=EvidenceKeeper(actuator, log_lines=5, clock=clock))
+    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    assert kube.calls["read_pod_log"] == 1
+    assert kube.calls["delete_pod"] == 0
+    assert (outcome.result, outcome.rule) == ("deferred", "not_leader")
+    assert api.list_events(NS) == []  # a replica past its fence writes no Event either
+
+
+def test_one_event_per_pod_however_many_engine_series_it_invents(api: EmulatorServer,
+                                                                 kube_client: KubeClient) -> None:
+    """Issue 27 item 10: 64 frozen engine series of one pod in a dry-run namespace wrote 128 Events."""
+    seeded = seed_deployment(api, "obs", "llama", "10.0.0.5", 8000)
+    rem, metrics = remediator(kube_client, Rescrape(None))
+    target = target_of(api, seeded["pod"])
+    for n in range(64):
+        snap = dataclasses.replace(SNAP, labels=(("engine", str(n)),))
+        assert rem.remediate(target, snap, VERDICT, signals=SIGNALS).result == "dry_run"
+    assert events(api, "obs") == [("StalledPodDryRun", "Deployment", "llama"), ("StalledPodDryRun", "Pod",
+                                                                                 target.name)]
+    assert results(metrics) == {"dry_run": 64.0}
 
 
 def test_the_event_message_names_the_window_once(api: EmulatorServer, kube_client: KubeClient) -> None:

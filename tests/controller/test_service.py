@@ -67,8 +67,10 @@ def test_run_once_does_one_cycle_and_exits_0(cluster: tuple[EmulatorServer, Path
     assert "cycle done: 1 pods" in done.stderr
     assert "effective configuration" in done.stderr
     assert "DRY-RUN" not in done.stderr and "Traceback" not in done.stderr
-    # namespaces, pods per default target (2), and the one-off Event LIST that restores the deletion budget
-    assert api.emulator.count_requests(verb="list") == 4
+    # namespaces and pods per default target (2); the deletion budget is restored with one GET of the ledger,
+    # never with an Event LIST
+    assert api.emulator.count_requests(verb="list") == 3
+    assert api.emulator.count_requests(verb="list", resource="events") == 0
     assert api.emulator.count_requests(verb="delete") == 0
 
 

@@ -178,7 +178,7 @@ def test_unknown_budget_fails_closed_until_restored() -> None:
     p = policy()
     p.forget_budget()
     assert not p.budget_known and decide(p).rule == "budget_unknown"
-    p.restore([(T0 + 150, "llm"), (T0 + 100, "other")])
+    p.restore([(T0 + 150, "llm", "u1"), (T0 + 100, "other", "u2")])
     assert p.budget_known
     assert decide(p, ns="third").rule == "budget"  # two restored deletions use up the default budget of 2
 

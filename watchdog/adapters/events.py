@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
+from watchdog.adapters.actuator import Actuator, Fenced
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.metrics import Metrics
 from watchdog.core.discovery import controller_of
@@ -27,10 +28,9 @@ OWNER_RETRY_SECONDS = 300.0
 
 
 class EventApi(Protocol):
-    """The two calls the recorder makes (adapters.kube.KubeClient has them)."""
+    """The read the recorder makes (adapters.kube.KubeClient has it); it writes through the actuator."""
 
     def get_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
-    def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
 
 log = logging.getLogger("watchdog.adapters.events")
 
@@ -51,8 +51,9 @@ def _shown(ref: OwnerRef) -> str:
 class EventRecorder:
     """Writes one Event per object per decision through ``kube``; counts failures in ``metrics``."""
 
-    def __init__(self, kube: EventApi, metrics: Metrics, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.kube, self.metrics = kube, metrics
+    def __init__(self, kube: EventApi, actuator: Actuator, metrics: Metrics, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.kube, self.actuator, self.metrics = kube, actuator, metrics
         self.instance = socket.gethostname()
         self.clock = clock
         self.owners: dict[str, CachedOwner] = {}  # pod UID -> its walked owner (bounded, forgotten with the pod)
@@ -120,7 +121,9 @@ class EventRecorder:
     def _create(self, namespace: str, obj: dict[str, str], reason: str, message: str, action: str) -> None:
         body = event_body(namespace, obj, reason, message, self.instance, dt.datetime.now(dt.UTC), action=action)
         try:
-            self.kube.create_event(namespace, body)
+            self.actuator.create_event(namespace, body)
+        except Fenced:  # a standby (or a leader that lost touch) writes no Event: not a failure
+            return
         except Exception as exc:  # best effort by design
             self.metrics.event_failures.inc()
             log.warning("could not record %s Event on %s %s/%s: %s", reason, obj["kind"], namespace, obj["name"], exc)

@@ -294,13 +294,6 @@ class KubeClient:
             raise
         return "evicted"
 
-    def list_events(self, field_selector: str) -> list[dict[str, Any]]:
-        """core/v1 Events of all namespaces matching ``field_selector`` (``"reason=StalledPodDeleted"``,
-        ``"involvedObject.kind=Node,reason=X"``; "" = all): one request, no paging, quorum read."""
-        body = self._call(f"list events {field_selector!r}", self._core.list_event_for_all_namespaces,
-                          field_selector=field_selector)
-        return list(body.get("items") or [])
-
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A coordination.k8s.io/v1 Lease (quorum read); None when it does not exist (404)."""
         return self._get(f"get lease {namespace}/{name}", self._coordination.read_namespaced_lease, name, namespace)

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from watchdog.adapters.kube import KubeClient, KubeError
+from watchdog.core.model import LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_PERIOD_S
 
 log = logging.getLogger("watchdog.adapters.leader")
 JITTER = 1.2  # client-go's JitterFactor: retries while not leader wait retry_period * [1, 1 + JITTER)
@@ -67,8 +68,9 @@ class LeaderElector:
     """
 
     def __init__(self, kube: KubeClient, namespace: str, name: str = "vllm-stall-watchdog",
-                 identity: str | None = None, lease_duration_s: float = 15.0, renew_deadline_s: float = 10.0,
-                 retry_period_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 identity: str | None = None, lease_duration_s: float = LEASE_DURATION_S,
+                 renew_deadline_s: float = RENEW_DEADLINE_S, retry_period_s: float = RETRY_PERIOD_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if not (lease_duration_s > renew_deadline_s > JITTER * retry_period_s > 0):
             raise ValueError(f"leader election needs lease duration ({lease_duration_s:g} s) > renew deadline "
                              f"({renew_deadline_s:g} s) > {JITTER:g} x retry period ({retry_period_s:g} s) > 0")
@@ -93,6 +95,15 @@ class LeaderElector:
         with self._state_lock:
             renewed = self._renewed_at
         return renewed is not None and not self._stop.is_set() and self.clock() - renewed < self.renew_deadline_s
+
+    def holds_for(self, seconds: float) -> bool:
+        """The leadership fence: True only while :meth:`is_leader` and the Lease stays ours for more than
+        ``seconds`` from now (the start of our last successful renew plus the lease duration: no other replica
+        may take over before then, since each waits a full lease duration from when IT saw that renew). A write
+        whose timeout is ``seconds`` is sent only under this, so it ends before another leader may act."""
+        with self._state_lock:
+            renewed = self._renewed_at
+        return self.is_leader() and renewed is not None and renewed + self.lease_duration_s - self.clock() > seconds
 
     def step(self) -> bool:
         """One acquire-or-renew attempt (no thread). True when this attempt acquired or renewed the Lease.

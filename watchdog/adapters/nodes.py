@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+from watchdog.adapters.actuator import Actuator, Fenced
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.core.escalation import REASON_NODE_TAINTED, NodeStallHistory
 from watchdog.core.events import NODE_EVENT_NAMESPACE, event_body
@@ -42,9 +43,9 @@ class NodeEscalator:
     never read or write the Node. ``clock``: monotonic seconds for the history.
     """
 
-    def __init__(self, kube: KubeClient, history: NodeStallHistory, taint: str = DEFAULT_TAINT,
+    def __init__(self, kube: KubeClient, actuator: Actuator, history: NodeStallHistory, taint: str = DEFAULT_TAINT,
                  dry_run: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
-        self.kube, self.history, self.dry_run, self.clock = kube, history, dry_run, clock
+        self.kube, self.actuator, self.history, self.dry_run, self.clock = kube, actuator, history, dry_run, clock
         self.taint = parse_taint(taint)
         self.instance = socket.gethostname()
 
@@ -70,8 +71,9 @@ class NodeEscalator:
             if any(t.get("key") == self.taint["key"] and t.get("effect") == self.taint["effect"] for t in taints):
                 return "already_tainted"
             meta = node.get("metadata") or {}
-            self.kube.patch_node_taints(node_name, [*taints, dict(self.taint)], str(meta.get("resourceVersion", "")))
-        except (KubeError, ValueError) as exc:
+            self.actuator.patch_node_taints(node_name, [*taints, dict(self.taint)],
+                                            str(meta.get("resourceVersion", "")))
+        except (KubeError, ValueError, Fenced) as exc:
             log.warning("node escalation: could not taint node %s (not retried; the next stall there decides "
                         "again): %s", node_name, exc)
             return "error"
@@ -89,6 +91,6 @@ class NodeEscalator:
         body = event_body(NODE_EVENT_NAMESPACE, {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": uid},
                           REASON_NODE_TAINTED, message, self.instance, dt.datetime.now(dt.UTC), action="Taint")
         try:
-            self.kube.create_event(NODE_EVENT_NAMESPACE, body)
+            self.actuator.create_event(NODE_EVENT_NAMESPACE, body)
         except Exception as exc:  # best effort by design
             log.warning("could not record %s Event on node %s: %s", REASON_NODE_TAINTED, node_name, exc)

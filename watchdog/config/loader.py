@@ -33,7 +33,7 @@ from watchdog.config.settings import (
 from watchdog.config.sources import SOURCES
 from watchdog.config.sources import source_checks as _source_checks
 from watchdog.core import profiles
-from watchdog.core.model import DEFAULT_TARGETS, Target
+from watchdog.core.model import DEFAULT_TARGETS, LEASE_DURATION_S, MAX_FENCED_TIMEOUT_S, Target
 from watchdog.core.profiles import Profile
 from watchdog.core.taints import parse_taint
 
@@ -394,6 +394,10 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
     if v["budget_ledger"] and v["pause_config_map"] == f"{lease}-ledger":
         problems.append(f"pauseConfigMap {show(v['pause_config_map'])} is the deletion ledger's ConfigMap "
                         "(leaseName-ledger), which the watchdog rewrites whole: name another ConfigMap")
+    if v["leader_election"] and v["api_timeout_seconds"] > MAX_FENCED_TIMEOUT_S:
+        problems.append(f"apiTimeoutSeconds {_number(v['api_timeout_seconds'])} is too long for leaderElection: a "
+                        f"write is sent only while the {LEASE_DURATION_S:g} s Lease outlasts it (the leadership "
+                        f"fence), so at most {MAX_FENCED_TIMEOUT_S:g}")
     if v["leader_election_namespace"] is not None:
         problem = label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")
         problems.extend([problem] if problem else [])

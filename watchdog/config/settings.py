@@ -157,9 +157,10 @@ SETTINGS: tuple[Setting, ...] = (
             "default", optional=True),
     Setting("lease_name", "str", "vllm-stall-watchdog", "name of the Lease used for leader election (and, with "
             "'-ledger' appended, of the deletion ledger ConfigMap)"),
-    Setting("budget_ledger", "bool", True, "keep recent deletions in the ConfigMap <leaseName>-ledger in the "
-            "watchdog's namespace ($POD_NAMESPACE, else default) and read the deletion budget back from it with "
-            "one GET after a restart or a leader change; off: read own Events back (a LIST over every namespace)"),
+    Setting("budget_ledger", "bool", True, "record each removal, before it is sent, in the ConfigMap "
+            "<leaseName>-ledger in the watchdog's namespace ($POD_NAMESPACE, else default) and read the deletion "
+            "budget back from it with one GET after a restart or a leader change; off: nothing can be read back, "
+            "so every start and leader change removes nothing for one deletionWindowSeconds"),
     Setting("node_escalation", "bool", False, "taint a node after repeated stalls of different pods, of at "
             "least 2 namespaces, on it"),
     Setting("node_escalation_threshold", "int", 2, "distinct stalled pods on one node that trigger the taint; "
@@ -169,7 +170,8 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=60.0, maximum=86400.0),
     Setting("node_taint", "str", DEFAULT_TAINT, "taint added by node escalation "
             "(key[=value]:Effect); never removed by the watchdog"),
-    Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds",
+    Setting("api_timeout_seconds", "float", 10.0, "timeout of one Kubernetes API request, seconds (at most 10 with "
+            "leaderElection: a write is sent only while the Lease outlasts it)",
             minimum=0.5, maximum=300.0),
     Setting("listen_address", "str", "[::]:8080", "IP:port serving /metrics, /healthz, /readyz and /status; "
             "[::]:PORT is IPv6 and IPv4 (dual-stack; IPv4 only where the kernel has no IPv6), IPv6 hosts in brackets"),

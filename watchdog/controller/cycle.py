@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 
+from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.logs import counts, facts
@@ -107,7 +108,8 @@ class Watchdog:
     def __init__(self, config: Settings, kube: KubeApi, *, metrics: Metrics | None = None,
                  scraper: Fetcher | None = None, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, leader: Callable[[], bool] = lambda: True,
-                 escalation: Escalation | None = None, ledger: DeletionLedger | None = None,
+                 actuator: Actuator | None = None,
+                 escalation: Escalation | None = None, own_namespace: str = "default",
                  brake: Brake | None = None, prometheus: Querier | None = None, listing: Listing | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.listing = listing  # the watch-based cache (closed with the watchdog), when set
@@ -117,18 +119,24 @@ class Watchdog:
             connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
             max_bytes=config.max_body_bytes), encoding=config.scrape_encoding)
         self.policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
+        # Every write goes through it (the leadership fence); without one, an unfenced one (no leader election).
+        self.actuator = actuator or Actuator(kube, write_timeout_s=config.api_timeout_seconds)
+        # The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in the watchdog's own namespace.
+        ledger = DeletionLedger(kube, self.actuator, own_namespace, f"{config.lease_name}-ledger",
+                                config.deletion_window_seconds, wall_clock) if config.budget_ledger else None
         self.remediator = Remediator(
-            kube, self.policy, self._rescrape, self.metrics, grace_period_s=config.grace_period_seconds,
+            kube, self.policy, self._rescrape, self.metrics, actuator=self.actuator,
+            grace_period_s=config.grace_period_seconds,
             count_waiting=config.count_waiting, action=config.action,
             completion_only_allowed=config.completion_only_window_seconds > 0, leader=leader, clock=clock,
             wall_clock=wall_clock, escalation=escalation,
             require_controller=config.require_controller, ledger=ledger,
-            events=EventRecorder(kube, self.metrics, clock=clock), evidence=EvidenceKeeper(
-                kube, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes, clock=clock,
+            events=EventRecorder(kube, self.actuator, self.metrics, clock=clock), evidence=EvidenceKeeper(
+                self.actuator, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes, clock=clock,
                 wall_clock=wall_clock))
         self.ledger = ledger
-        self.quarantine = Quarantine.from_settings(config, kube, self.metrics, self.remediator.events, clock=clock,
-                                                   wall_clock=wall_clock)
+        self.quarantine = Quarantine.from_settings(config, self.actuator, self.metrics, self.remediator.events,
+                                                   clock=clock, wall_clock=wall_clock)
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.fanout = Fanout(config.workers, config.scrape_deadline_seconds)  # workers 0: sized by the fleet
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
@@ -247,7 +255,7 @@ class Watchdog:
             self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
         self._was_leader = leader
         if not self.policy.budget_known:
-            restore_budget(self.kube, self.policy, now, self.wall_clock(), namespaces, self.ledger)
+            restore_budget(self.policy, now, self.wall_clock(), namespaces, self.ledger)
         if self.brake is not None:
             self.policy.set_brake(self.brake.read())
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,

@@ -9,8 +9,9 @@ import logging
 import time
 from collections.abc import Iterable
 
+from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.logs import facts
-from watchdog.controller.ports import Clock, KubeApi
+from watchdog.controller.ports import Clock
 from watchdog.core.detector import Verdict
 from watchdog.core.evidence import Entry, build_record, evidence_id, log_tail, snapshot_values
 from watchdog.core.model import ScrapeTarget
@@ -21,12 +22,13 @@ log = logging.getLogger("watchdog.controller.evidence")
 
 
 class EvidenceKeeper:
-    """Writes the evidence of one deletion (or dry-run decision). ``log_lines`` 0: no log read (no pods/log
-    request at all); ``log_bytes``: the cap of the tail kept; clocks as the remediator's."""
+    """Writes the evidence of one deletion (or dry-run decision). ``actuator``: where the log tail is read (the
+    read that sits between a decision and its write); ``log_lines`` 0: no log read (no pods/log request at all);
+    ``log_bytes``: the cap of the tail kept; clocks as the remediator's."""
 
-    def __init__(self, kube: KubeApi, *, log_lines: int = 0, log_bytes: int = 65536, clock: Clock = time.monotonic,
+    def __init__(self, actuator: Actuator, *, log_lines: int = 0, log_bytes: int = 65536, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time) -> None:
-        self.kube, self.log_lines, self.log_bytes = kube, log_lines, log_bytes
+        self.actuator, self.log_lines, self.log_bytes = actuator, log_lines, log_bytes
         self.clock, self.wall_clock = clock, wall_clock
 
     def keep(self, target: ScrapeTarget, verdict: Verdict, history: Iterable[Entry], *, outcome: str,
@@ -51,7 +53,7 @@ class EvidenceKeeper:
         if self.log_lines <= 0:
             return "log not kept (evidenceLogLines is 0)", False
         try:
-            raw = self.kube.read_pod_log(target.namespace, target.name, target.container, self.log_lines,
+            raw = self.actuator.read_pod_log(target.namespace, target.name, target.container, self.log_lines,
                                          self.log_bytes + 1)  # one byte more: the record can tell a cut
         except Exception as exc:  # KubeError: 403 without the RBAC, no kubelet, a timeout; anything else alike
             return f"log unavailable: {exc}", False

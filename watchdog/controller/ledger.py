@@ -1,15 +1,22 @@
 """The deletion ledger's I/O (see :mod:`watchdog.core.ledger`): one ConfigMap in the watchdog's own namespace,
-written after every deletion (read-modify-write guarded by ``resourceVersion``, one retry on a conflict) and read
-back with one GET when the budget must be restored. Never raises: a failure is logged and reported."""
+the durable record of every removal, written AHEAD of it (write-ahead: :meth:`DeletionLedger.intend` before the
+DELETE or eviction; no removal is sent while its record cannot be written) and read back with one GET when the
+budget must be restored. An intent counts as a deletion until it is withdrawn, which happens only when the API
+answered that the removal was not applied (refused, already gone, a new pod under the name, a PodDisruptionBudget);
+an intent whose outcome is unknown (an answer lost, a crash, a failover) keeps counting: fail closed.
+Every write is read-modify-write guarded by ``resourceVersion`` (one retry on a conflict) and goes through the
+actuator (the leadership fence). Never raises: a failure is logged and reported."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from watchdog.adapters.actuator import Actuator, Fenced
 from watchdog.adapters.kube import KubeError
 from watchdog.controller.ports import Clock, KubeApi
-from watchdog.core.ledger import Entry, add, parse, render
+from watchdog.core.ledger import Entry, add, parse, render, without
 from watchdog.core.model import COMPONENT
 
 log = logging.getLogger("watchdog.controller.ledger")
@@ -18,8 +25,9 @@ log = logging.getLogger("watchdog.controller.ledger")
 class DeletionLedger:
     """``namespace``/``name``: where the ConfigMap lives; ``window_s``: the deletion budget window."""
 
-    def __init__(self, kube: KubeApi, namespace: str, name: str, window_s: float, wall_clock: Clock) -> None:
-        self.kube, self.namespace, self.name = kube, namespace, name
+    def __init__(self, kube: KubeApi, actuator: Actuator, namespace: str, name: str, window_s: float,
+                 wall_clock: Clock) -> None:
+        self.kube, self.actuator, self.namespace, self.name = kube, actuator, namespace, name
         self.window_s, self.wall_clock = window_s, wall_clock
 
     @property
@@ -27,46 +35,57 @@ class DeletionLedger:
         return f"configmap {self.namespace}/{self.name}"
 
     def read(self) -> list[Entry] | None:
-        """The entries, or None when the ledger cannot be used (missing, unreadable, corrupt): fall back."""
+        """The entries ([] when the ConfigMap does not exist yet: every removal is recorded here before it is
+        sent, so none happened), or None when it cannot be used (unreadable, corrupt): the budget stays unknown."""
         try:
             obj = self.kube.get_config_map(self.namespace, self.name)
         except KubeError as exc:
-            log.warning("cannot read the deletion ledger %s (%s): falling back to own Events", self.ref, exc)
+            log.warning("cannot read the deletion ledger %s (%s): deletions wait until it can be read", self.ref, exc)
             return None
         if obj is None:
-            log.info("no deletion ledger %s yet: reading own Events instead", self.ref)
-            return None
+            return []
         entries, problem = parse(obj.get("data"))
         if problem is not None:
-            log.warning("deletion ledger %s is unusable (%s): falling back to own Events", self.ref, problem)
+            log.error("deletion ledger %s is unusable (%s): deletions wait until it is fixed or deleted (RUNBOOK "
+                      "section 5)", self.ref, problem)
             return None
         return entries
 
-    def record(self, namespace: str, pod: str, uid: str) -> bool:
-        """Add one deletion; True when it was written."""
+    def intend(self, namespace: str, pod: str, uid: str) -> bool:
+        """Record a removal about to be sent; True when written (only then may it be sent)."""
         entry = Entry(self.wall_clock(), namespace, pod, uid)
+        return self._update(f"record the removal of {namespace}/{pod} in", lambda entries: add(
+            entries, entry, wall_now=entry.t, window_s=self.window_s))
+
+    def withdraw(self, uid: str) -> bool:
+        """Drop the intent for pod ``uid``: the API answered that its removal was not applied. A failure leaves
+        the intent counting (fail closed)."""
+        return self._update(f"withdraw pod uid {uid} from", lambda entries: without(entries, uid))
+
+    def _update(self, what: str, change: Callable[[list[Entry]], list[Entry]]) -> bool:
         for attempt in (1, 2):
             try:
-                if self._write(entry):
-                    return True
+                self._write(change)
+                return True
+            except Fenced as exc:
+                log.warning("could not %s %s: %s", what, self.ref, exc)
+                return False
             except KubeError as exc:
                 if exc.status != 409 or attempt == 2:
-                    log.warning("could not record the deletion of %s/%s in %s (%s): a restart would read the "
-                                "budget from Events", namespace, pod, self.ref, exc)
+                    log.warning("could not %s %s (%s)", what, self.ref, exc)
                     return False
         return False
 
-    def _write(self, entry: Entry) -> bool:
+    def _write(self, change: Callable[[list[Entry]], list[Entry]]) -> None:
         obj = self.kube.get_config_map(self.namespace, self.name)
         if obj is None:
-            body = self._body(render(add([], entry, wall_now=entry.t, window_s=self.window_s)))
-            self.kube.create_config_map(self.namespace, body)
-            return True
-        entries, _problem = parse(obj.get("data"))  # a corrupt ledger is rewritten from scratch
-        data = render(add(entries, entry, wall_now=entry.t, window_s=self.window_s))
-        body = self._body(data, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
-        self.kube.replace_config_map(self.namespace, self.name, body)
-        return True
+            self.actuator.create_config_map(self.namespace, self._body(render(change([]))))
+            return
+        entries, problem = parse(obj.get("data"))
+        if problem is not None:  # never overwrite what cannot be read: the budget it held would be lost
+            raise KubeError(f"update {self.ref}", 0, "unusable", problem)
+        body = self._body(render(change(entries)), str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+        self.actuator.replace_config_map(self.namespace, self.name, body)
 
     def _body(self, data: dict[str, str], resource_version: str = "") -> dict[str, Any]:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,

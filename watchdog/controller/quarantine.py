@@ -4,11 +4,15 @@
 Once per cycle: :meth:`Quarantine.observe` reads the gate's view of the pod LIST (gated pods, their condition,
 owners' pod and Ready counts), then :meth:`Quarantine.run` walks the judged pods. Only the leader writes (a
 standby replica writes nothing and forgets what it wrote: the next leader starts from the LIST). The patch
-carries ``metadata.uid`` (a pod re-created under the name is never touched); 404 and 409 mean the pod is gone or
-replaced, not an error. Every write is counted (``vllm_watchdog_quarantine_changes_total{to}``); a quarantine and
-a release are Events on the pod and its top owner (``StalledPodQuarantined``, ``StalledPodReleased``); a first
-admission is logged only (one per new pod of a rollout). A drain held back by a rail is logged and counted once
-per pod and rule. Nothing here removes a pod.
+carries ``metadata.uid`` (a pod re-created under the name is never touched) and goes through the actuator (the
+leadership fence); 404 and 409 mean the pod is gone or replaced, not an error. A drain whose answer was lost
+(timeout, 5xx: the API server may have applied it) counts as a drain at once — for the owner's share and the last
+Ready pod, so the same cycle cannot drain the siblings too (fail closed) — and is resolved by the next LIST (a
+drain that was not applied is sent again, its rails asked again); a lost release keeps counting as drained.
+Every write is counted (``vllm_watchdog_quarantine_changes_total{to}``); a quarantine and a release are Events
+on the pod and its top owner (``StalledPodQuarantined``, ``StalledPodReleased``); a first admission is logged
+only (one per new pod of a rollout). A drain held back by a rail is logged and counted once per pod and rule.
+Nothing here removes a pod.
 """
 
 from __future__ import annotations
@@ -19,16 +23,17 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from watchdog.adapters.actuator import Actuator, Fenced
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
 from watchdog.config.settings import Settings
-from watchdog.controller.ports import Clock, KubeApi
+from watchdog.controller.ports import Clock
 from watchdog.controller.state import PodRecord
 from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
 from watchdog.core.model import ScrapeTarget
-from watchdog.core.policy import DeletionPolicy
+from watchdog.core.policy import DeletionPolicy, ambiguous
 from watchdog.core.quarantine import (
     GATE_CONDITION,
     Change,
@@ -60,27 +65,31 @@ def _evidence(pod: PodRecord) -> str:
 class Quarantine:
     """The readiness gate writer; inert (``enabled`` False) unless the setting ``quarantine`` is on."""
 
-    def __init__(self, kube: KubeApi, metrics: Metrics, events: EventRecorder, rails: QuarantineRails, *,
+    def __init__(self, actuator: Actuator, metrics: Metrics, events: EventRecorder, rails: QuarantineRails, *,
                  enabled: bool, clock: Clock = time.monotonic, wall_clock: Clock = time.time) -> None:
-        self.kube, self.metrics, self.events, self.rails = kube, metrics, events, rails
+        self.actuator, self.metrics, self.events, self.rails = actuator, metrics, events, rails
         self.enabled, self.clock, self.wall_clock = enabled, clock, wall_clock
         self.fleet = Fleet({}, {}, {})
         self.written: dict[str, str] = {}  # pod UID -> gate status this replica last wrote while leader
+        self._unanswered: set[str] = set()  # pod UIDs whose drain's answer was lost: counted drained until a LIST
         self._held: set[tuple[str, str]] = set()  # (pod UID, rule) already logged and counted
         self._was_leader = False
 
     @classmethod
-    def from_settings(cls, config: Settings, kube: KubeApi, metrics: Metrics, events: EventRecorder, *,
+    def from_settings(cls, config: Settings, actuator: Actuator, metrics: Metrics, events: EventRecorder, *,
                       clock: Clock, wall_clock: Clock) -> Quarantine:
         rails = QuarantineRails(config.quarantine_after_seconds, config.quarantine_max_owner_fraction,
                                 config.quarantine_in_dry_run, config.dry_run)
-        return cls(kube, metrics, events, rails, enabled=config.quarantine, clock=clock,
+        return cls(actuator, metrics, events, rails, enabled=config.quarantine, clock=clock,
                    wall_clock=wall_clock)
 
     def observe(self, pods_by_target: Iterable[tuple[Any, Iterable[Mapping[str, Any]]]]) -> None:
         """This cycle's pod LIST, before it is dropped."""
         if self.enabled:
             self.fleet = read_fleet(p for _, pods in pods_by_target for p in pods)
+            for uid in self._unanswered:  # the LIST says whether a drain whose answer was lost was applied
+                self.written.pop(uid, None)
+            self._unanswered.clear()
 
     def current(self, uid: str) -> str | None:
         """The gate's status as this replica knows it: what it wrote, else what the LIST showed."""
@@ -119,10 +128,16 @@ class Quarantine:
                 if hold is not None:
                     self._hold(target, hold.rule, hold.why)
                     continue
-            if change is not None and self._write(target, change, _evidence(pod)):
+            if change is None:
+                continue
+            try:
+                written = self._write(target, change, _evidence(pod))
+            except Fenced:  # lost the Lease mid-cycle: write nothing more
+                break
+            if written == "written":
                 changed.append(target.ref)
-                if change == "quarantined":
-                    share.drain(gated.owner_key, gated.ready)
+            if change == "quarantined" and written in ("written", "lost"):  # a lost drain counts (fail closed)
+                share.drain(gated.owner_key, gated.ready)
         self.metrics.quarantined.set(sum(self.current(uid) == "False" for uid in self.fleet.gated))
         return changed
 
@@ -133,23 +148,29 @@ class Quarantine:
         self.metrics.quarantine_held.labels(rule).inc()
         log.info("quarantine of %s held back: %s", target.ref, why, extra=facts(target, rule=rule, reason=why))
 
-    def _write(self, target: ScrapeTarget, change: Change, evidence: str) -> bool:
-        """Patch the gate; True when it was written (a gone or replaced pod is not an error)."""
+    def _write(self, target: ScrapeTarget, change: Change, evidence: str) -> str:
+        """Patch the gate: "written", "lost" (no answer or 5xx: it may have been applied), or "not_written" (a
+        refusal, or the pod gone or replaced: not an error). Raises Fenced when the fence holds it back."""
         if change == "quarantined":
             message = f"Quarantined by vllm-stall-watchdog: {evidence}"
         else:
             message = f"Engine idle or progressing ({evidence})"
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         try:
-            result = self.kube.patch_pod_condition(target.namespace, target.name, target.uid, condition)
+            result = self.actuator.patch_pod_condition(target.namespace, target.name, target.uid, condition)
         except KubeError as exc:
-            log.warning("could not set %s=%s on %s: %s", GATE_CONDITION, condition["status"], target.ref, exc,
-                        extra=facts(target, result="error", reason=str(exc)))
-            return False
+            lost = ambiguous(exc.status)
+            if lost and change == "quarantined":
+                self.written[target.uid] = condition["status"]
+                self._unanswered.add(target.uid)
+            log.warning("could not set %s=%s on %s: %s%s", GATE_CONDITION, condition["status"], target.ref, exc,
+                        "; the answer was lost: counted as written until the next LIST shows it (fail closed)"
+                        if lost else "", extra=facts(target, result="error", reason=str(exc)))
+            return "lost" if lost else "not_written"
         if result != "patched":
             log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, result,
                      extra=facts(target, result=result))
-            return False
+            return "not_written"
         self.written[target.uid] = condition["status"]
         self.metrics.quarantine_changes.labels(change).inc()
         log.log(logging.INFO if change == "admitted" else logging.WARNING, "readiness gate of %s %s: %s=%s (%s)",
@@ -162,4 +183,4 @@ class Quarantine:
             self.events.on_pod_and_owner(target, reason, f"Pod {target.ref} {what}: readiness gate "
                                                          f"{GATE_CONDITION}={condition['status']}; {evidence}.")
         self._held = {k for k in self._held if k[0] != target.uid}
-        return True
+        return "written"

@@ -2,28 +2,34 @@
 
 :meth:`Remediator.remediate` is the single choke point for every deletion. In order it:
 
-1. asks the pure :class:`~watchdog.core.policy.DeletionPolicy`: one decision per stall episode, dry-run, pause,
-   leadership, warm-up, minimum pod age, the mass-stall breaker and the deletion budgets. A deferral gets one
-   ``StalledPodDeletionDeferred`` Event per episode and rule, a metric, and is retried next cycle;
+1. asks the pure :class:`~watchdog.core.policy.DeletionPolicy`: one decision per stall episode (or a ``retry`` of a
+   removal whose answer was lost), leadership, dry-run, pause, warm-up, minimum pod age, the mass-stall breaker and
+   the deletion budgets. A deferral gets one ``StalledPodDeletionDeferred`` Event per episode and rule, a metric,
+   and is retried next cycle;
 2. in dry-run, records ``StalledPodDryRun`` Events and stops;
 3. GETs the pod and its namespace afresh (never the cache) and aborts unless discovery's rules still pick it
    (:func:`watchdog.core.discovery.recheck`: UID, exclusion annotation, namespace opt-in and mode, phase,
    terminating, IP, owner, restart count);
 4. re-scrapes the engine once and aborts unless :func:`watchdog.core.confirm.not_confirmed` (the detector's own
    reading of evidence, busy and progress) confirms the stall: unknown now, idle now, or a counter moved;
-5. checks leadership once more, writes the evidence (:mod:`watchdog.controller.evidence`: the episode's signal
-   history, the confirmation scrape's values, the log tail when enabled; in dry-run too, with the cycle's
-   values), then deletes (or, with ``action: evict``, evicts through the Eviction API so
+5. writes the evidence (:mod:`watchdog.controller.evidence`: the episode's signal history, the confirmation
+   scrape's values, the log tail when enabled; in dry-run too, with the cycle's values) — the slow read comes
+   BEFORE the leadership fence, never between the fence and the write;
+6. records the removal in the deletion ledger AHEAD of it (write-ahead; a ledger that cannot be written defers
+   the removal, rule ``ledger``), then deletes (or, with ``action: evict``, evicts through the Eviction API so
    PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete) with ``preconditions.uid`` (a
-   pod re-created under the same name is never hit) and the pod's own grace period unless configured; 404 and
-   409 mean nothing to do; a refused request (4xx) is not retried; a LOST answer (timeout, 5xx: the server may
-   have applied it) is charged to the budgets first (fail closed) and resolved with a GET: gone or terminating
-   means deleted, with its Events;
-6. charges the budgets, records ``StalledPodDeleted`` Events (pointing to the evidence) on the pod and its top
+   pod re-created under the same name is never hit) and the pod's own grace period unless configured, through
+   the actuator (:mod:`watchdog.adapters.actuator`: the leadership fence is checked right before each write).
+   404 and 409 mean nothing to do and a refused request (4xx) is not retried: their ledger intent is withdrawn.
+   A LOST answer (timeout, 5xx: the server may have applied it) is charged to the budgets first (fail closed)
+   and resolved with a GET: gone or terminating means removed, with its Events; still there (or unreadable)
+   means the removal is sent again on the next cycle that still finds the stall (decision ``retry``: same UID
+   precondition, not charged again);
+7. charges the budgets, records ``StalledPodDeleted`` Events (pointing to the evidence) on the pod and its top
    controller owner, and tells the node escalation (if enabled) which node the pod ran on.
 
 Events are best effort (:mod:`watchdog.adapters.events`): a failure is logged and counted, never raised, and never
-blocks the delete.
+blocks the delete; one per pod, reason and rule per stall episode, however many engine series the pod has.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from watchdog.adapters.actuator import Actuator, Fenced
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.logs import facts
@@ -92,6 +99,7 @@ class Remediator:
     """
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
+                 actuator: Actuator | None = None,
                  grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
                  completion_only_allowed: bool = False,
                  leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
@@ -99,13 +107,14 @@ class Remediator:
                  events: EventRecorder | None = None, require_controller: bool = True,
                  ledger: DeletionLedger | None = None, evidence: EvidenceKeeper | None = None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
+        self.actuator = actuator or Actuator(kube)
         self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
         self.completion_only_allowed = completion_only_allowed
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
-        self.events = events or EventRecorder(kube, metrics)
+        self.events = events or EventRecorder(kube, self.actuator, metrics)
         self.require_controller = require_controller
         self.ledger = ledger
-        self.evidence = evidence or EvidenceKeeper(kube, clock=clock, wall_clock=wall_clock)
+        self.evidence = evidence or EvidenceKeeper(self.actuator, clock=clock, wall_clock=wall_clock)
 
     def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
@@ -148,6 +157,9 @@ class Remediator:
 
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
+            if not self.policy.first_event(target.uid, series.key, REASON_DRY_RUN):
+                return self._done("dry_run", f"would delete {target.ref}: {decision.why} (announced already for "
+                                  "another engine series of this pod)", decision.rule)
             kept = keep("dry_run", series, "cycle")
             self.events.on_pod_and_owner(target, REASON_DRY_RUN, evidence("dry_run", "", decision.why))
             return self._done("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
@@ -165,10 +177,10 @@ class Remediator:
             return self._done("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
         if why is not None:
             return self._done("aborted", f"engine recovered before deletion: {why}")
-        if not self.leader():
+        if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
             return self._defer(target, series.key, "not_leader", "lost the leader Lease before acting", evidence)
-        kept = keep(self.action, fresh, "confirmation")  # right before the delete/evict call
-        return self._remove(target, series.key, evidence, now)
+        kept = keep(self.action, fresh, "confirmation")  # the log read: before the fence, never after it
+        return self._remove(target, series.key, evidence, now, retry=decision.action == "retry")
 
     def _since(self, verdict: Verdict, now: float) -> dt.datetime:
         """Wall-clock time (UTC) the verdict's stall clock started: its sample time minus the stall, moved from
@@ -176,65 +188,82 @@ class Remediator:
         start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
         return dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
 
-    def _remove(self, target: ScrapeTarget, key: str, evidence: Say, now: float) -> Remediation:
+    def _remove(self, target: ScrapeTarget, key: str, evidence: Say, now: float, *, retry: bool) -> Remediation:
         if self.action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
             raise AssertionError(f"action {self.action!r} removes nothing")
         verb = "evict" if self.action == "evict" else "delete"
+        if not retry and self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
+            return self._defer(target, key, "ledger", f"the deletion ledger {self.ledger.ref} could not be written: "
+                               "nothing is removed without its durable record", evidence)
         try:
             if verb == "evict":
-                result: str = self.kube.evict_pod(target.namespace, target.name, target.uid, self.grace_period_s)
+                result: str = self.actuator.evict_pod(target.namespace, target.name, target.uid, self.grace_period_s)
             else:
-                result = self.kube.delete_pod(target.namespace, target.name, target.uid, self.grace_period_s)
+                result = self.actuator.delete_pod(target.namespace, target.name, target.uid, self.grace_period_s)
+        except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
+            return self._defer(target, key, "not_leader", str(exc), evidence)
         except KubeError as exc:
             if not ambiguous(exc.status):
+                self._withdraw(target, retry)
                 return self._done("error", f"{verb} {target.ref} refused, not retried: {exc}")
-            return self._lost_answer(target, key, evidence, now, verb, exc)
-        if result == "blocked":
-            return self._defer(target, key, "pdb", "the Eviction API refused (a PodDisruptionBudget would be "
-                               "violated); never falling back to delete", evidence)
-        if result == "several_pdbs":
-            return self._defer(target, key, "pdb", "the Eviction API refuses pods selected by more than one "
-                               "PodDisruptionBudget; fix the overlapping PDBs (never falling back to delete)",
-                               evidence)
+            return self._lost_answer(target, key, evidence, now, verb, exc, retry)
+        if result in ("blocked", "several_pdbs"):
+            self._withdraw(target, retry)
+            why = ("the Eviction API refused (a PodDisruptionBudget would be violated)" if result == "blocked" else
+                   "the Eviction API refuses pods selected by more than one PodDisruptionBudget; fix the overlapping "
+                   "PDBs")
+            return self._defer(target, key, "pdb", f"{why}; never falling back to delete", evidence)
         if result not in ("deleted", "evicted"):
+            self._withdraw(target, retry)
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
             return self._done("not_found" if result == "not_found" else "conflict",
                               f"nothing {_PAST[verb]} for {target.ref}: {why}")
-        self._charge(target, key, now, verb)
-        return self._removed(target, evidence, verb, "")
+        if not retry:
+            self._charge(target, key, now, verb)
+        return self._removed(target, key, evidence, verb, "sent again after a lost answer" if retry else "")
+
+    def _withdraw(self, target: ScrapeTarget, retry: bool) -> None:
+        """The API said the removal was not applied: its ledger intent no longer counts. A retry's intent stays
+        (the first, lost, request may have been applied)."""
+        if not retry and self.ledger is not None:
+            self.ledger.withdraw(target.uid)
 
     def _charge(self, target: ScrapeTarget, key: str, now: float, verb: str) -> None:
-        """Charge the budgets, in memory and in the deletion ledger (what a restart or a new leader reads), and
-        count the removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
+        """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
+        removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
         self.metrics.deletions.labels(verb).inc()
         self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
                                     owner=target.owner_key)
-        if self.ledger is not None:
-            self.ledger.record(target.namespace, target.name, target.uid)
 
-    def _removed(self, target: ScrapeTarget, evidence: Say, verb: str, note: str) -> Remediation:
-        self.events.on_pod_and_owner(target, REASON_DELETED, evidence(_PAST[verb], "", note), action="Delete")
+    def _removed(self, target: ScrapeTarget, key: str, evidence: Say, verb: str, note: str) -> Remediation:
+        self.policy.record(target.uid, key)  # the episode is acted on (a retry's included)
+        if self.policy.first_event(target.uid, key, REASON_DELETED):
+            self.events.on_pod_and_owner(target, REASON_DELETED, evidence(_PAST[verb], "", note), action="Delete")
         if self.escalation is not None:
             self.escalation.on_deletion(target.node, target.uid, target.ref, target.namespace)
         return self._done("evicted" if verb == "evict" else "deleted",
                           f"{_PAST[verb]} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
     def _lost_answer(self, target: ScrapeTarget, key: str, evidence: Say, now: float, verb: str,
-                     exc: KubeError) -> Remediation:
+                     exc: KubeError, retry: bool) -> Remediation:
         """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
-        budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see), then
-        look: gone or terminating means it happened, with its Event (so a restart reads it back too)."""
-        self._charge(target, key, now, verb)
+        budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see; a retry
+        was charged already), then look: gone or terminating means it happened, with its Event; still there or
+        unreadable means it is sent again next cycle (``retry``) while the stall lasts."""
+        if not retry:
+            self._charge(target, key, now, verb)
         try:
             pod = self.kube.get_pod(target.namespace, target.name)
         except KubeError as again:
+            self.policy.retry_later(target.uid, key)
             return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read "
-                              f"({again}): charged to the budgets (fail closed), not retried")
+                              f"({again}): charged to the budgets (fail closed), sent again next cycle")
         if fate_after_lost_answer(pod, target.uid):
-            return self._removed(target, evidence, verb, f"the {verb} answer was lost ({exc.reason}) and the pod "
-                                 "is gone or terminating")
+            return self._removed(target, key, evidence, verb, f"the {verb} answer was lost ({exc.reason}) and the "
+                                 "pod is gone or terminating")
+        self.policy.retry_later(target.uid, key)
         return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: "
-                          "charged to the budgets (fail closed), not retried")
+                          "charged to the budgets (fail closed), sent again next cycle with the same UID precondition")
 
     def _defer(self, target: ScrapeTarget, key: str, rule: str, why: str, evidence: Say) -> Remediation:
         # Counted once per stall episode and rule; a standby replica writes nothing to the cluster: the leader
@@ -242,7 +271,7 @@ class Remediator:
         first = self.policy.first_deferral(target.uid, key, rule)
         if first:
             self.metrics.deferrals.labels(rule).inc()
-        if first and rule != "not_leader":
+        if first and rule != "not_leader" and self.policy.first_event(target.uid, key, f"{REASON_DEFERRED}:{rule}"):
             self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why))
         return self._done("deferred", f"{target.ref}: {why}", rule)
 

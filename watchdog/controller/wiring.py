@@ -7,8 +7,8 @@ with fakes."""
 from __future__ import annotations
 
 import logging
-import time
 
+from watchdog.adapters.actuator import Actuator, unfenced
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.leader import LeaderElector
 from watchdog.adapters.nodes import NodeEscalator
@@ -16,7 +16,6 @@ from watchdog.adapters.podcache import PodCache
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog
-from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.policy import PAUSE_ANNOTATION
 
@@ -30,9 +29,12 @@ def wire(config: Settings, kube: KubeClient, pod_namespace: str | None, *,
     namespaces and pods from the watch-based cache (``run``; its informers start here), else LISTed every
     cycle (``run --once``, tests)."""
     elector = _elector(config, kube, pod_namespace)
+    # The one door for every write, behind the leadership fence (the Lease must outlast each write).
+    actuator = Actuator(kube, fence=elector.holds_for if elector else unfenced,
+                        write_timeout_s=config.api_timeout_seconds)
     escalation = None
     if config.node_escalation:
-        escalation = NodeEscalator(kube, NodeStallHistory(config.node_escalation_threshold,
+        escalation = NodeEscalator(kube, actuator, NodeStallHistory(config.node_escalation_threshold,
                                                           config.node_escalation_window_seconds),
                                    taint=config.node_taint, dry_run=config.dry_run)
     brake = None
@@ -43,25 +45,17 @@ def wire(config: Settings, kube: KubeClient, pod_namespace: str | None, *,
     if prometheus:
         log.info("source prometheus for targets %s: %s", ", ".join(prometheus), config.prometheus_url)
     listing = PodCache(kube, first_sync_wait_s=config.api_timeout_seconds) if cache else None
-    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True, escalation=escalation,
-                        ledger=_ledger(config, kube, pod_namespace), brake=brake, listing=listing)
+    watchdog = Watchdog(config, kube, leader=elector.is_leader if elector else lambda: True,
+                        actuator=actuator, escalation=escalation,
+                        own_namespace=pod_namespace or "default", brake=brake, listing=listing)
+    if watchdog.ledger is not None:
+        log.info("deletion ledger: %s", watchdog.ledger.ref)
     if listing is not None:
         listing.watch("namespaces", watchdog.namespace_selector)
         for target in config.targets:
             listing.watch("pods", target.pod_selector)
         log.info("namespaces and pods: LIST once, then WATCH (the cache; %d informers)", len(listing.informers))
     return watchdog, elector
-
-
-def _ledger(config: Settings, kube: KubeClient, pod_namespace: str | None) -> DeletionLedger | None:
-    """The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in $POD_NAMESPACE, else default."""
-    if not config.budget_ledger:
-        return None
-    namespace = pod_namespace or "default"
-    ledger = DeletionLedger(kube, namespace, f"{config.lease_name}-ledger", config.deletion_window_seconds,
-                            time.time)
-    log.info("deletion ledger: %s", ledger.ref)
-    return ledger
 
 
 def _elector(config: Settings, kube: KubeClient, pod_namespace: str | None) -> LeaderElector | None:

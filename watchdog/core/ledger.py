@@ -1,7 +1,8 @@
-"""The deletion ledger: this watchdog's recent deletions, kept in one small ConfigMap it owns, so the deletion
-budget survives a restart or a leader change with ONE cheap GET (instead of listing every Event of the cluster,
-which the API server serves by scanning etcd: Events have no watch cache). Pure: encoding, trimming and the
-budget arithmetic; :mod:`watchdog.controller.ledger` does the I/O.
+"""The deletion ledger: this watchdog's recent removals, kept in one small ConfigMap it owns, so the deletion
+budget survives a restart or a leader change with ONE cheap GET. It is the only record the budget is read back
+from: Events can be written by any tenant allowed to create Events, so none of them is trusted to count.
+Pure: encoding, trimming and the budget arithmetic; :mod:`watchdog.controller.ledger` does the I/O (and writes
+each entry AHEAD of its removal).
 
 The ConfigMap's ``data["deletions"]`` is a JSON list of ``{"t": unix seconds, "namespace", "pod", "uid"}``,
 oldest first, trimmed to the budget window and to :data:`MAX_ENTRIES` entries on every write.
@@ -13,8 +14,6 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from watchdog.core.budget import still_counts
 
 DATA_KEY = "deletions"
 MAX_ENTRIES = 256  # far above any sane budget (maxDeletions per window); bounds the object's size (~30 KiB)
@@ -67,10 +66,19 @@ def add(entries: Sequence[Entry], entry: Entry, *, wall_now: float, window_s: fl
     return kept[-MAX_ENTRIES:]
 
 
+def without(entries: Sequence[Entry], uid: str) -> list[Entry]:
+    """``entries`` without the one for pod ``uid`` (an intent whose removal the API said was not applied)."""
+    return [e for e in entries if e.uid != uid]
+
+
 def deletions(entries: Sequence[Entry], *, now: float, wall_now: float, window_s: float,
-              namespaces: Collection[str]) -> list[tuple[float, str]]:
-    """(monotonic time, namespace) of each ledger deletion within ``window_s`` in ``namespaces`` — the same
-    rule as the Event read-back (:func:`watchdog.core.budget.still_counts`)."""
-    counted = (still_counts(e.t, e.namespace, now=now, wall_now=wall_now, window_s=window_s, namespaces=namespaces)
-               for e in entries)
-    return [c for c in counted if c is not None]
+              namespaces: Collection[str]) -> list[tuple[float, str, str]]:
+    """(monotonic time, namespace, pod UID) of each ledger entry that still counts against the budget: inside
+    ``window_s`` (wall clock: ``wall_now`` minus its time, never negative) and in a namespace this watchdog watches
+    (so shards do not charge each other). ``now``: monotonic seconds."""
+    out = []
+    for e in entries:
+        age = max(0.0, wall_now - e.t)
+        if age < window_s and e.namespace in namespaces:
+            out.append((now - age, e.namespace, e.uid))
+    return out

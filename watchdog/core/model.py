@@ -20,6 +20,15 @@ GATE_CONDITION = "vllm-watchdog.io/engine-progressing"
 OPT_IN_VALUES: Mapping[str, NamespaceMode] = {"true": "enforce", "dry-run": "dry-run"}
 NEVER_WATCHED_NAMESPACES = frozenset({"kube-system"})
 COMPONENT = "vllm-stall-watchdog"  # Event reportingComponent/source, User-Agent product
+#: Leader election's timings, client-go's (seconds): how long others wait after last seeing a renew, how long the
+#: leader acts without one, how often it renews.
+LEASE_DURATION_S, RENEW_DEADLINE_S, RETRY_PERIOD_S = 15.0, 10.0, 2.0
+#: The leadership fence's margin: a write is sent only while the Lease outlasts its timeout by this much.
+FENCE_MARGIN_S = 1.0
+#: The longest API timeout the fence can work with: a renew every RETRY_PERIOD_S leaves the Lease valid for
+#: LEASE_DURATION_S - RETRY_PERIOD_S (13 s) at worst between renews, which must exceed the timeout + the margin
+#: with a second to spare for the renew's own round trip.
+MAX_FENCED_TIMEOUT_S = LEASE_DURATION_S - RETRY_PERIOD_S - FENCE_MARGIN_S - 2.0
 
 
 @dataclass(frozen=True)

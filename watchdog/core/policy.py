@@ -4,7 +4,9 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
 
 1. *One decision per stall episode and mode*: a pod+engine series already acted on is skipped until its
    engine leaves the stalled state (``episode_over``) or the pod goes; a dry-run announcement does not count
-   once the namespace (or the global setting) is flipped to enforce: that is a new decision.
+   once the namespace (or the global setting) is flipped to enforce: that is a new decision. An episode whose
+   removal was charged but not seen to happen (its answer lost, the pod still there: :meth:`retry_later`) is
+   decided ``retry`` instead, unless paused or not the leader: sent again, never charged twice.
 2. *Not the leader* (``not_leader``, a deferral): a standby decides nothing else, so it never reaches the
    dry-run (no ``StalledPodDryRun`` Event, no evidence record, no log read) nor any other rule; the leader
    speaks for the stall.
@@ -104,9 +106,12 @@ class DeletionPolicy:
     def __init__(self, rails: Rails | None = None, started: float = 0.0, *, budget_known: bool = True) -> None:
         self.rails = rails or Rails()
         self.started = started
-        self._acted: dict[tuple[str, str], str] = {}  # (uid, series) -> "dry_run" (announced) | "delete"
+        # (uid, series) -> "dry_run" (announced) | "delete" | "retry" (charged, its answer lost, the pod still there)
+        self._acted: dict[tuple[str, str], str] = {}
+        self._announced: dict[str, dict[str, str]] = {}  # pod UID -> Event key -> the series whose episode wrote it
         self._deferred: dict[tuple[str, str], set[str]] = {}  # (uid, series) -> the rules already announced
-        self._deletions: deque[tuple[float, str]] = deque()  # (t, namespace)
+        self._deletions: deque[tuple[float, str, str]] = deque()  # (t, namespace, pod UID), oldest first
+        self._blind_until: float | None = None  # no ledger: earlier removals unknown until then
         self._blocked_owners: dict[str, float] = {}  # owner key -> when it lost a pod
         self._first_sync: float | None = None
         self._breaker_until: float | None = None
@@ -204,6 +209,9 @@ class DeletionPolicy:
         # operator flips the namespace (or the global setting) to enforce.
         if acted == "delete" or (acted == "dry_run" and observing):
             return Decision("skip", "episode", "already acted on this stall episode")
+        if acted == "retry" and self.paused_by is None and leader:
+            return Decision("retry", "retry", "the answer to this pod's removal was lost and the pod is still "
+                                              "there: sent again (same UID precondition, already charged)")
         if not leader:  # before dry-run: a standby announces nothing, keeps no evidence, reads no log
             return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
         if r.dry_run:
@@ -228,13 +236,17 @@ class DeletionPolicy:
             return Decision("defer", "namespace_breaker", f"the breaker of namespace {namespace} is open: too many "
                                                           "of its pods look stalled or cannot be judged")
         if not self.budget_known:
-            return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet (deletion "
-                                                       "ledger or own Events); the budget is unknown")
+            return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet from the "
+                                                       "deletion ledger; the budget is unknown")
+        if self._blind_until is not None and now < self._blind_until:
+            left = self._blind_until - now
+            return Decision("defer", "budget_unknown", "no deletion ledger (budgetLedger: false): what an earlier "
+                                                       f"replica removed is unknown for {left:.0f} s more")
         self._expire(now)
         if len(self._deletions) >= r.max_deletions:
             return Decision("defer", "budget", f"cluster budget used: {len(self._deletions)} deletions in the "
                                                f"last {r.deletion_window_seconds:g} s (max {r.max_deletions})")
-        in_ns = sum(1 for _, ns in self._deletions if ns == namespace)
+        in_ns = sum(1 for _, ns, _ in self._deletions if ns == namespace)
         if in_ns >= r.max_deletions_per_namespace:
             return Decision("defer", "namespace_budget", f"namespace budget used: {in_ns} deletions in "
                                                          f"{namespace} in the last {r.deletion_window_seconds:g} s")
@@ -250,21 +262,44 @@ class DeletionPolicy:
     def record_deletion(self, now: float, *, uid: str, series: str, namespace: str, owner: str | None) -> None:
         """A pod was deleted (or evicted): charge the budgets and block its owner until a replacement is Ready."""
         self.record(uid, series)
-        self._deletions.append((now, namespace))
+        self._deletions.append((now, namespace, uid))
         if owner is not None:
             self._blocked_owners[owner] = now
 
+    def retry_later(self, uid: str, series: str) -> None:
+        """A removal already charged (:meth:`record_deletion`) was not seen to happen (its answer was lost and the
+        pod is still there): the next decision for this episode is ``retry``, without charging again."""
+        self._acted[(uid, series)] = "retry"
+
     def forget_budget(self) -> None:
-        """Drop the deletion history before it is read back again (e.g. when this replica becomes leader):
-        deletions are deferred (``budget_unknown``) until the next :meth:`restore`."""
-        self._deletions.clear()
+        """Mark the deletion history as to be read back again (e.g. when this replica becomes leader): deletions
+        are deferred (``budget_unknown``) until the next :meth:`restore`, which merges what it reads with what
+        this process already knows (its own removals are never forgotten)."""
         self._budget_known = False
 
-    def restore(self, deletions: Iterable[tuple[float, str]]) -> None:
-        """Replace the deletion history with ``deletions`` read back ((monotonic t, namespace) each, e.g. from
-        this watchdog's own recent Events after a restart); the budget is known from now on."""
-        self._deletions = deque(sorted(deletions))
+    def restore(self, deletions: Iterable[tuple[float, str, str]], *, blind_until: float | None = None) -> None:
+        """Merge ``deletions`` read back ((monotonic t, namespace, pod UID) each, from the deletion ledger) into the
+        history: one entry per pod UID, the latest time kept (a removal counts for its whole window from the
+        latest record of it); the budget is known from now on. ``blind_until``: without a ledger,
+        earlier removals are unknown until then (every removal is deferred, fail closed)."""
+        merged: dict[str, tuple[float, str, str]] = {}
+        for entry in [*self._deletions, *deletions]:
+            kept = merged.get(entry[2])
+            if kept is None or entry[0] > kept[0]:
+                merged[entry[2]] = entry
+        self._deletions = deque(sorted(merged.values()))
+        self._blind_until = blind_until if blind_until is not None else self._blind_until
         self._budget_known = True
+
+    def first_event(self, uid: str, series: str, key: str) -> bool:
+        """True the first time an Event ``key`` (reason and rule) is asked for pod ``uid`` while the episode of
+        the series that first asked lasts: one Event per pod, not per engine series (a pod inventing 64 frozen
+        series gets one)."""
+        keys = self._announced.setdefault(uid, {})
+        if key in keys:
+            return False
+        keys[key] = series
+        return True
 
     def first_deferral(self, uid: str, series: str, rule: str) -> bool:
         """True the first time ``rule`` defers this stall episode (one Event per episode and rule, no spam)."""
@@ -278,11 +313,15 @@ class DeletionPolicy:
         """The engine series left the stalled state: a later stall is a new episode."""
         self._acted.pop((uid, series), None)
         self._deferred.pop((uid, series), None)  # every progressing series every cycle: O(1)
+        keys = self._announced.get(uid)
+        if keys:  # only a pod with Events written: a handful of keys
+            self._announced[uid] = {k: s for k, s in keys.items() if s != series}
 
     def forget_pods(self, live_uids: set[str]) -> None:
         """Drop what is known about pods that are gone (budgets and owner blocks are kept)."""
         self._acted = {k: v for k, v in self._acted.items() if k[0] in live_uids}
         self._deferred = {k: v for k, v in self._deferred.items() if k[0] in live_uids}
+        self._announced = {uid: keys for uid, keys in self._announced.items() if uid in live_uids}
 
     # -- what it knows, for /status ------------------------------------------------------------------------------
     def view(self, now: float) -> dict[str, Any]:
@@ -290,7 +329,7 @@ class DeletionPolicy:
         budget used and left (cluster-wide and per namespace with deletions in the window), owners waiting for a
         replacement, the breakers (open, closing in, what tripped them) and open deferrals per rule."""
         r = self.rails
-        recent = Counter(ns for t, ns in self._deletions if now - t < r.deletion_window_seconds)
+        recent = Counter(ns for t, ns, _ in self._deletions if now - t < r.deletion_window_seconds)
         used = sum(recent.values())
         since = None if self._first_sync is None else max(self.started, self._first_sync)
         warm_left = r.window_seconds if since is None else max(0.0, since + r.window_seconds - now)

@@ -21,9 +21,9 @@ RemediationResult = Literal["deleted", "evicted", "dry_run", "deferred", "not_fo
                             "error", "skip"]
 #: The rule that deferred a deletion (watchdog.core.policy and the remediator).
 DeferralRule = Literal["paused", "not_leader", "warm_up", "min_age", "breaker", "namespace_breaker", "budget",
-                       "namespace_budget", "owner", "budget_unknown", "pdb"]
+                       "namespace_budget", "owner", "budget_unknown", "pdb", "ledger"]
 #: What the deletion policy decides for one stall.
-DecisionAction = Literal["delete", "dry_run", "defer", "skip"]
+DecisionAction = Literal["delete", "retry", "dry_run", "defer", "skip"]
 #: A watched namespace's mode, from its opt-in label.
 NamespaceMode = Literal["enforce", "dry-run"]
 #: How a stalled pod is removed (setting ``action``).

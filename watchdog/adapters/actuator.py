@@ -1,0 +1,107 @@
+"""The one door to the cluster for every side effect (I/O): the only module that calls the Kubernetes API's
+write methods — pod DELETE and eviction, the readiness gate's ``pods/status`` patch, the node taint, the deletion
+ledger's ConfigMap, Events — and the one read that sits between a decision and its write (``pods/log``, the
+evidence's log tail). ``tests/test_architecture.py`` fails when any other module calls one of them.
+
+The leadership fence: a write is sent only while this replica's Lease stays valid for longer than the write's
+own timeout plus :data:`~watchdog.core.model.FENCE_MARGIN_S`
+(:meth:`watchdog.adapters.leader.LeaderElector.holds_for`), checked right before the request leaves, after every
+other step of the decision (the slow ones, such as the log read, come before it). A write the fence holds back
+raises :class:`Fenced` and is not sent: a standby replica, or a leader whose last renew is too old, writes
+nothing at all, dry-run announcements and Events included. Without leader election the fence always holds.
+
+What a write's answer means is decided by its caller with :func:`watchdog.core.policy.ambiguous`: a definite
+answer (2xx, or a 4xx refusal) is applied or not; a lost one (no answer, 5xx) may have been applied and is
+charged to every rail it counts against (fail closed), then resolved by a read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from watchdog.adapters.kube import DeleteResult, EvictResult, PatchResult
+from watchdog.core.model import FENCE_MARGIN_S
+
+log = logging.getLogger(__name__)
+
+
+#: Whether this replica's leadership holds for more than the given seconds (always True without election).
+Fence = Callable[[float], bool]
+
+
+def unfenced(_seconds: float) -> bool:
+    """The fence without leader election: one replica, always allowed to write."""
+    return True
+
+
+class Writes(Protocol):
+    """The API calls the actuator makes (adapters.kube.KubeClient has them): its writes and the log read."""
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult: ...
+    def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult: ...
+    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult: ...
+    def patch_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str,
+                          ) -> dict[str, Any]: ...
+    def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
+    def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes: ...
+
+
+class Fenced(Exception):
+    """A write was not sent: this replica's Lease may not outlast it (a standby, or a leader that lost touch)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} not sent: this replica's leader Lease may not outlast the request")
+
+
+class Actuator:
+    """Every write through ``kube`` behind ``fence``; ``write_timeout_s``: one API request's timeout
+    (the setting ``apiTimeoutSeconds``), the time a write may take."""
+
+    def __init__(self, kube: Writes, *, fence: Fence = unfenced, write_timeout_s: float = 10.0) -> None:
+        self.kube, self.fence, self.write_timeout_s = kube, fence, write_timeout_s
+
+    def may_write(self) -> bool:
+        """The fence as it stands now (a cheap early check; each write checks it again right before it)."""
+        return self.fence(self.write_timeout_s + FENCE_MARGIN_S)
+
+    def _fenced(self, what: str) -> None:
+        if not self.may_write():
+            log.info("%s held back by the leadership fence", what)
+            raise Fenced(what)
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult:
+        self._fenced(f"delete pod {namespace}/{name}")
+        return self.kube.delete_pod(namespace, name, uid, grace_period_s)
+
+    def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult:
+        self._fenced(f"evict pod {namespace}/{name}")
+        return self.kube.evict_pod(namespace, name, uid, grace_period_s)
+
+    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
+        self._fenced(f"readiness gate of pod {namespace}/{name}")
+        return self.kube.patch_pod_condition(namespace, name, uid, condition)
+
+    def patch_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
+        self._fenced(f"taint of node {name}")
+        return self.kube.patch_node_taints(name, taints, resource_version)
+
+    def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._fenced(f"create configmap {namespace}/{body.get('metadata', {}).get('name')}")
+        return self.kube.create_config_map(namespace, body)
+
+    def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._fenced(f"replace configmap {namespace}/{name}")
+        return self.kube.replace_config_map(namespace, name, body)
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        self._fenced(f"Event {body.get('reason')} in {namespace}")
+        self.kube.create_event(namespace, body)
+
+    def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
+        """The evidence's log tail: a read, not fenced, but here so that its place in a decision (before the
+        fence of the write it precedes, never between) is visible in one module."""
+        return self.kube.read_pod_log(namespace, name, container, lines, limit_bytes)
