@@ -1,6 +1,6 @@
 """The architecture, checked: ``import watchdog`` is this project; the layers only import downwards (the
 import-linter contracts in pyproject.toml); the pure core imports no I/O and reads no clock; there is no import
-cycle anywhere in the package (``TYPE_CHECKING`` imports included); modules stay small and unpacked; the
+cycle anywhere in the package (``TYPE_CHECKING`` imports included); one statement a line; the
 offline verbs never load the Kubernetes client or the scheduler."""
 
 from __future__ import annotations
@@ -179,10 +179,10 @@ def test_the_write_check_sees_a_write_outside_the_actuator(tmp_path: Path) -> No
     assert write_calls(sneaky) == ["2: self.kube.delete_pod"]
 
 
-def test_modules_stay_small_and_unpacked() -> None:
+def test_modules_stay_unpacked() -> None:
+    """One statement a line (size is no rule: complexity is, ruff C901/PLR0912/PLR0915 in pyproject.toml)."""
     for path in PACKAGE.rglob("*.py"):
         lines = path.read_text().splitlines()
-        assert len(lines) <= 400, f"{path.relative_to(PACKAGE)} has {len(lines)} lines"
         packed = [i + 1 for i, line in enumerate(lines)
                   if not line.lstrip().startswith("#") and _statements(line) > 1]
         assert not packed, f"{path.relative_to(PACKAGE)}: several statements on line(s) {packed[:5]}"

@@ -493,16 +493,18 @@ def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeC
     assert results(metrics) == {"error": 2.0}
 
 
-def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient) -> None:
+@pytest.mark.parametrize(("status", "result"), [(503, "aborted"), (0, "aborted"), (401, "error"), (403, "error")])
+def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient, status: int, result: str) -> None:
+    """A refused fresh GET (revoked token, lost RBAC) is an error the alerts see, not a quiet abort (item 15)."""
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
 
     def boom(*args: Any) -> Any:
-        raise KubeError("get pod", 503, "Service Unavailable")
+        raise KubeError("get pod", status, "refused")
 
     kube = FakeKube(kube_client, get_pod=boom, delete_pod=kube_client.delete_pod)
     rem, _ = remediator(kube)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
-    assert outcome.result == "aborted" and "fresh GET failed" in outcome.detail
+    assert outcome.result == result and "fresh GET failed" in outcome.detail
     assert kube.calls["delete_pod"] == 0
 
 

@@ -4,7 +4,8 @@ Every call sends exactly one HTTP request with a bounded timeout (``KubeSettings
 per request), reads the body with ``_preload_content=False`` and ``json.loads`` (no model deserialization),
 and never retries (urllib3 retries are disabled, so a DELETE is sent at most once). Failures raise
 :class:`KubeError` except where a method documents a result value (404 -> None / "not_found", 409 ->
-"conflict", 429 -> "blocked").
+"conflict", 429 -> "blocked"). Every answer's status is told to :attr:`KubeClient.credentials`
+(:mod:`watchdog.adapters.kubeauth`: whether the API server refuses the credentials; a 401 re-reads the token).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
 
+from watchdog.adapters.kubeauth import Credentials
 from watchdog.adapters.podlog import read_bounded
 from watchdog.core.owners import owner_path
 
@@ -103,6 +105,34 @@ def _message(body: Any) -> str:
     return str(parsed.get("message", ""))[:200] if isinstance(parsed, dict) else str(body)[:200]
 
 
+def _configuration(s: KubeSettings) -> client.Configuration:
+    """The client configuration for ``s`` (see :class:`KubeSettings`); raise KubeError if none can be loaded."""
+    cfg = client.Configuration()
+    if s.kubeconfig and not os.path.isfile(s.kubeconfig):
+        raise KubeError("load configuration", 0, f"kubeconfig {s.kubeconfig!r}: no such file")
+    try:
+        if s.host:
+            cfg.host = s.host.rstrip("/")
+        elif s.kubeconfig:
+            config.load_kube_config(config_file=s.kubeconfig, context=s.context, client_configuration=cfg)
+        else:
+            try:
+                config.load_incluster_config(client_configuration=cfg)
+            except ConfigException as in_cluster:
+                try:
+                    config.load_kube_config(context=s.context, client_configuration=cfg)
+                except Exception as kubeconfig:  # missing, malformed (YAML, types) or incomplete
+                    raise KubeError("load configuration", 0, f"not in a cluster ({in_cluster}) and no usable "
+                                    f"kubeconfig ({kubeconfig})") from kubeconfig
+    except KubeError:
+        raise
+    except Exception as e:  # the loader raises YAML, type and attribute errors on malformed files too
+        what = f"kubeconfig {s.kubeconfig!r}" if s.kubeconfig else "kubeconfig"
+        raise KubeError("load configuration", 0, f"{what}: unusable ({type(e).__name__}: {e})") from e
+    cfg.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
+    return cfg
+
+
 class KubeClient:
     """Thread-safe wrapper of one ``kubernetes.client.ApiClient``; build it with :meth:`from_settings`."""
 
@@ -110,6 +140,7 @@ class KubeClient:
         if request_timeout_s <= 0:
             raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s}")
         self._api = api_client
+        self.credentials = Credentials(api_client.configuration)  # accepted or refused (401/403), and re-read
         self._core = client.CoreV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
         self._timeout = request_timeout_s
@@ -118,31 +149,12 @@ class KubeClient:
 
     @classmethod
     def from_settings(cls, s: KubeSettings) -> KubeClient:
-        """Build a client (see :class:`KubeSettings`); raise KubeError if no configuration can be loaded."""
-        cfg = client.Configuration()
-        if s.kubeconfig and not os.path.isfile(s.kubeconfig):
-            raise KubeError("load configuration", 0, f"kubeconfig {s.kubeconfig!r}: no such file")
-        try:
-            if s.host:
-                cfg.host = s.host.rstrip("/")
-            elif s.kubeconfig:
-                config.load_kube_config(config_file=s.kubeconfig, context=s.context, client_configuration=cfg)
-            else:
-                try:
-                    config.load_incluster_config(client_configuration=cfg)
-                except ConfigException as in_cluster:
-                    try:
-                        config.load_kube_config(context=s.context, client_configuration=cfg)
-                    except Exception as kubeconfig:  # missing, malformed (YAML, types) or incomplete
-                        raise KubeError("load configuration", 0, f"not in a cluster ({in_cluster}) and no usable "
-                                        f"kubeconfig ({kubeconfig})") from kubeconfig
-        except KubeError:
-            raise
-        except Exception as e:  # the loader raises YAML, type and attribute errors on malformed files too
-            what = f"kubeconfig {s.kubeconfig!r}" if s.kubeconfig else "kubeconfig"
-            raise KubeError("load configuration", 0, f"{what}: unusable ({type(e).__name__}: {e})") from e
-        cfg.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
-        return cls(client.ApiClient(cfg), s.request_timeout_s)
+        """Build a client (see :class:`KubeSettings`); raise KubeError if no configuration can be loaded. A 401
+        loads the configuration again the same way (:mod:`watchdog.adapters.kubeauth`: a rotated token)."""
+        kube = cls(client.ApiClient(_configuration(s)), s.request_timeout_s)
+        if not s.host:
+            kube.credentials.reload_with(lambda: _configuration(s))
+        return kube
 
     @property
     def api_requests(self) -> int:
@@ -151,16 +163,19 @@ class KubeClient:
 
     @contextlib.contextmanager
     def _request(self, what: str) -> Iterator[None]:
-        """One API request: counted, and its failure as KubeError (ApiException keeps its status)."""
+        """One API request: counted, its answer told to :attr:`credentials`, and its failure as KubeError
+        (ApiException keeps its status)."""
         with self._count_lock:
             self._count += 1
         try:
             yield
         except ApiException as e:
+            self.credentials.answered(what, e.status or 0)
             raise KubeError(what, e.status or 0, str(e.reason or "error"), _message(e.body)) from e
         except urllib3.exceptions.HTTPError as e:
             reason = getattr(e, "reason", None) or e
             raise KubeError(what, 0, f"{type(reason).__name__}: {reason}") from e
+        self.credentials.answered(what, 200)
 
     def _call(self, what: str, fn: Any, *args: Any, _read: Callable[[Any], bytes] | None = None, **kwargs: Any) -> Any:
         """Run one API call; return the decoded JSON body (``_read``: the bytes it reads off the response instead).

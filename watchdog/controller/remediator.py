@@ -166,7 +166,11 @@ class Remediator:
         if decision.action == "defer":
             return self._defer(target, series.key, decision.rule, decision.why, evidence)
 
-        changed = self._changed(target)
+        try:
+            changed = self._changed(target)
+        except KubeError as exc:  # refused credentials are an error (alerted on), anything else a retry next cycle
+            return self._done("error" if exc.status in (401, 403) else "aborted",
+                              f"pod {target.ref}: fresh GET failed ({exc}); retrying next cycle")
         if changed:
             return self._done("aborted", f"pod {target.ref} changed since the decision: {changed}")
         fresh = self.rescrape(target, series.key)
@@ -280,10 +284,8 @@ class Remediator:
         return Remediation(result, detail, rule)
 
     def _changed(self, target: ScrapeTarget) -> str | None:
-        """Why a fresh GET of the pod and its namespace says not to act (discovery's rules re-applied)."""
-        try:
-            pod = self.kube.get_pod(target.namespace, target.name)
-            namespace = self.kube.get_namespace(target.namespace) if pod is not None else None
-        except KubeError as exc:
-            return f"fresh GET failed ({exc})"
+        """Why a fresh GET of the pod and its namespace says not to act (discovery's rules re-applied); raises
+        KubeError when it cannot be read."""
+        pod = self.kube.get_pod(target.namespace, target.name)
+        namespace = self.kube.get_namespace(target.namespace) if pod is not None else None
         return recheck(pod, namespace, target, require_controller=self.require_controller)
