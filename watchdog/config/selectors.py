@@ -83,84 +83,117 @@ def _is_word(token: str | None) -> bool:
 def selector_problem(text: str) -> str | None:
     """Why the API server would refuse the label selector ``text`` (one line), or None when it is valid.
     The empty selector is valid (it matches everything)."""
-    toks = _tokens(text)
-    pos = 0
-
-    def peek() -> str | None:
-        return toks[pos] if pos < len(toks) else None
-
-    while toks:
-        tok = peek()
-        negated = tok == "!"
-        if negated:
-            pos += 1
-            tok = peek()
-        if not _is_word(tok):
-            return f"expected a label key, found {show(tok or '')}"
-        assert tok is not None
-        problem = _key_problem(tok)
+    toks = _Tokens(text)
+    if toks.peek() is None:
+        return None
+    while True:
+        problem = _requirement_problem(toks)
         if problem:
             return problem
-        pos += 1
-        op = peek()
-        if negated or op in (None, ","):
-            if negated and op not in (None, ","):
-                return f"'!{tok}' (does not exist) takes no operator or value"
-        elif op in ("=", "==", "!="):
-            pos += 1
-            value = peek()
-            if _is_word(value):
-                assert value is not None
-                problem = _value_problem(value)
-                if problem:
-                    return problem
-                pos += 1
-            elif value not in (None, ","):
-                return f"expected a label value after {op!r}, found {show(value)}"
-        elif op in ("in", "notin"):
-            pos += 1
-            if peek() != "(":
-                return f"{op!r} needs a parenthesised list of values, e.g. {tok} {op} (a,b)"
-            pos += 1
-            values: list[str] = []
-            while True:
-                value = peek()
-                if value == ")":
-                    break
-                if value is None:
-                    return f"{op!r} list is not closed with ')'"
-                if value == ",":
-                    values.append("")
-                    pos += 1
-                    continue
-                if not _is_word(value):
-                    return f"expected a label value in the {op!r} list, found {show(value)}"
-                problem = _value_problem(value)
-                if problem:
-                    return problem
-                values.append(value)
-                pos += 1
-                if peek() == ",":
-                    pos += 1
-                    if peek() == ")":
-                        values.append("")
-                elif peek() is None:
-                    return f"{op!r} list is not closed with ')'"
-                elif peek() != ")":
-                    return f"expected ',' or ')' in the {op!r} list, found {show(peek() or '')}"
-            pos += 1
-            if not values:
-                return f"the {op!r} list of {tok!r} is empty: give at least one value"
-        elif op in (">", "<"):
-            return f"{op!r} (Gt/Lt) is not allowed in a label selector here; use =, !=, in, notin or exists"
-        else:
-            return f"expected an operator (=, ==, !=, in, notin) or ',' after {show(tok)}, found {show(op)}"
-        after = peek()
+        after = toks.peek()
         if after is None:
             return None
         if after != ",":
             return f"expected ',' between requirements, found {show(after)}"
-        pos += 1
-        if peek() is None:
+        toks.skip()
+        if toks.peek() is None:
             return "a trailing ',' ends the selector: a requirement must follow"
+
+
+class _Tokens:
+    """The selector's tokens and the position of the next one: the parser's only state."""
+
+    def __init__(self, text: str) -> None:
+        self.items = _tokens(text)
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        return self.items[self.pos] if self.pos < len(self.items) else None
+
+    def skip(self) -> None:
+        self.pos += 1
+
+
+def _requirement_problem(toks: _Tokens) -> str | None:
+    """One requirement (``KEY``, ``!KEY`` or ``KEY <operator> ...``), read up to the token after it."""
+    key = toks.peek()
+    negated = key == "!"
+    if negated:
+        toks.skip()
+        key = toks.peek()
+    if not _is_word(key):
+        return f"expected a label key, found {show(key or '')}"
+    assert key is not None
+    problem = _key_problem(key)
+    if problem:
+        return problem
+    toks.skip()
+    op = toks.peek()
+    if op is None or op == ",":
+        return None  # KEY or !KEY: exists, does not exist
+    if negated:
+        return f"'!{key}' (does not exist) takes no operator or value"
+    return _operator_problem(toks, key, op)
+
+
+def _operator_problem(toks: _Tokens, key: str, op: str) -> str | None:
+    """What follows ``key`` when it is not the end of the requirement: an operator and its value(s)."""
+    if op in ("=", "==", "!="):
+        return _equality_problem(toks, op)
+    if op in ("in", "notin"):
+        return _set_problem(toks, key, op)
+    if op in (">", "<"):
+        return f"{op!r} (Gt/Lt) is not allowed in a label selector here; use =, !=, in, notin or exists"
+    return f"expected an operator (=, ==, !=, in, notin) or ',' after {show(key)}, found {show(op)}"
+
+
+def _equality_problem(toks: _Tokens, op: str) -> str | None:
+    """``=``, ``==`` or ``!=`` and its value (which may be empty)."""
+    toks.skip()
+    value = toks.peek()
+    if _is_word(value):
+        assert value is not None
+        toks.skip()
+        return _value_problem(value)
+    if value is not None and value != ",":
+        return f"expected a label value after {op!r}, found {show(value)}"
     return None
+
+
+def _set_problem(toks: _Tokens, key: str, op: str) -> str | None:
+    """``in`` or ``notin`` and its parenthesised list of values: not empty, though a value in it may be."""
+    toks.skip()
+    if toks.peek() != "(":
+        return f"{op!r} needs a parenthesised list of values, e.g. {key} {op} (a,b)"
+    toks.skip()
+    if toks.peek() == ")":
+        return f"the {op!r} list of {key!r} is empty: give at least one value"
+    return _values_problem(toks, op)
+
+
+def _values_problem(toks: _Tokens, op: str) -> str | None:
+    """The values of an ``in``/``notin`` list, read up to and including its ``)``; a ``,`` with no value before it
+    stands for the empty value."""
+    while True:
+        value = toks.peek()
+        if value == ")":
+            toks.skip()
+            return None
+        if value is None:
+            return f"{op!r} list is not closed with ')'"
+        if value == ",":
+            toks.skip()
+            continue
+        if not _is_word(value):
+            return f"expected a label value in the {op!r} list, found {show(value)}"
+        problem = _value_problem(value)
+        if problem:
+            return problem
+        toks.skip()
+        after = toks.peek()
+        if after == ",":
+            toks.skip()
+        elif after is None:
+            return f"{op!r} list is not closed with ')'"
+        elif after != ")":
+            return f"expected ',' or ')' in the {op!r} list, found {show(after)}"
