@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from watchdog.adapters.logs import FIELDS, JsonFormatter, TextFormatter, counts, facts, setup_logging
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 
 
 def record(msg: str, *args: object, **extra: object) -> logging.LogRecord:
@@ -30,8 +30,8 @@ def test_json_line_has_the_fixed_fields_and_the_extras() -> None:
     assert set(out) == {"ts", "level", "logger", "msg", "result", "pods"}
 
 
-TARGET = ScrapeTarget(uid="u-1", namespace="ml", name="llama-0", ip="10.0.0.5", port=8000, path="/metrics",
-                      target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+TARGET = WatchedPod(uid="u-1", namespace="ml", name="llama-0", ip="10.0.0.5", port=8000, path="/metrics",
+                    target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
 
 
 def test_facts_names_the_pod_then_the_given_fields_and_drops_empty_ones() -> None:

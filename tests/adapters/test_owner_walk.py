@@ -17,7 +17,7 @@ from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.events import MAX_OWNERS_CACHED, OWNER_RETRY_SECONDS, EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
-from watchdog.core.model import OwnerRef, ScrapeTarget
+from watchdog.core.model import OwnerRef, WatchedPod
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import seed_deployment
 
@@ -31,9 +31,9 @@ def api(emulator: EmulatorServer) -> EmulatorServer:
     return emulator
 
 
-def target(owner: OwnerRef | None, uid: str = "pod-uid", namespace: str = A) -> ScrapeTarget:
-    return ScrapeTarget(uid=uid, namespace=namespace, name="llm-0", ip="10.0.0.5", port=8000, path="/metrics",
-                        target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=owner)
+def target(owner: OwnerRef | None, uid: str = "pod-uid", namespace: str = A) -> WatchedPod:
+    return WatchedPod(uid=uid, namespace=namespace, name="llm-0", ip="10.0.0.5", port=8000, path="/metrics",
+                      target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=owner)
 
 
 def ref(obj: dict[str, Any]) -> OwnerRef:

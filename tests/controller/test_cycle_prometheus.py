@@ -19,7 +19,7 @@ from watchdog.config.loader import ConfigError, load_config
 from watchdog.controller import promsource
 from watchdog.controller.cycle import CycleReport
 from watchdog.controller.promsource import PrometheusSource, confirm_read
-from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
+from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.policy import Decision
 from watchdog.core.profiles import get_profile
 from watchdog.demo.emulator import EmulatorServer
@@ -230,7 +230,7 @@ def test_values_newer_than_their_time_are_not_fed_under_that_time(emulator: Emul
 
 def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:
     source = PrometheusSource(PrometheusClient(PrometheusLimits(prom.url, timeout_s=2.0)), 60, "namespace", "pod")
-    target = ScrapeTarget("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None)
+    target = WatchedPod("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None)
     labels = {"namespace": NS, "pod": "p", "engine": "0", "model_name": "m"}
     prom.add("vllm:num_requests_running", labels, BASE - 5, 4)
     prom.add("vllm:generation_tokens_total", labels, BASE - 5, 500)

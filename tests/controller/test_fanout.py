@@ -14,15 +14,15 @@ import pytest
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.controller.fanout import AUTO_BASE, AUTO_MAX, Fanout, auto_workers, scrape_deadline, slow_seconds
 from watchdog.controller.state import PodRecord
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 
 
-def target(i: int) -> ScrapeTarget:
-    return ScrapeTarget(uid=f"uid-{i}", namespace="llm", name=f"pod-{i}", ip=f"10.0.{i // 250}.{i % 250}", port=8000,
-                        path="/metrics", target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+def target(i: int) -> WatchedPod:
+    return WatchedPod(uid=f"uid-{i}", namespace="llm", name=f"pod-{i}", ip=f"10.0.{i // 250}.{i % 250}", port=8000,
+                      path="/metrics", target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
 
 
-def jobs(seconds: list[float]) -> list[tuple[ScrapeTarget, PodRecord]]:
+def jobs(seconds: list[float]) -> list[tuple[WatchedPod, PodRecord]]:
     return [(target(i), PodRecord(0, 0.0, scrape_seconds=s)) for i, s in enumerate(seconds)]
 
 
@@ -79,7 +79,7 @@ def test_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
     lock = threading.Lock()
     start = time.monotonic()
 
-    def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+    def scrape(t: WatchedPod, r: PodRecord) -> None:
         time.sleep(0.5 if r.scrape_seconds >= 0.5 else 0.001)
         with lock:
             done[t.uid] = time.monotonic() - start
@@ -102,7 +102,7 @@ def test_slowest_first(workers: int) -> None:
     order: list[str] = []
     gate = threading.Event()
 
-    def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+    def scrape(t: WatchedPod, r: PodRecord) -> None:
         gate.wait(5)
         order.append(t.uid)
 
@@ -148,7 +148,7 @@ def test_on_the_loop_slowest_first_and_at_most_the_pool_size_at_once(workers: in
     order: list[str] = []
     running = [0, 0]  # now, most at once
 
-    async def scrape(t: ScrapeTarget, r: PodRecord) -> str:
+    async def scrape(t: WatchedPod, r: PodRecord) -> str:
         running[0] += 1
         running[1] = max(running)
         order.append(t.uid)  # the order they start in
@@ -173,7 +173,7 @@ def test_on_the_loop_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
     done: dict[str, float] = {}
     start = time.monotonic()
 
-    async def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+    async def scrape(t: WatchedPod, r: PodRecord) -> None:
         await asyncio.sleep(0.5 if r.scrape_seconds >= 0.5 else 0.001)
         done[t.uid] = time.monotonic() - start
 
@@ -198,7 +198,7 @@ def test_on_the_loop_each_cycle_sets_the_deadlines_of_its_pods() -> None:
         record.timeouts = timeouts
     seen: list[list[float | None]] = []
 
-    async def scrape(t: ScrapeTarget, r: PodRecord) -> None:
+    async def scrape(t: WatchedPod, r: PodRecord) -> None:
         return None
 
     try:

@@ -16,7 +16,7 @@ from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.core.detector import DetectorState, Verdict
-from watchdog.core.model import GATE_CONDITION, OwnerRef, ScrapeTarget
+from watchdog.core.model import GATE_CONDITION, OwnerRef, WatchedPod
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.quarantine import QuarantineRails
 
@@ -32,9 +32,9 @@ def listed(uid: str, *, gate: str | None = "True", ready: bool = True) -> dict[s
         "spec": {"readinessGates": [{"conditionType": GATE_CONDITION}]}, "status": {"conditions": conditions}}
 
 
-def target(uid: str, mode: str = "enforce") -> ScrapeTarget:
-    return ScrapeTarget(uid=uid, namespace="ns", name=f"pod-{uid}", ip="10.0.0.1", port=8000, path="/metrics",
-                        target="vllm", profile="vllm", mode=mode, restart_count=0, owner=RS)  # type: ignore[arg-type]
+def target(uid: str, mode: str = "enforce") -> WatchedPod:
+    return WatchedPod(uid=uid, namespace="ns", name=f"pod-{uid}", ip="10.0.0.1", port=8000, path="/metrics",
+                      target_name="vllm", profile="vllm", mode=mode, restart_count=0, owner=RS)  # type: ignore[arg-type]
 
 
 def record(state: str, for_s: float = 0.0) -> PodRecord:
@@ -68,7 +68,7 @@ class Rig:
                             rails or QuarantineRails(quarantine_after_seconds=60.0), enabled=True,
                             clock=self.clock, wall_clock=lambda: 1.7e9)
 
-    def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[ScrapeTarget, PodRecord]]) -> list[str]:
+    def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[WatchedPod, PodRecord]]) -> list[str]:
         self.q.observe([(None, pods)])
         return self.q.run(judged, self.policy, self.is_leader)
 

@@ -22,7 +22,7 @@ from watchdog.core.confirm import not_confirmed
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import discover
 from watchdog.core.events import MAX_MESSAGE, event_body
-from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget, Target
+from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import Selector
@@ -71,7 +71,7 @@ class Rescrape:
     def __init__(self, answer: EngineSnapshot | None = SNAP, before: Callable[[], None] | None = None) -> None:
         self.answer, self.before, self.calls = answer, before, 0
 
-    def __call__(self, target: ScrapeTarget, key: str) -> EngineSnapshot | None:
+    def __call__(self, target: WatchedPod, key: str) -> EngineSnapshot | None:
         self.calls += 1
         assert key == SNAP.key
         if self.before is not None:
@@ -92,8 +92,8 @@ def api(emulator: EmulatorServer) -> EmulatorServer:
     return emulator
 
 
-def target_of(api: EmulatorServer, pod: dict[str, Any]) -> ScrapeTarget:
-    """The ScrapeTarget discovery makes of ``pod`` (as stored by the emulator)."""
+def target_of(api: EmulatorServer, pod: dict[str, Any]) -> WatchedPod:
+    """The WatchedPod discovery makes of ``pod`` (as stored by the emulator)."""
     meta = pod["metadata"]
     stored = api.get_pod(meta["namespace"], meta["name"])
     assert stored is not None

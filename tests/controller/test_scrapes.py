@@ -12,11 +12,11 @@ from watchdog.adapters.metrics import new_metrics
 from watchdog.adapters.scrape import ScrapeError
 from watchdog.controller.scrapes import Scrapes
 from watchdog.controller.state import PodRecord
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.profiles import get_profile
 
-TARGET = ScrapeTarget(uid="uid-0", namespace="ns", name="pod-0", ip="10.0.0.1", port=8000, path="/metrics",
-                      target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+TARGET = WatchedPod(uid="uid-0", namespace="ns", name="pod-0", ip="10.0.0.1", port=8000, path="/metrics",
+                    target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
 BODY = b'vllm:num_requests_running{engine="0"} 2\nvllm:generation_tokens_total{engine="0"} 5\n'
 
 

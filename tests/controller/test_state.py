@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import DetectorState
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import ParseResult, parse_exposition
 from watchdog.core.profiles import get_profile
 
 VLLM = get_profile("vllm")
 
-TARGET = ScrapeTarget(uid="uid-0", namespace="ns", name="pod-0", ip="10.0.0.1", port=8000, path="/metrics",
-                      target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+TARGET = WatchedPod(uid="uid-0", namespace="ns", name="pod-0", ip="10.0.0.1", port=8000, path="/metrics",
+                    target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
 
 
 def test_timeouts_count_the_timed_out_scrapes_in_a_row_and_any_other_outcome_restarts_them() -> None:

@@ -14,7 +14,7 @@ from test_cycle import NS, Rig, make_config
 from watchdog.controller import status
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.core.detector import DetectorState
-from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
+from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import get_profile
@@ -80,9 +80,9 @@ def test_the_snapshot_shows_each_pod_and_engine_worst_first_with_the_policys_vie
         rig.close()
 
 
-def target(i: int) -> ScrapeTarget:
-    return ScrapeTarget(uid=f"uid-{i}", namespace="ns", name=f"pod-{i:02d}", ip="10.0.0.1", port=8000,
-                        path="/metrics", target="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
+def target(i: int) -> WatchedPod:
+    return WatchedPod(uid=f"uid-{i}", namespace="ns", name=f"pod-{i:02d}", ip="10.0.0.1", port=8000,
+                      path="/metrics", target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
 
 
 def engine(*, running: float, progress: tuple[float | None, ...]) -> EngineState:

@@ -71,7 +71,7 @@ def test_a_plain_good_pod_is_a_target_with_every_field() -> None:
     [t] = found.targets
     assert (t.uid, t.namespace, t.name, t.ip, t.port, t.path) == ("uid-llama-0", "ml", "llama-0", "10.1.2.3",
                                                                  8000, "/metrics")
-    assert (t.target, t.profile, t.mode, t.restart_count) == ("vllm", "vllm", "enforce", 0)
+    assert (t.target_name, t.profile, t.mode, t.restart_count) == ("vllm", "vllm", "enforce", 0)
     assert t.owner == OwnerRef("apps/v1", "ReplicaSet", "llama-7d9f", "rs-uid")
     assert t.url == "http://10.1.2.3:8000/metrics"
     assert t.ref == "ml/llama-0"
@@ -214,15 +214,15 @@ def test_first_matching_target_wins() -> None:
     p = pod()
     second = Target("other", "team=ml", profile="sglang", port="9999", path="/other")
     found = discover([ns("ml")], [(TARGET, [p]), (second, [p])])
-    assert [(t.target, t.profile, t.port, t.path) for t in found.targets] == [("vllm", "vllm", 8000, "/metrics")]
+    assert [(t.target_name, t.profile, t.port, t.path) for t in found.targets] == [("vllm", "vllm", 8000, "/metrics")]
     found = discover([ns("ml")], [(second, [p]), (TARGET, [p])])
-    assert [(t.target, t.profile, t.port, t.path) for t in found.targets] == [("other", "sglang", 9999, "/other")]
+    assert [(t.target_name, t.profile, t.port, t.path) for t in found.targets] == [("other", "sglang", 9999, "/other")]
 
 
 def test_default_targets_share_pods_without_duplicates() -> None:
     p = pod(labels={"app.kubernetes.io/name": "vllm", "inference.llmkube.dev/runtime": "vllm"})
     found = discover([ns("ml")], [(t, [p]) for t in DEFAULT_TARGETS])
-    assert [t.target for t in found.targets] == ["llmkube-vllm"]
+    assert [t.target_name for t in found.targets] == ["llmkube-vllm"]
 
 
 def test_a_skipped_pod_matching_two_targets_is_counted_once() -> None:

@@ -17,7 +17,7 @@ from watchdog.adapters.kube import KubeError
 from watchdog.adapters.metrics import Metrics
 from watchdog.core.discovery import controller_of
 from watchdog.core.events import escape_controls, event_body
-from watchdog.core.model import OwnerRef, ScrapeTarget
+from watchdog.core.model import OwnerRef, WatchedPod
 from watchdog.core.owners import unresolvable, unverified
 
 MAX_OWNER_DEPTH = 5
@@ -58,7 +58,7 @@ class EventRecorder:
         self.clock = clock
         self.owners: dict[str, CachedOwner] = {}  # pod UID -> its walked owner (bounded, forgotten with the pod)
 
-    def top_owner(self, target: ScrapeTarget) -> OwnerRef | None:
+    def top_owner(self, target: WatchedPod) -> OwnerRef | None:
         """The highest controller owner of the pod the watchdog verified (ReplicaSet -> Deployment, ...), or None
         when not even the pod's own controller is verified (:mod:`watchdog.core.owners`: a known kind, read in the
         pod's namespace, with the reference's uid). A Node (a static pod's mirror), any other unknown or
@@ -77,7 +77,7 @@ class EventRecorder:
         self.owners[target.uid] = CachedOwner(target.owner, top, now + OWNER_RETRY_SECONDS if transient else math.inf)
         return top
 
-    def _walk(self, target: ScrapeTarget) -> tuple[OwnerRef | None, bool]:
+    def _walk(self, target: WatchedPod) -> tuple[OwnerRef | None, bool]:
         """(the highest verified owner or None, whether the walk ended on a transient failure)."""
         verified, ref = None, target.owner
         for _ in range(MAX_OWNER_DEPTH):
@@ -102,7 +102,7 @@ class EventRecorder:
         """Drop the walked owners of pods that are gone."""
         self.owners = {uid: c for uid, c in self.owners.items() if uid in live_uids}
 
-    def on_pod_and_owner(self, target: ScrapeTarget, reason: str, message: str, action: str = "None") -> None:
+    def on_pod_and_owner(self, target: WatchedPod, reason: str, message: str, action: str = "None") -> None:
         """One Event on the pod and one on its top controller owner (if any)."""
         involved = [{"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid}]
         try:

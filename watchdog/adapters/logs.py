@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from watchdog.core.events import escape_controls
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 
 _Name = TypeVar("_Name", bound=str)
 #: The decision fields, in the order a reader wants them.
@@ -31,7 +31,7 @@ FIELDS = ("namespace", "pod", "uid", "engine", "state", "rule", "result", "reaso
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
-def facts(target: ScrapeTarget | None = None, **values: str | None) -> dict[str, str]:
+def facts(target: WatchedPod | None = None, **values: str | None) -> dict[str, str]:
     """The ``extra=`` of a decision line: ``target``'s namespace, pod name and UID, then ``values`` (names from
     :data:`FIELDS`; empty or None values are left out). Raises ``TypeError`` on a name outside FIELDS."""
     unknown = set(values) - set(FIELDS)

@@ -51,7 +51,7 @@ from watchdog.controller.status import Snapshot, snapshot
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import discover, invalid_opt_ins
 from watchdog.core.lines import Labels
-from watchdog.core.model import NAMESPACE_LABEL, ScrapeTarget
+from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.parsing import EngineSnapshot, ParseResult
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import Profile, target_profile
@@ -204,8 +204,8 @@ class Watchdog:
                             "not watched", name, NAMESPACE_LABEL, value, extra=facts(namespace=name))
 
         records = {t.uid: self._record(t) for t in found.targets}
-        from_prometheus = [t for t in found.targets if self._sources[t.target] == "prometheus"]
-        jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target] != "prometheus"]
+        from_prometheus = [t for t in found.targets if self._sources[t.target_name] == "prometheus"]
+        jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target_name] != "prometheus"]
         # Every scrape on the scraper's loop, one future for them all; a scraper without a loop (a fake): threads.
         loop = self.scrapes.loop
         batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, loop) if loop is not None else None
@@ -215,7 +215,7 @@ class Watchdog:
         scraped = batch.result() if batch is not None else {uid: f.result() for uid, f in futures.items()}
         results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], records[t.uid].read_at, None)
                    for t in found.targets]
-        judged: list[tuple[ScrapeTarget, PodRecord]] = []
+        judged: list[tuple[WatchedPod, PodRecord]] = []
         health = PodHealth()
         for target, (outcome, parsed, t, stamps) in zip(found.targets, results, strict=True):
             report.scrapes[outcome] += 1
@@ -276,7 +276,7 @@ class Watchdog:
         self.metrics.leader.set(int(leader))
         self.metrics.paused.set(int(self.policy.paused_by is not None))
 
-    def _record(self, target: ScrapeTarget) -> PodRecord:
+    def _record(self, target: WatchedPod) -> PodRecord:
         """The pod's record; a new one when first seen or when a container restarted (detector state reset)."""
         pod = self.pods.get(target.uid)
         if pod is not None and pod.restart_count != target.restart_count:
@@ -287,9 +287,10 @@ class Watchdog:
             pod = self.pods[target.uid] = PodRecord(target.restart_count, self.clock())
         return pod
 
-    def _rescrape(self, target: ScrapeTarget, key: str) -> EngineSnapshot | None:
-        if self.prometheus is not None and self._sources[target.target] == "prometheus":
-            outcome, parsed = confirm_read(self.prometheus, self._profiles[target.target], target, self.wall_clock())
+    def _rescrape(self, target: WatchedPod, key: str) -> EngineSnapshot | None:
+        if self.prometheus is not None and self._sources[target.target_name] == "prometheus":
+            profile = self._profiles[target.target_name]
+            outcome, parsed = confirm_read(self.prometheus, profile, target, self.wall_clock())
         else:
             outcome, parsed = self.scrapes.scrape(target)
         self.metrics.scrapes.labels(outcome).inc()
@@ -303,13 +304,13 @@ class Watchdog:
         self.policy.forget_pods(live)
         self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)
 
-    def _judge(self, target: ScrapeTarget, pod: PodRecord, parsed: ParseResult | None, report: CycleReport,
+    def _judge(self, target: WatchedPod, pod: PodRecord, parsed: ParseResult | None, report: CycleReport,
                t: float | None = None, stamps: Mapping[Labels, float | None] | None = None) -> set[str]:
         """Feed this cycle's sample (at ``t``; None: now; or each engine series at its own time in ``stamps``, once
         per time: see :meth:`PodRecord.observe`) of every engine series to its detector; return the states of the
         series present in the body (empty when the scrape failed or the body had none)."""
         t = self.clock() if t is None else t
-        profile = self._profiles[target.target]
+        profile = self._profiles[target.target_name]
         vanished, observations = pod.observe(t, parsed, self.config.window_seconds, lambda: DetectorState(
             self.config.window_seconds, min_samples=self.config.min_samples,
             count_waiting=self.config.count_waiting, signals=profile.progress,
@@ -344,7 +345,7 @@ class Watchdog:
                      extra=facts(target, reason="series_cap"))
         return present
 
-    def _follow_episode(self, target: ScrapeTarget, key: str, engine: EngineState) -> None:
+    def _follow_episode(self, target: WatchedPod, key: str, engine: EngineState) -> None:
         """Stall episodes follow the detector's own clock: one opens when the series turns stalled and closes
         only when the engine is seen idle or progressing (the clock restarted), never on a failed scrape."""
         state = engine.verdict.state if engine.verdict else None
@@ -355,13 +356,13 @@ class Watchdog:
             engine.in_episode = False
             self.policy.episode_over(target.uid, key)
 
-    def _act(self, target: ScrapeTarget, pod: PodRecord, report: CycleReport) -> None:
+    def _act(self, target: WatchedPod, pod: PodRecord, report: CycleReport) -> None:
         for _key, engine in sorted(pod.engines.items()):
             if engine.verdict is None or not engine.verdict.stalled or engine.last is None or engine.held:
                 continue  # a held verdict (no newer sample from Prometheus) waits for one
             seen_for = self.clock() - pod.first_seen
             result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
-                                               signals=self._profiles[target.target].progress,
+                                               signals=self._profiles[target.target_name].progress,
                                                history=engine.history or ())
             if result.result == "skip":
                 continue  # this stall episode was already acted on

@@ -14,7 +14,7 @@ from watchdog.adapters.logs import facts
 from watchdog.controller.ports import Clock
 from watchdog.core.detector import Verdict
 from watchdog.core.evidence import Entry, build_record, evidence_id, log_tail, snapshot_values
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.profiles import Selector
 
@@ -31,7 +31,7 @@ class EvidenceKeeper:
         self.actuator, self.log_lines, self.log_bytes = actuator, log_lines, log_bytes
         self.clock, self.wall_clock = clock, wall_clock
 
-    def keep(self, target: ScrapeTarget, verdict: Verdict, history: Iterable[Entry], *, outcome: str,
+    def keep(self, target: WatchedPod, verdict: Verdict, history: Iterable[Entry], *, outcome: str,
              final: EngineSnapshot | None, final_from: str, engine: str, signals: tuple[Selector, ...]) -> str:
         """Log the evidence of ``outcome`` (delete, evict, dry_run) on ``target``'s ``engine`` series; return its
         id, "" when it could not be written (logged; the deletion goes on)."""
@@ -49,7 +49,7 @@ class EvidenceKeeper:
             return ""
         return eid
 
-    def _log_tail(self, target: ScrapeTarget) -> tuple[str, bool]:
+    def _log_tail(self, target: WatchedPod) -> tuple[str, bool]:
         if self.log_lines <= 0:
             return "log not kept (evidenceLogLines is 0)", False
         try:

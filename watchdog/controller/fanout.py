@@ -40,7 +40,7 @@ from typing import TypeVar
 
 from watchdog.controller.ports import AsyncFetcher
 from watchdog.controller.state import PodRecord
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 
 AUTO_BASE = 16  # workers for the prompt pods: keeps the one core busy while each waits ~5-15 ms for its answer
 AUTO_MAX = 256  # past this, threads cost more than they wait (docs/scaling.md)
@@ -74,8 +74,8 @@ def scrape_deadline(timeouts: int, cycle: int, deadline_s: float) -> float | Non
     return short if short < deadline_s else None
 
 
-def order(jobs: Sequence[tuple[ScrapeTarget, PodRecord]], deadline_s: float
-          ) -> list[tuple[ScrapeTarget, PodRecord]]:
+def order(jobs: Sequence[tuple[WatchedPod, PodRecord]], deadline_s: float
+          ) -> list[tuple[WatchedPod, PodRecord]]:
     """``jobs`` in the order their scrapes start: the slow pods by last cycle's scrape time, slowest first, then
     the prompt ones as given (see the module docstring)."""
     slow = slow_seconds(deadline_s)
@@ -103,15 +103,15 @@ class Fanout:
         self.cycles = 0  # batches submitted on a loop (the cycle count of scrape_deadline)
         self._pool: ThreadPoolExecutor | None = None
 
-    def submit(self, jobs: Sequence[tuple[ScrapeTarget, PodRecord]],
-               scrape: Callable[[ScrapeTarget, PodRecord], R]) -> dict[str, Future[R]]:
+    def submit(self, jobs: Sequence[tuple[WatchedPod, PodRecord]],
+               scrape: Callable[[WatchedPod, PodRecord], R]) -> dict[str, Future[R]]:
         """Start ``scrape(target, record)`` for every job, slowest first; the futures by pod UID."""
         pool = self._pool_for([record.scrape_seconds for _, record in jobs])
         ordered = order(jobs, self.deadline_s)
         return {target.uid: pool.submit(scrape, target, record) for target, record in ordered}
 
-    def submit_async(self, jobs: Sequence[tuple[ScrapeTarget, PodRecord]],
-                     scrape: Callable[[ScrapeTarget, PodRecord], Awaitable[R]], loop: AsyncFetcher
+    def submit_async(self, jobs: Sequence[tuple[WatchedPod, PodRecord]],
+                     scrape: Callable[[WatchedPod, PodRecord], Awaitable[R]], loop: AsyncFetcher
                      ) -> Future[dict[str, R]]:
         """Run the coroutine ``scrape(target, record)`` of every job on ``loop``, slowest first, as many at once as
         the pool would have workers; ONE future, of every result by pod UID (the caller wakes once, not once per
@@ -127,7 +127,7 @@ class Fanout:
         async def every() -> dict[str, R]:
             limit = asyncio.Semaphore(self.size)
 
-            async def limited(target: ScrapeTarget, record: PodRecord) -> R:
+            async def limited(target: WatchedPod, record: PodRecord) -> R:
                 async with limit:  # FIFO: the scrapes start in the order they were created
                     return await scrape(target, record)
 

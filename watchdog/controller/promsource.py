@@ -23,7 +23,7 @@ from watchdog.adapters.logs import facts
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
 from watchdog.config.settings import Settings
 from watchdog.core.lines import Labels
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
 from watchdog.core.promql import Plan, PodKey, PodReading, Reading, plan, reading_outcome
@@ -120,14 +120,14 @@ class PrometheusSource:
 Read = tuple[str, ParseResult | None, float | None, Mapping[Labels, float | None] | None]
 
 
-def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], records: Mapping[str, PodRecord],
+def fleet_reads(source: PrometheusSource, targets: Sequence[WatchedPod], records: Mapping[str, PodRecord],
                 profiles: Mapping[str, Profile], at: float, offset: float) -> dict[str, Read]:
     """Per pod UID, this cycle's :data:`Read` of the Prometheus ``targets``. ``at``: the wall clock (the query
     time); ``offset``: wall clock minus monotonic clock, fixed at start, which moves Prometheus' sample times
     onto the cycle's monotonic clock (their differences exactly as Prometheus stamped them)."""
     if not targets:
         return {}
-    fleet = source.read_fleet({profiles[t.target] for t in targets}, at)
+    fleet = source.read_fleet({profiles[t.target_name] for t in targets}, at)
     if fleet.error:
         log.warning("Prometheus query failed: %s: the engines of its %d pods are unknown this cycle", fleet.error,
                     len(targets), extra=facts(result="prometheus_error", reason=fleet.error))
@@ -139,7 +139,7 @@ def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], recor
             pod.scrape_detail = fleet.error
             out[target.uid] = ("prometheus_error", None, last, None)
             continue
-        reading = fleet.pods[profiles[target.target]].get((target.namespace, target.name))
+        reading = fleet.pods[profiles[target.target_name]].get((target.namespace, target.name))
         outcome, why = reading_outcome(reading)
         if outcome != "ok" or reading is None or reading.t is None:
             pod.scrape_detail = why
@@ -152,7 +152,7 @@ def fleet_reads(source: PrometheusSource, targets: Sequence[ScrapeTarget], recor
     return out
 
 
-def confirm_read(source: PrometheusSource, profile: Profile, target: ScrapeTarget, at: float,
+def confirm_read(source: PrometheusSource, profile: Profile, target: WatchedPod, at: float,
                  ) -> tuple[str, ParseResult | None]:
     """The confirmation before a deletion: the same queries restricted to ``target``'s pod, fresh (not this
     cycle's answer). (outcome, parsed or None when unknown)."""

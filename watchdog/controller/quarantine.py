@@ -32,7 +32,7 @@ from watchdog.config.settings import Settings
 from watchdog.controller.ports import Clock
 from watchdog.controller.state import PodRecord
 from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.policy import DeletionPolicy, ambiguous
 from watchdog.core.quarantine import (
     GATE_CONDITION,
@@ -96,7 +96,7 @@ class Quarantine:
         pod = self.fleet.gated.get(uid)
         return self.written.get(uid, pod.condition if pod is not None else None)
 
-    def run(self, judged: Sequence[tuple[ScrapeTarget, PodRecord]], policy: DeletionPolicy, leader: bool,
+    def run(self, judged: Sequence[tuple[WatchedPod, PodRecord]], policy: DeletionPolicy, leader: bool,
             ) -> list[str]:
         """Move each judged gated pod's condition towards what its engines ask for; return the refs changed.
         ``leader``: this replica holds the Lease this cycle (the cycle's own reading of it)."""
@@ -141,14 +141,14 @@ class Quarantine:
         self.metrics.quarantined.set(sum(self.current(uid) == "False" for uid in self.fleet.gated))
         return changed
 
-    def _hold(self, target: ScrapeTarget, rule: str, why: str) -> None:
+    def _hold(self, target: WatchedPod, rule: str, why: str) -> None:
         if (target.uid, rule) in self._held:
             return
         self._held.add((target.uid, rule))
         self.metrics.quarantine_held.labels(rule).inc()
         log.info("quarantine of %s held back: %s", target.ref, why, extra=facts(target, rule=rule, reason=why))
 
-    def _write(self, target: ScrapeTarget, change: Change, evidence: str) -> str:
+    def _write(self, target: WatchedPod, change: Change, evidence: str) -> str:
         """Patch the gate: "written", "lost" (no answer or 5xx: it may have been applied), or "not_written" (a
         refusal, or the pod gone or replaced: not an error). Raises Fenced when the fence holds it back."""
         if change == "quarantined":

@@ -53,7 +53,7 @@ from watchdog.core.detector import Verdict
 from watchdog.core.discovery import recheck
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, Outcome, stall_message
 from watchdog.core.evidence import Entry, pointer
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answer
 from watchdog.core.profiles import Selector
@@ -64,7 +64,7 @@ _PAST: dict[str, Outcome] = {"delete": "deleted", "evict": "evicted"}  # Event a
 
 Result = RemediationResult
 #: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
-Rescrape = Callable[[ScrapeTarget, str], EngineSnapshot | None]
+Rescrape = Callable[[WatchedPod, str], EngineSnapshot | None]
 #: The Event message of this stall for an outcome, with the deferral's rule and why (or a note).
 Say = Callable[[Outcome, str, str], str]
 
@@ -78,7 +78,7 @@ class Remediation:
     rule: str = ""
 
 
-def pod_age_s(target: ScrapeTarget, wall_now: float, seen_for_s: float = 0.0) -> float | None:
+def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float = 0.0) -> float | None:
     """Seconds since ``metadata.creationTimestamp`` (wall clock, as the API reports it), but never less than
     ``seen_for_s`` (how long this process has watched the pod, monotonic), so a wall clock jumping back cannot
     hold a wedged pod for hours. None when the timestamp is unknown and the pod was never seen before."""
@@ -116,7 +116,7 @@ class Remediator:
         self.ledger = ledger
         self.evidence = evidence or EvidenceKeeper(self.actuator, clock=clock, wall_clock=wall_clock)
 
-    def remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, *,
+    def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
                   history: tuple[Entry, ...] = ()) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
@@ -132,7 +132,7 @@ class Remediator:
                                 rule=outcome.rule, reason=outcome.detail))
         return outcome
 
-    def _remediate(self, target: ScrapeTarget, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
+    def _remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
                    signals: tuple[Selector, ...], history: tuple[Entry, ...]) -> Remediation:
         if self.action == "quarantine":  # drain through the readiness gate only: this choke point removes nothing
             return Remediation("skip", "action quarantine: the readiness gate drains, nothing is removed")
@@ -192,7 +192,7 @@ class Remediator:
         start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
         return dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
 
-    def _remove(self, target: ScrapeTarget, key: str, evidence: Say, now: float, *, retry: bool) -> Remediation:
+    def _remove(self, target: WatchedPod, key: str, evidence: Say, now: float, *, retry: bool) -> Remediation:
         if self.action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
             raise AssertionError(f"action {self.action!r} removes nothing")
         verb = "evict" if self.action == "evict" else "delete"
@@ -226,20 +226,20 @@ class Remediator:
             self._charge(target, key, now, verb)
         return self._removed(target, key, evidence, verb, "sent again after a lost answer" if retry else "")
 
-    def _withdraw(self, target: ScrapeTarget, retry: bool) -> None:
+    def _withdraw(self, target: WatchedPod, retry: bool) -> None:
         """The API said the removal was not applied: its ledger intent no longer counts. A retry's intent stays
         (the first, lost, request may have been applied)."""
         if not retry and self.ledger is not None:
             self.ledger.withdraw(target.uid)
 
-    def _charge(self, target: ScrapeTarget, key: str, now: float, verb: str) -> None:
+    def _charge(self, target: WatchedPod, key: str, now: float, verb: str) -> None:
         """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
         removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
         self.metrics.deletions.labels(verb).inc()
         self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
                                     owner=target.owner_key)
 
-    def _removed(self, target: ScrapeTarget, key: str, evidence: Say, verb: str, note: str) -> Remediation:
+    def _removed(self, target: WatchedPod, key: str, evidence: Say, verb: str, note: str) -> Remediation:
         self.policy.record(target.uid, key)  # the episode is acted on (a retry's included)
         if self.policy.first_event(target.uid, key, REASON_DELETED):
             self.events.on_pod_and_owner(target, REASON_DELETED, evidence(_PAST[verb], "", note), action="Delete")
@@ -248,7 +248,7 @@ class Remediator:
         return self._done("evicted" if verb == "evict" else "deleted",
                           f"{_PAST[verb]} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
-    def _lost_answer(self, target: ScrapeTarget, key: str, evidence: Say, now: float, verb: str,
+    def _lost_answer(self, target: WatchedPod, key: str, evidence: Say, now: float, verb: str,
                      exc: KubeError, retry: bool) -> Remediation:
         """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
         budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see; a retry
@@ -269,7 +269,7 @@ class Remediator:
         return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: "
                           "charged to the budgets (fail closed), sent again next cycle with the same UID precondition")
 
-    def _defer(self, target: ScrapeTarget, key: str, rule: str, why: str, evidence: Say) -> Remediation:
+    def _defer(self, target: WatchedPod, key: str, rule: str, why: str, evidence: Say) -> Remediation:
         # Counted once per stall episode and rule; a standby replica writes nothing to the cluster: the leader
         # speaks for the stall.
         first = self.policy.first_deferral(target.uid, key, rule)
@@ -283,7 +283,7 @@ class Remediator:
         self.metrics.remediations.labels(result).inc()
         return Remediation(result, detail, rule)
 
-    def _changed(self, target: ScrapeTarget) -> str | None:
+    def _changed(self, target: WatchedPod) -> str | None:
         """Why a fresh GET of the pod and its namespace says not to act (discovery's rules re-applied); raises
         KubeError when it cannot be read."""
         pod = self.kube.get_pod(target.namespace, target.name)

@@ -21,7 +21,7 @@ from watchdog.adapters.scrape import ScrapeError
 from watchdog.controller.fanout import FULL_EVERY
 from watchdog.controller.ports import AsyncFetcher, Fetcher
 from watchdog.controller.state import PodRecord
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import ParseResult, parse_exposition
 from watchdog.core.profiles import Profile
 
@@ -39,20 +39,20 @@ class Scrapes:
         # the scraper's own event loop, when it has one (decided once: a Protocol check per pod costs microseconds)
         self.loop: AsyncFetcher | None = scraper if isinstance(scraper, AsyncFetcher) else None
 
-    def scrape(self, target: ScrapeTarget, pod: PodRecord | None = None) -> Outcome:
+    def scrape(self, target: WatchedPod, pod: PodRecord | None = None) -> Outcome:
         try:
             return self._parse(target, pod, self.scraper.fetch(target.url))
         except ScrapeError as exc:
             return self._failed(target, pod, exc)
 
-    def timed(self, target: ScrapeTarget, pod: PodRecord) -> Outcome:
+    def timed(self, target: WatchedPod, pod: PodRecord) -> Outcome:
         start = time.perf_counter()
         try:
             return self.scrape(target, pod)
         finally:
             self._ended(pod, start)
 
-    async def on_loop(self, target: ScrapeTarget, pod: PodRecord) -> Outcome:
+    async def on_loop(self, target: WatchedPod, pod: PodRecord) -> Outcome:
         assert self.loop is not None  # the cycle runs this only on the scraper's own loop
         start = time.perf_counter()
         try:
@@ -74,7 +74,7 @@ class Scrapes:
         pod.scrape_seconds = time.perf_counter() - start
         pod.read_at = self.clock()
 
-    def _failed(self, target: ScrapeTarget, pod: PodRecord | None, exc: ScrapeError) -> Outcome:
+    def _failed(self, target: WatchedPod, pod: PodRecord | None, exc: ScrapeError) -> Outcome:
         log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc,
                   extra=facts(target, result=exc.reason, reason=str(exc)))
         if pod is not None:
@@ -84,8 +84,8 @@ class Scrapes:
                                       f"{FULL_EVERY}th cycle it gets the full deadline)")
         return exc.reason, None
 
-    def _parse(self, target: ScrapeTarget, pod: PodRecord | None, body: bytes) -> Outcome:
-        parsed = parse_exposition(body, self.profiles[target.target])
+    def _parse(self, target: WatchedPod, pod: PodRecord | None, body: bytes) -> Outcome:
+        parsed = parse_exposition(body, self.profiles[target.target_name])
         if parsed.overrun:  # over the parse bounds: unknown, never evidence (and no partial result)
             log.info("pod %s: %s: its engines are unknown this cycle", target.ref, parsed.overrun,
                      extra=facts(target, result="parse", reason=parsed.overrun))

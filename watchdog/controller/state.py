@@ -16,7 +16,7 @@ from watchdog.adapters.logs import facts
 from watchdog.core.detector import DetectorState, Sample, Verdict
 from watchdog.core.evidence import Entry, remember
 from watchdog.core.lines import Labels
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
 
 log = logging.getLogger("watchdog.controller.cycle")
@@ -75,7 +75,7 @@ class PodRecord:
     timeouts: int = 0  # scrapes in a row that timed out (0 after any other outcome)
     deadline_s: float | None = None  # this cycle's shortened scrape deadline (fanout.scrape_deadline), or None
 
-    def note_scrape(self, target: ScrapeTarget, outcome: str, now: float) -> None:
+    def note_scrape(self, target: WatchedPod, outcome: str, now: float) -> None:
         """Remember this cycle's scrape ``outcome`` of ``target`` (this record's pod) at ``now``; log its first
         failed scrape (also before any engine series is known) and its recovery, once each, with the reason."""
         was = self.outcome

@@ -29,7 +29,7 @@ from typing import Any
 from watchdog import __version__
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import Verdict
-from watchdog.core.model import ScrapeTarget
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy
 from watchdog.core.profiles import Profile
@@ -88,7 +88,7 @@ _Engine = tuple[str, Verdict | None, EngineSnapshot | None, float]
 class _Pod:
     """What a snapshot keeps of a pod's record (the record itself changes with the next cycle)."""
 
-    target: ScrapeTarget
+    target: WatchedPod
     outcome: str
     detail: str
     scraped_at: float | None
@@ -96,7 +96,7 @@ class _Pod:
     engines: tuple[_Engine, ...]
 
     @classmethod
-    def of(cls, target: ScrapeTarget, record: PodRecord) -> _Pod:
+    def of(cls, target: WatchedPod, record: PodRecord) -> _Pod:
         return cls(target, record.outcome, record.scrape_detail, record.scraped_at, record.outcome_since,
                    tuple((key, e.verdict, e.last, e.last_seen) for key, e in record.engines.items()))
 
@@ -137,7 +137,7 @@ def _states(record: PodRecord) -> list[str]:
     return [e.verdict.state if e.verdict is not None else "unknown" for e in record.engines.values()] or ["unknown"]
 
 
-def snapshot(targets: Iterable[ScrapeTarget], pods: Mapping[str, PodRecord], profiles: Mapping[str, Profile],
+def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profiles: Mapping[str, Profile],
              policy: DeletionPolicy, *, now: float, leader: bool) -> Snapshot:
     """The view after a cycle: ``targets`` discovered, their ``pods`` records (a pod deleted this cycle has none
     and is left out), ``now`` monotonic. Only the pods listed are written out in full."""
@@ -157,7 +157,7 @@ def snapshot(targets: Iterable[ScrapeTarget], pods: Mapping[str, PodRecord], pro
         return {
             "version": __version__, "leader": leader, "engines": counts,
             "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(kept)},
-            "policy": view, "pods": [_pod(pod, names[pod.target.target], episodes, now) for pod in kept],
+            "policy": view, "pods": [_pod(pod, names[pod.target.target_name], episodes, now) for pod in kept],
         }
 
     return Snapshot(now, build)

@@ -38,14 +38,14 @@ from watchdog.core.model import (
     OPT_IN_VALUES,
     PORT_ANNOTATION,
     OwnerRef,
-    ScrapeTarget,
     Target,
+    WatchedPod,
 )
 from watchdog.core.profiles import get_profile
 from watchdog.core.vocab import NamespaceMode
 
 Mode = NamespaceMode
-__all__ = ["Discovery", "Mode", "OwnerRef", "ScrapeTarget", "controller_of", "discover", "has_gate", "invalid_opt_ins",
+__all__ = ["Discovery", "Mode", "OwnerRef", "WatchedPod", "controller_of", "discover", "has_gate", "invalid_opt_ins",
            "namespace_modes"]
 
 
@@ -53,7 +53,7 @@ __all__ = ["Discovery", "Mode", "OwnerRef", "ScrapeTarget", "controller_of", "di
 class Discovery:
     """The result of one discovery: targets, pods seen Ready, and how many pods were skipped for what."""
 
-    targets: list[ScrapeTarget]
+    targets: list[WatchedPod]
     ready_uids: set[str]
     skipped: Counter[str]
     modes: dict[str, Mode] = field(default_factory=dict)  # opted-in namespace -> mode
@@ -194,14 +194,14 @@ def discover(
     require_controller: bool = True,
     allow_loopback: bool = False,
 ) -> Discovery:
-    """Pick this cycle's :class:`ScrapeTarget` list from namespace and pod dicts (one pod list per target,
+    """Pick this cycle's :class:`WatchedPod` list from namespace and pod dicts (one pod list per target,
     in target order). ``ever_ready``: pod UIDs this process saw Ready before. ``allow_loopback``: accept pod
     IPs in 127.0.0.0/8 and ``::1`` (setting ``allow_loopback_pod_ips``: the embedded demo and tests only)."""
     namespaces = list(namespaces)
     modes = namespace_modes(namespaces)
     ending = {str((ns.get("metadata") or {}).get("name")) for ns in namespaces if terminating(ns)}
     seen: set[str] = set()
-    targets: list[ScrapeTarget] = []
+    targets: list[WatchedPod] = []
     ready: set[str] = set()
     skipped: Counter[str] = Counter()
     for target, pods in pods_by_target:
@@ -224,9 +224,9 @@ def discover(
                 continue
             assert port is not None
             restarts = _restarts(status)
-            targets.append(ScrapeTarget(
+            targets.append(WatchedPod(
                 uid=uid, namespace=str(meta["namespace"]), name=str(meta.get("name")), ip=str(status["podIP"]),
-                port=port, path=target.path, target=target.name, profile=target.profile,
+                port=port, path=target.path, target_name=target.name, profile=target.profile,
                 mode=modes[str(meta["namespace"])], restart_count=restarts, owner=controller_of(meta),
                 metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
                 node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
@@ -238,7 +238,7 @@ def _restarts(status: Mapping[str, Any]) -> int:
     return sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or [])
 
 
-def recheck(pod: Mapping[str, Any] | None, namespace: Mapping[str, Any] | None, target: ScrapeTarget, *,
+def recheck(pod: Mapping[str, Any] | None, namespace: Mapping[str, Any] | None, target: WatchedPod, *,
             require_controller: bool = True) -> str | None:
     """Why the freshly read ``pod`` (and its ``namespace``) is no longer the target the decision was made on,
     or None when it still is. Re-applies every discovery rule that can change at run time — UID, the exclusion

@@ -1,7 +1,7 @@
 """The model types every layer shares, and the label and annotation names of the watchdog's API. Pure.
 
 - :class:`Target`: which pods to watch and how to scrape them (a row of the ``targets`` setting).
-- :class:`OwnerRef` and :class:`ScrapeTarget`: one discovered pod, as the cycle and the remediator see it.
+- :class:`OwnerRef` and :class:`WatchedPod`: one discovered pod, as the cycle and the remediator see it.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def owner_key(namespace: str, owner: OwnerRef | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class ScrapeTarget:
+class WatchedPod:
     """One pod to scrape this cycle. ``url`` is ``http://{ip}:{port}{path}``; ``mode`` comes from the
     namespace label; ``restart_count`` sums the containers' restart counts (state resets when it changes)."""
 
@@ -79,7 +79,7 @@ class ScrapeTarget:
     ip: str
     port: int
     path: str
-    target: str
+    target_name: str  # the settings target (Target.name) that found it
     profile: str
     mode: NamespaceMode
     restart_count: int

@@ -82,7 +82,7 @@ class Hold:
 
 
 def owner_key_of(meta: Mapping[str, Any]) -> str | None:
-    """``namespace/Kind/name`` of the pod's controller owner (as :attr:`ScrapeTarget.owner_key`)."""
+    """``namespace/Kind/name`` of the pod's controller owner (as :attr:`WatchedPod.owner_key`)."""
     return owner_key(str(meta.get("namespace")), controller_of(meta))
 
 
