@@ -18,10 +18,13 @@ import csv
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from watchdog.core.detector import DetectorState, Sample
 from watchdog.core.profiles import Selector
+
+if TYPE_CHECKING:
+    from _csv import Reader as CsvReader
 
 REQUIRED_COLUMNS = ("t", "running")
 OPTIONAL_COLUMNS = ("waiting", "paused")
@@ -76,6 +79,18 @@ def decode_trace(data: bytes, name: str) -> str:
 def read_trace(stream: TextIO, name: str) -> Trace:
     """Parse a CSV trace from ``stream`` (``name`` is used in errors). Raises :class:`TraceError`."""
     reader = csv.reader(stream)
+    header = _read_header(reader, name)
+    progress = _progress_columns(header, name)
+    index = {c: header.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in header}
+    index.update((h, header.index(h)) for h in progress)
+    signals = tuple(Selector(h, kind="gauge" if h in GAUGE_COLUMNS else "counter") for h in progress)
+    ignored = [h for h in header if h not in index]
+    samples, backwards = _read_rows(reader, name, len(header), index, progress)
+    return Trace(samples, signals, ignored, backwards)
+
+
+def _read_header(reader: CsvReader, name: str) -> list[str]:
+    """The header row's column names (a UTF-8 BOM and spaces dropped): each once, the required ones there."""
     try:
         header = next(reader, None)
     except (csv.Error, UnicodeDecodeError) as exc:
@@ -89,14 +104,21 @@ def read_trace(stream: TextIO, name: str) -> Trace:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise TraceError(f"{name}:1: missing column(s) {', '.join(missing)} (header is {','.join(header)})")
-    index = {c: header.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in header}
+    return header
+
+
+def _progress_columns(header: list[str], name: str) -> list[str]:
+    """The header's progress columns, in order; at least one."""
     progress = [h for h in header if h in COUNTER_COLUMNS + GAUGE_COLUMNS or h.startswith(PROGRESS_PREFIX)]
     if not progress:
         raise TraceError(f"{name}:1: no progress column (one of {', '.join(COUNTER_COLUMNS + GAUGE_COLUMNS)} or "
                          f"{PROGRESS_PREFIX}<name>; header is {','.join(header)})")
-    signals = tuple(Selector(h, kind="gauge" if h in GAUGE_COLUMNS else "counter") for h in progress)
-    index.update((h, header.index(h)) for h in progress)
-    ignored = [h for h in header if h not in index]
+    return progress
+
+
+def _read_rows(reader: CsvReader, name: str, width: int, index: dict[str, int],
+               progress: list[str]) -> tuple[list[Sample], list[int]]:
+    """The samples of the rows after the header (blank rows skipped), and the lines whose time went back."""
     samples: list[Sample] = []
     backwards: list[int] = []
     try:
@@ -104,20 +126,25 @@ def read_trace(stream: TextIO, name: str) -> Trace:
             line = reader.line_num
             if not row or all(not c.strip() for c in row):
                 continue
-            where = f"{name}:{line}"
-            if len(row) != len(header):
-                raise TraceError(f"{where}: {len(row)} cells, header has {len(header)}")
-            values = {c: _cell(row[i], where, c) for c, i in index.items()}
-            t = values["t"]
-            if t is None or not math.isfinite(t):
-                raise TraceError(f"{where}, column 't': a finite time in seconds is required")
-            if samples and t < samples[-1].t:
+            sample = _sample(row, f"{name}:{line}", width, index, progress)
+            if samples and sample.t < samples[-1].t:
                 backwards.append(line)
-            samples.append(Sample(t=t, running=values["running"], progress=tuple(values[h] for h in progress),
-                                  waiting=values.get("waiting"), paused=values.get("paused")))
+            samples.append(sample)
     except (csv.Error, UnicodeDecodeError) as exc:
         raise TraceError(f"{name}:{reader.line_num}: unreadable CSV: {exc}") from None
-    return Trace(samples, signals, ignored, backwards)
+    return samples, backwards
+
+
+def _sample(row: list[str], where: str, width: int, index: dict[str, int], progress: list[str]) -> Sample:
+    """One row's sample: as many cells as the header, numbers or empty, and a finite time."""
+    if len(row) != width:
+        raise TraceError(f"{where}: {len(row)} cells, header has {width}")
+    values = {c: _cell(row[i], where, c) for c, i in index.items()}
+    t = values["t"]
+    if t is None or not math.isfinite(t):
+        raise TraceError(f"{where}, column 't': a finite time in seconds is required")
+    return Sample(t=t, running=values["running"], progress=tuple(values[h] for h in progress),
+                  waiting=values.get("waiting"), paused=values.get("paused"))
 
 
 def replay(trace: Trace, window_s: float, min_samples: int, count_waiting: bool,
