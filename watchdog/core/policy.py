@@ -16,9 +16,10 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    or the run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``);
    warm-up (no deletion before a full window since start and since the first successful pod listing, with the
    detector's slack: :func:`~watchdog.core.detector.window_reached`); the pod is younger than the minimum age (by
-   default the window, with that slack); the mass-stall breaker is open; the cluster-wide budget (default
-   2 per 10 min), the namespace budget (1 per 10 min) or the owner rule (1 per owner until a replacement pod
-   of that owner is Ready) is used up.
+   default the window, with that slack); the mass-stall breaker is open, or the namespace's own breaker; the
+   budget is unknown (earlier deletions not read back yet from the deletion ledger, or, without a ledger, for a
+   while after a start); the cluster-wide budget (default 2 per 10 min), the namespace budget (1 per 10 min) or
+   the owner rule (1 per owner until a replacement pod of that owner is Ready) is used up.
 
 The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the watched pods, and
 at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
@@ -44,7 +45,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from watchdog.core.detector import window_reached
 from watchdog.core.vocab import DecisionAction
@@ -81,6 +82,20 @@ class Rails:
     breaker_min_pods: int = 3
     breaker_cooldown_seconds: float = 300.0
     min_pod_age_seconds: float | None = None  # None: the window
+
+
+@dataclass(frozen=True)
+class _Stall:
+    """What :meth:`DeletionPolicy.decide` is asked about: its arguments, for its rules."""
+
+    uid: str
+    series: str
+    namespace: str
+    namespace_mode: str
+    owner: str | None
+    pod_age_s: float | None
+    now: float
+    leader: bool
 
 
 @dataclass(frozen=True)
@@ -201,58 +216,125 @@ class DeletionPolicy:
     def decide(self, *, uid: str, series: str, namespace: str, namespace_mode: str, owner: str | None,
                pod_age_s: float | None, now: float, leader: bool = True) -> Decision:
         """Decide for a stalled engine ``series`` of pod ``uid``. ``pod_age_s``: seconds since the pod was
-        created (None: unknown, treated as too young). ``leader``: this replica holds the lease."""
-        r = self.rails
-        acted = self._acted.get((uid, series))
-        observing = r.dry_run or namespace_mode != "enforce"
-        # One decision per episode and mode: a dry-run announcement does not stand for the deletion once the
-        # operator flips the namespace (or the global setting) to enforce.
+        created (None: unknown, treated as too young). ``leader``: this replica holds the lease. The first of
+        :attr:`_RULES` that decides (the module docstring's numbered rules, in order) decides; else delete."""
+        stall = _Stall(uid, series, namespace, namespace_mode, owner, pod_age_s, now, leader)
+        for rule in self._RULES:
+            decision = rule(self, stall)
+            if decision is not None:
+                return decision
+        return Decision("delete", "enforce", "namespace is enforced and every rail allows it")
+
+    def _episode_rule(self, s: _Stall) -> Decision | None:
+        """1. One decision per episode and mode: a dry-run announcement does not stand for the deletion once the
+        operator flips the namespace (or the global setting) to enforce; a lost answer is sent again."""
+        acted = self._acted.get((s.uid, s.series))
+        observing = self.rails.dry_run or s.namespace_mode != "enforce"
         if acted == "delete" or (acted == "dry_run" and observing):
             return Decision("skip", "episode", "already acted on this stall episode")
-        if acted == "retry" and self.paused_by is None and leader:
+        if acted == "retry" and self.paused_by is None and s.leader:
             return Decision("retry", "retry", "the answer to this pod's removal was lost and the pod is still "
                                               "there: sent again (same UID precondition, already charged)")
-        if not leader:  # before dry-run: a standby announces nothing, keeps no evidence, reads no log
+        return None
+
+    def _leader_rule(self, s: _Stall) -> Decision | None:
+        """2. Not the leader: before dry-run, a standby announces nothing, keeps no evidence, reads no log."""
+        if not s.leader:
             return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
-        if r.dry_run:
+        return None
+
+    def _dry_run_rule(self, s: _Stall) -> Decision | None:
+        """3. Dry-run: the global setting, or the namespace's label."""
+        if self.rails.dry_run:
             return Decision("dry_run", "dry_run", "global dryRun is on")
-        if namespace_mode != "enforce":
+        if s.namespace_mode != "enforce":
             return Decision("dry_run", "dry_run", "namespace is labelled dry-run")
+        return None
+
+    def _pause_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: the global pause (the setting or the run-time brake)."""
         if self.paused_by is not None:
             return Decision("defer", "paused", f"the watchdog is paused ({self.paused_by})")
-        if self._first_sync is None or not window_reached(now - max(self.started, self._first_sync), r.window_seconds):
-            return Decision("defer", "warm_up", f"warming up: no deletion before a full {r.window_seconds:g} s window "
+        return None
+
+    def _warm_up_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: warm-up, a full window since start and since the first pod listing."""
+        window = self.rails.window_seconds
+        if self._first_sync is None or not window_reached(s.now - max(self.started, self._first_sync), window):
+            return Decision("defer", "warm_up", f"warming up: no deletion before a full {window:g} s window "
                                                 "since start and since the first pod listing")
-        min_age = r.window_seconds if r.min_pod_age_seconds is None else r.min_pod_age_seconds
-        old_enough = pod_age_s is not None and (window_reached(pod_age_s, min_age) if r.min_pod_age_seconds is None
-                                                else pod_age_s >= min_age)  # an explicit minimum is exact
+        return None
+
+    def _min_age_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: the pod is younger than the minimum age (by default the window, with the detector's slack;
+        an explicit minimum is exact)."""
+        explicit = self.rails.min_pod_age_seconds
+        min_age = self.rails.window_seconds if explicit is None else explicit
+        age = s.pod_age_s
+        old_enough = age is not None and (window_reached(age, min_age) if explicit is None else age >= min_age)
         if not old_enough:
-            age = "unknown" if pod_age_s is None else f"{pod_age_s:.0f} s"
-            return Decision("defer", "min_age", f"pod age {age} is below the minimum {min_age:g} s")
-        if self.breaker_open(now):
+            shown = "unknown" if age is None else f"{age:.0f} s"
+            return Decision("defer", "min_age", f"pod age {shown} is below the minimum {min_age:g} s")
+        return None
+
+    def _breaker_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: the fleet-wide mass-stall breaker is open."""
+        if self.breaker_open(s.now):
             return Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled at once, "
                                                 "more likely a network or monitoring fault")
-        if self.namespace_breaker_open(namespace, now):
-            return Decision("defer", "namespace_breaker", f"the breaker of namespace {namespace} is open: too many "
-                                                          "of its pods look stalled or cannot be judged")
+        return None
+
+    def _namespace_breaker_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: the namespace's own breaker is open."""
+        if self.namespace_breaker_open(s.namespace, s.now):
+            return Decision("defer", "namespace_breaker", f"the breaker of namespace {s.namespace} is open: too "
+                                                          "many of its pods look stalled or cannot be judged")
+        return None
+
+    def _budget_unknown_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: earlier deletions not read back yet, or (no ledger) unknown for a while after a start."""
         if not self.budget_known:
             return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet from the "
                                                        "deletion ledger; the budget is unknown")
-        if self._blind_until is not None and now < self._blind_until:
-            left = self._blind_until - now
+        if self._blind_until is not None and s.now < self._blind_until:
+            left = self._blind_until - s.now
             return Decision("defer", "budget_unknown", "no deletion ledger (budgetLedger: false): what an earlier "
                                                        f"replica removed is unknown for {left:.0f} s more")
-        self._expire(now)
+        return None
+
+    def _budget_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: the cluster-wide budget is used up (deletions older than its window expire first)."""
+        r = self.rails
+        self._expire(s.now)
         if len(self._deletions) >= r.max_deletions:
             return Decision("defer", "budget", f"cluster budget used: {len(self._deletions)} deletions in the "
                                                f"last {r.deletion_window_seconds:g} s (max {r.max_deletions})")
-        in_ns = sum(1 for _, ns, _ in self._deletions if ns == namespace)
+        return None
+
+    def _namespace_budget_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: the namespace's budget is used up."""
+        r = self.rails
+        in_ns = sum(1 for _, ns, _ in self._deletions if ns == s.namespace)
         if in_ns >= r.max_deletions_per_namespace:
             return Decision("defer", "namespace_budget", f"namespace budget used: {in_ns} deletions in "
-                                                         f"{namespace} in the last {r.deletion_window_seconds:g} s")
-        if owner is not None and owner in self._blocked_owners:
-            return Decision("defer", "owner", f"{owner} already lost a pod; waiting for its replacement to be Ready")
-        return Decision("delete", "enforce", "namespace is enforced and every rail allows it")
+                                                         f"{s.namespace} in the last {r.deletion_window_seconds:g} s")
+        return None
+
+    def _owner_rule(self, s: _Stall) -> Decision | None:
+        """4. Deferred: the owner already lost a pod and its replacement is not Ready yet."""
+        if s.owner is not None and s.owner in self._blocked_owners:
+            return Decision("defer", "owner", f"{s.owner} already lost a pod; waiting for its replacement to be "
+                                              "Ready")
+        return None
+
+    #: :meth:`decide`'s rules, in the order of the module docstring's numbered list.
+    _RULES: ClassVar[tuple[Callable[[DeletionPolicy, _Stall], Decision | None], ...]] = (
+        _episode_rule,  # 1
+        _leader_rule,  # 2
+        _dry_run_rule,  # 3
+        _pause_rule, _warm_up_rule, _min_age_rule, _breaker_rule, _namespace_breaker_rule,  # 4
+        _budget_unknown_rule, _budget_rule, _namespace_budget_rule, _owner_rule,
+    )
 
     # -- what happened ----------------------------------------------------------------------------------------
     def record(self, uid: str, series: str, action: str = "delete") -> None:

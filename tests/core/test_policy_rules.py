@@ -1,0 +1,164 @@
+"""DeletionPolicy.decide, rule by rule in the docstring's order: each rule's whole Decision (action, rule and the
+reason written to Events and logs) word for word (issue 28 item 6: decide was split into rule functions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from watchdog.core.policy import Decision, DeletionPolicy, Rails
+
+SERIES = 'engine="0",model_name="m"'
+T0 = 1000.0
+
+
+def policy(**rails: Any) -> DeletionPolicy:
+    p = DeletionPolicy(Rails(**rails), started=T0)
+    p.begin_cycle(T0, watched=10, bad=0)
+    return p
+
+
+def decide(p: DeletionPolicy, uid: str = "u1", *, ns: str = "llm", mode: str = "enforce", owner: str | None = None,
+           age: float | None = 1e6, now: float = T0 + 200, leader: bool = True) -> Decision:
+    return p.decide(uid=uid, series=SERIES, namespace=ns, namespace_mode=mode, owner=owner, pod_age_s=age, now=now,
+                    leader=leader)
+
+
+RETRY = Decision("retry", "retry", "the answer to this pod's removal was lost and the pod is still there: sent again "
+                                   "(same UID precondition, already charged)")
+
+
+def test_a_lost_answer_is_retried_by_the_leader_unpaused_only() -> None:
+    p = policy(max_deletions=5, max_deletions_per_namespace=5)
+    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None)
+    p.retry_later("u1", SERIES)
+    assert decide(p, now=T0 + 201) == RETRY
+    assert decide(p, now=T0 + 201, mode="dry-run") == RETRY  # charged already: not a new dry-run announcement
+    assert decide(p, now=T0 + 201, leader=False).rule == "not_leader"
+    p.set_brake("brake")
+    assert decide(p, now=T0 + 201) == Decision("defer", "paused", "the watchdog is paused (brake)")
+    p.set_brake(None)
+    p.record("u1", SERIES)
+    assert decide(p, now=T0 + 201).rule == "episode"
+
+
+def test_without_a_ledger_an_earlier_replicas_removals_are_unknown_for_a_while() -> None:
+    p = policy()
+    p.restore([], blind_until=T0 + 700)
+    assert decide(p, now=T0 + 200) == Decision(
+        "defer", "budget_unknown", "no deletion ledger (budgetLedger: false): what an earlier replica removed is "
+                                   "unknown for 500 s more")
+    assert decide(p, now=T0 + 700).action == "delete"
+
+
+def _acted(p: DeletionPolicy) -> DeletionPolicy:
+    p.record("u1", SERIES)
+    return p
+
+
+def _budget_unknown(p: DeletionPolicy) -> DeletionPolicy:
+    p.forget_budget()
+    return p
+
+
+def _breaker(p: DeletionPolicy) -> DeletionPolicy:
+    p.begin_cycle(T0 + 200, watched=10, bad=5)
+    return p
+
+
+def _ns_breaker(p: DeletionPolicy) -> DeletionPolicy:
+    p.begin_cycle(T0 + 200, watched=10, bad=0, namespaces={"llm": (5, 5)})
+    return p
+
+
+def _spent(p: DeletionPolicy) -> DeletionPolicy:
+    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="x", owner=None)
+    p.record_deletion(T0 + 101, uid="b", series=SERIES, namespace="y", owner=None)
+    return p
+
+
+def _ns_spent(p: DeletionPolicy) -> DeletionPolicy:
+    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="llm", owner=None)
+    return p
+
+
+def _owner_lost(p: DeletionPolicy) -> DeletionPolicy:
+    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="other", owner="llm/ReplicaSet/r")
+    return p
+
+
+CASES: list[tuple[str, Any, dict[str, Any], dict[str, Any], Decision]] = [
+    ("episode", _acted, {}, {}, Decision("skip", "episode", "already acted on this stall episode")),
+    ("not_leader", None, {}, {"leader": False},
+     Decision("defer", "not_leader", "this replica does not hold the leader Lease")),
+    ("global dry-run", None, {"dry_run": True}, {}, Decision("dry_run", "dry_run", "global dryRun is on")),
+    ("namespace dry-run", None, {}, {"mode": "dry-run"},
+     Decision("dry_run", "dry_run", "namespace is labelled dry-run")),
+    ("paused", None, {"paused": True}, {}, Decision("defer", "paused", "the watchdog is paused (paused: true)")),
+    ("warm_up", None, {}, {"now": T0 + 100},
+     Decision("defer", "warm_up", "warming up: no deletion before a full 120 s window since start and since the "
+                                  "first pod listing")),
+    ("min_age", None, {}, {"age": 30.4}, Decision("defer", "min_age", "pod age 30 s is below the minimum 120 s")),
+    ("min_age unknown", None, {"min_pod_age_seconds": 60.5}, {"age": None},
+     Decision("defer", "min_age", "pod age unknown is below the minimum 60.5 s")),
+    ("breaker", _breaker, {}, {},
+     Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled at once, more likely a "
+                                  "network or monitoring fault")),
+    ("namespace_breaker", _ns_breaker, {}, {},
+     Decision("defer", "namespace_breaker", "the breaker of namespace llm is open: too many of its pods look "
+                                            "stalled or cannot be judged")),
+    ("budget_unknown", _budget_unknown, {}, {},
+     Decision("defer", "budget_unknown", "earlier deletions could not be read back yet from the deletion ledger; "
+                                         "the budget is unknown")),
+    ("budget", _spent, {}, {},
+     Decision("defer", "budget", "cluster budget used: 2 deletions in the last 600 s (max 2)")),
+    ("namespace_budget", _ns_spent, {}, {},
+     Decision("defer", "namespace_budget", "namespace budget used: 1 deletions in llm in the last 600 s")),
+    ("owner", _owner_lost, {"max_deletions": 5}, {"owner": "llm/ReplicaSet/r"},
+     Decision("defer", "owner", "llm/ReplicaSet/r already lost a pod; waiting for its replacement to be Ready")),
+    ("enforce", None, {}, {}, Decision("delete", "enforce", "namespace is enforced and every rail allows it")),
+]
+
+
+@pytest.mark.parametrize(("name", "setup", "rails", "call", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_each_rule_decides_word_for_word(name: str, setup: Any, rails: dict[str, Any], call: dict[str, Any],
+                                         expected: Decision) -> None:
+    p = policy(**rails)
+    if setup is not None:
+        p = setup(p)
+    assert decide(p, **call) == expected
+
+
+def test_the_first_rule_that_applies_decides() -> None:
+    """Everything holds at once, then one rule after another is lifted: the rules are checked in the docstring's
+    order and the first that applies decides."""
+    p = policy(max_deletions=2)
+    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="y", owner=None)
+    p.record_deletion(T0 + 101, uid="b", series=SERIES, namespace="llm", owner="llm/ReplicaSet/r")
+    p.begin_cycle(T0 + 200, watched=10, bad=5)  # the fleet breaker, open until T0 + 500
+    p.begin_cycle(T0 + 300, watched=10, bad=0, namespaces={"llm": (5, 5)})  # llm's, open until T0 + 600
+    p.forget_budget()
+    p.set_brake("brake")
+    old: dict[str, Any] = {"owner": "llm/ReplicaSet/r"}
+    young: dict[str, Any] = {**old, "age": 1.0}
+    p.record("u1", SERIES)
+    assert decide(p, leader=False, mode="dry-run", **young).rule == "episode"
+    p.episode_over("u1", SERIES)
+    assert decide(p, leader=False, mode="dry-run", **young).rule == "not_leader"
+    assert decide(p, mode="dry-run", **young).rule == "dry_run"
+    assert decide(p, now=T0 + 350, **young).rule == "paused"
+    p.set_brake(None)
+    assert decide(p, now=T0 + 350, **young).rule == "min_age"
+    assert decide(p, now=T0 + 350, **old).rule == "breaker"
+    assert decide(p, now=T0 + 550, **old).rule == "namespace_breaker"
+    assert decide(p, now=T0 + 650, **old).rule == "budget_unknown"
+    p.restore([])
+    assert decide(p, now=T0 + 650, **old).rule == "budget"
+    assert decide(p, now=T0 + 700, **old).rule == "namespace_budget"  # a's removal is out of the window
+    assert decide(p, ns="x", now=T0 + 700, **old).rule == "owner"
+    assert decide(p, ns="x", now=T0 + 700).rule == "enforce"
+    fresh = DeletionPolicy(Rails(paused=True), started=T0)
+    assert decide(fresh, **young).rule == "paused"
+    fresh = DeletionPolicy(Rails(), started=T0)
+    assert decide(fresh, **young).rule == "warm_up"
