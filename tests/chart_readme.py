@@ -17,7 +17,6 @@ import yaml
 CHART = Path(__file__).resolve().parents[1] / "helm" / "vllm-stall-watchdog"
 README = CHART / "README.md"
 START, END = "<!-- values-table:start -->", "<!-- values-table:end -->"
-DECIMAL = r"^[0-9]+(\.[0-9]+)?$"  # values.schema.json: a fractional setting also accepts --set's string
 KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_]+):")
 
 
@@ -77,8 +76,8 @@ def type_of(node: dict[str, Any] | None, default: Any) -> str:
         return " or ".join(str(alt.get("type")) for alt in node["oneOf"])
     types = node.get("type", [])
     types = [types] if isinstance(types, str) else list(types)
-    if node.get("pattern") == DECIMAL:
-        types.remove("string")  # a decimal string is only how --set spells the number
+    if "number" in types and "string" in types:
+        types.remove("string")  # a fractional setting's decimal string is only how --set spells the number
     return " or ".join(types) or PY_TYPES.get(type(default), "null")
 
 

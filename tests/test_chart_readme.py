@@ -12,7 +12,7 @@ SCHEMA = {"type": "object", "properties": {
     "replicaCount": {"type": "integer"},
     "image": {"type": "object", "properties": {"pullPolicy": {"enum": ["IfNotPresent", "Always"]}}},
     "config": {"type": "object", "properties": {"windowSeconds": {"type": ["number", "string"],
-                                                                  "pattern": chart_readme.DECIMAL}}},
+                                                                  "pattern": "^0*[1-9][0-9]*$"}}},
 }}
 VALUES = """\
 # A file comment.

@@ -1,9 +1,10 @@
 """The Helm chart, checked with the real tools (helm lint/template, kubernetes-validate) and by asserting on the
 rendered objects: RBAC exactly as specified per feature flag (action, nodeEscalation, leaderElection),
 PSS-restricted security context, one replica unless leader election is on, probes, the config checksum, the fail
-guards, the values schema (and that it equals the watchdog's settings table), and that the ConfigMap the chart
-renders is read by the watchdog (watchdog.config.loader.load_config) as exactly what the values set (no drift between
-chart and code).
+guards, the values schema (and that it is what watchdog/config/schema.py generates from the settings table), every
+refused setting refused either by the schema at install time or by the watchdog's start-up check on the rendered
+ConfigMap, and that the ConfigMap the chart renders is read by the watchdog (watchdog.config.loader.load_config) as
+exactly what the values set (no drift between chart and code).
 
 helm is found or fetched by tests/tools.py. Rendered output is cached per module; the file runs in seconds.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -22,8 +24,9 @@ import pytest
 import tools
 import yaml
 
+from watchdog.config import schema as chart_schema
 from watchdog.config.loader import ConfigError, load_config
-from watchdog.config.settings import BY_KEY, SETTINGS, target_to_dict
+from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, target_to_dict
 from watchdog.core.model import DEFAULT_TARGETS
 
 REPO = tools.REPO
@@ -32,10 +35,9 @@ VALUES_DIR = REPO / "tests" / "helm_values"
 PRODUCTION = VALUES_DIR / "production.yaml"
 RELEASE, NAMESPACE = "vsw", "vllm-stall-watchdog"
 CONFIG_DIR = "/etc/vllm-stall-watchdog"
-# Settings the chart deliberately does not expose under `config:` (listenAddress is fixed by the chart to the
-# port its probes, Service and NetworkPolicy use; in-cluster the watchdog uses its ServiceAccount; pauseConfigMap
-# is the chart's own config ConfigMap, set by the Deployment's env: tests/test_helm_brake.py).
-NOT_IN_CHART = {"kubeconfig", "context", "listenAddress", "pauseConfigMap"}
+# Settings the chart deliberately does not expose under `config:` (watchdog/config/schema.py says why;
+# pauseConfigMap: tests/test_helm_brake.py).
+NOT_IN_CHART = {BY_NAME[name].key for name in chart_schema.NOT_IN_CHART}
 # In the chart (values and schema, default false) but never turned on by the production example: demo/tests only.
 DEMO_ONLY = {"allowLoopbackPodIps"}
 # Alternatives the production example cannot give together: it uses basic auth; the bearer token's pass-through
@@ -510,29 +512,26 @@ def test_chart_config_exposes_every_watchdog_setting(schema: dict[str, Any]) -> 
     assert set(yaml.safe_load((CHART / "values.yaml").read_text())["config"]) == wanted
 
 
-SCHEMA_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
-DECIMAL = r"^[0-9]+(\.[0-9]+)?$"
-
-
-def test_schema_types_ranges_and_enums_are_the_settings_table(schema: dict[str, Any]) -> None:
-    """Each config property's type, null-ability, minimum, maximum and enum equal the watchdog's Setting row."""
+def test_the_schema_is_generated_from_the_settings_and_profile_tables(schema: dict[str, Any]) -> None:
+    """Each config property (type, bounds, enum, default, help), the cross-setting rules and the targets' profile
+    and source enums are what watchdog/config/schema.py makes of the tables: no bound or enum written twice."""
+    path = CHART / "values.schema.json"
+    assert path.read_text() == chart_schema.dumps(chart_schema.chart_schema(schema)), (
+        f"{path.relative_to(REPO)} differs from the settings table: run `.venv/bin/python -m watchdog.config.schema` "
+        "(edit watchdog/config/settings.py for a setting; the chart-only parts of the schema by hand)")
     props = schema["properties"]["config"]["properties"]
-    for s in SETTINGS:
-        if s.key in NOT_IN_CHART:
-            continue
-        prop = props[s.key]
-        if s.type == "choice":
-            assert prop.get("enum") == list(s.choices), s.key
-            continue
-        types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
-        # A float also as a decimal string: `helm --set k=2.5` passes "2.5" (the chart converts it and holds it
-        # to the same bounds: tests/test_chart_values.py).
-        string = ["string"] if s.type == "float" else []
-        assert types == [SCHEMA_TYPES[s.type], *string, *(["null"] if s.optional else [])], s.key
-        assert prop.get("pattern") == (DECIMAL if string else prop.get("pattern")), s.key
-        assert prop.get("minimum") == s.minimum, s.key
-        assert prop.get("maximum") == s.maximum, s.key  # the chart refuses what the watchdog would refuse
-    assert props["breakerFraction"]["maximum"] == 1  # watchdog/config/loader.py _cross_checks: a fraction, 0..1
+    assert props["breakerFraction"]["maximum"] == 1  # a fraction of the watched pods
+    assert props["targets"]["items"]["properties"]["profile"]["enum"] == ["vllm", "sglang", "llamacpp", "trtllm"]
+
+
+def test_values_yaml_config_defaults_are_the_settings_table() -> None:
+    """values.yaml writes each setting's default for its readers; it must be the table's (null: unset)."""
+    config = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    differ = {key: (value, BY_KEY[key].default) for key, value in config.items()
+              if key != "targets" and (value, type(value) is bool) != (BY_KEY[key].default,
+                                                                       type(BY_KEY[key].default) is bool)}
+    assert not differ
+    assert config["targets"] == [target_to_dict(t) for t in DEFAULT_TARGETS]
 
 
 def test_every_values_key_is_documented(schema: dict[str, Any]) -> None:
@@ -604,47 +603,92 @@ def test_chart_defaults_equal_the_watchdog_defaults(default: str, tmp_path: Path
     assert config.min_pod_age_seconds is None and config.leader_election_namespace is None
 
 
+def set_json(settings: dict[str, Any]) -> list[str]:
+    return [a for k, v in settings.items() for a in ("--set-json", f"config.{k}={json.dumps(v)}")]
+
+
+def watchdog_refuses(settings: dict[str, Any], tmp_path: Path) -> str:
+    """The watchdog's start-up verdict on ``settings`` as a config file: its problems, one per line."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    with pytest.raises(ConfigError) as refused:
+        load_config(file=str(path), env={})
+    return str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("settings", "needle"),
     [
-        ({"windowSeconds": 30, "scrapeIntervalSeconds": 15}, "at least 3 x config.scrapeIntervalSeconds"),
-        ({"scrapeDeadlineSeconds": 15, "scrapeIntervalSeconds": 15}, "must be shorter than"),
-        ({"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3}, "must not exceed"),
-        ({"source": "prometheus"}, "config.source=prometheus (globally or on a target) needs config.prometheusUrl"),
+        ({"source": "prometheus"}, "at '/config/prometheusUrl': got null, want string"),
         ({"prometheusUrl": "http://user:pw@prom:9090"}, "/config/prometheusUrl"),
-        ({"prometheusPasswordFile": "/p"}, "prometheusUsernameFile and config.prometheusPasswordFile go together"),
+        ({"prometheusPasswordFile": "/p"}, "at '/config/prometheusUsernameFile': got null, want string"),
+        ({"prometheusUsernameFile": "/u"}, "at '/config/prometheusPasswordFile': got null, want string"),
         ({"prometheusUsernameFile": "/u", "prometheusPasswordFile": "/p", "prometheusBearerTokenFile": "/t"},
-         "exclude each other"),
+         "at '/config/prometheusBearerTokenFile': got string, want null"),
         ({"prometheusStalenessSeconds": 600}, "/config/prometheusStalenessSeconds"),
         ({"targets": [{"name": "t", "podSelector": "a=b", "source": "prometheus"}]},
-         "config.source=prometheus (globally or on a target) needs config.prometheusUrl"),
-        ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 15},
-         "config.prometheusTimeoutSeconds (15) must be shorter than config.scrapeIntervalSeconds (15)"),
+         "at '/config/prometheusUrl': got null, want string"),
         ({"prometheusPodLabel": "__x"}, "/config/prometheusPodLabel"),
-        ({"prometheusPodLabel": "namespace"}, "prometheusNamespaceLabel and config.prometheusPodLabel must differ"),
         ({"source": "pods"}, "/config/source"),
-        ({"maxDeletionsPerNamespace": 3, "maxDeletions": 2}, "must not exceed config.maxDeletions"),
-        ({"maxDeletionsPerNamespace": 3}, "must not exceed config.maxDeletions (2)"),  # against the default
+        ({"action": "quarantine"}, "at '/config/quarantine': value must be true"),
         ({"breakerFraction": 1.01}, "/config/breakerFraction': maximum"),
-        ({"jitterSeconds": 15, "scrapeIntervalSeconds": 15}, "config.jitterSeconds (15) must be shorter than"),
-        ({"completionOnlyWindowSeconds": 100}, "config.completionOnlyWindowSeconds (100) must be 0 (off) or"),
-        ({"completionOnlyWindowSeconds": 700, "windowSeconds": 800}, "at least config.windowSeconds (800)"),
         ({"deletionWindowSeconds": 100000}, "/config/deletionWindowSeconds': maximum"),
         ({"workers": 100000}, "/config/workers': maximum"),
         ({"apiTimeoutSeconds": 1000}, "/config/apiTimeoutSeconds': maximum"),
         ({"maxBodyBytes": 100000000000}, "/config/maxBodyBytes': maximum"),
     ],
 )
-def test_chart_refuses_what_the_watchdog_would_refuse(settings: dict[str, Any], needle: str,
-                                                      tmp_path: Path) -> None:
-    """The chart fails at install time on the cross-setting rules the watchdog checks at start-up (instead of
-    a CrashLoopBackOff); the watchdog agrees that the same settings are invalid."""
-    args = [a for k, v in settings.items() for a in ("--set-json", f"config.{k}={json.dumps(v)}")]
-    assert needle in template_fails(*args)
+def test_the_schema_refuses_at_install_what_the_watchdog_would_refuse(settings: dict[str, Any], needle: str,
+                                                                      tmp_path: Path) -> None:
+    """Bounds, enums and the cross-setting rules a schema can express fail `helm install/template` (instead of a
+    CrashLoopBackOff); the watchdog agrees that the same settings are invalid."""
+    assert needle in template_fails(*set_json(settings))
+    watchdog_refuses(settings, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("settings", "needle"),
+    [
+        ({"windowSeconds": 30, "scrapeIntervalSeconds": 15}, "windowSeconds (30) must be at least 3 scrape intervals"),
+        ({"scrapeDeadlineSeconds": 15, "scrapeIntervalSeconds": 15},
+         "scrapeDeadlineSeconds (15) must be shorter than scrapeIntervalSeconds (15)"),
+        ({"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3},
+         "connectTimeoutSeconds must not exceed scrapeDeadlineSeconds"),
+        ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 15},
+         "prometheusTimeoutSeconds (15) must be shorter than scrapeIntervalSeconds (15)"),
+        ({"prometheusPodLabel": "namespace"}, "the namespace and pod labels must differ"),
+        ({"maxDeletionsPerNamespace": 3, "maxDeletions": 2}, "maxDeletionsPerNamespace must not exceed maxDeletions"),
+        ({"maxDeletionsPerNamespace": 3}, "maxDeletionsPerNamespace must not exceed maxDeletions"),  # the default
+        ({"jitterSeconds": 15, "scrapeIntervalSeconds": 15}, "jitterSeconds (15) must be shorter than"),
+        ({"completionOnlyWindowSeconds": 100}, "completionOnlyWindowSeconds (100) must be 0 (off) or at least 600"),
+        ({"completionOnlyWindowSeconds": 700, "windowSeconds": 800}, "at least windowSeconds (800)"),
+        ({"quarantine": True, "quarantineAfterSeconds": 120},
+         "quarantineAfterSeconds (120) must be shorter than windowSeconds (120)"),
+        ({"leaderElection": True, "apiTimeoutSeconds": 11}, "apiTimeoutSeconds 11 is too long for leaderElection"),
+    ],
+)
+def test_the_watchdog_refuses_at_start_up_what_the_schema_cannot_compare(settings: dict[str, Any], needle: str,
+                                                                          tmp_path: Path) -> None:
+    """A comparison of two settings is judged once, by the watchdog: the chart renders, and the watchdog refuses
+    the rendered ConfigMap at start-up with that rule's message (test_a_refused_config_is_one_json_line)."""
+    rendered = template(*set_json(settings))
+    text = one(rendered, "ConfigMap")["data"]["config.yaml"]
+    assert needle in watchdog_refuses(yaml.safe_load(text), tmp_path)
+
+
+def test_a_refused_config_is_one_json_line(tmp_path: Path) -> None:
+    """What `kubectl logs` shows for a CrashLoopBackOff of the chart's pod: `run` on the rendered config.yaml exits
+    2 with one JSON log line naming every problem."""
+    rendered = template(*set_json({"windowSeconds": 30, "maxDeletionsPerNamespace": 3}))
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(settings))
-    with pytest.raises(ConfigError):
-        load_config(file=str(path), env={})
+    path.write_text(one(rendered, "ConfigMap")["data"]["config.yaml"])
+    done = subprocess.run([sys.executable, "-m", "watchdog", "run", "--config", str(path)], capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, cwd=REPO)
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    record = json.loads(line)
+    assert record["msg"].startswith("configuration refused, 2 problems: windowSeconds (30) must be at least 3")
+    assert record["problems"][1] == "maxDeletionsPerNamespace must not exceed maxDeletions (the cluster-wide budget)"
 
 
 @pytest.mark.parametrize(
@@ -659,9 +703,8 @@ def test_chart_refuses_what_the_watchdog_would_refuse(settings: dict[str, Any], 
     ],
 )
 def test_chart_accepts_the_edge_values_the_watchdog_accepts(settings: dict[str, Any], tmp_path: Path) -> None:
-    """The chart's copies of the watchdog's checks are not stricter either: edge values render and load."""
-    args = [a for k, v in settings.items() for a in ("--set-json", f"config.{k}={json.dumps(v)}")]
-    config, raw = config_from(template(*args), tmp_path)
+    """The schema is not stricter than the watchdog either: edge values render and load."""
+    config, raw = config_from(template(*set_json(settings)), tmp_path)
     for key, value in settings.items():
         assert raw[key] == value and getattr(config, BY_KEY[key].name) == value
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
 from watchdog.core.model import DEFAULT_TARGETS, Target
 from watchdog.core.taints import DEFAULT_TAINT
 from watchdog.core.vocab import StallAction
@@ -48,9 +49,10 @@ SETTINGS: tuple[Setting, ...] = (
             optional=True),
     Setting("context", "str", None, "kubeconfig context to use (default: the current context)", optional=True),
     Setting("dry_run", "bool", False, "observe only: emit StalledPodDryRun Events, never delete (all namespaces)"),
-    Setting("window_seconds", "float", 120.0, "seconds a busy engine may show no progress before it is stalled",
-            minimum=1.0, maximum=86400.0),
-    Setting("min_samples", "int", 3, "known busy samples needed inside the window", minimum=1, maximum=10000),
+    Setting("window_seconds", "float", DEFAULT_WINDOW_S, "seconds a busy engine may show no progress before it is "
+            "stalled", minimum=1.0, maximum=86400.0),
+    Setting("min_samples", "int", DEFAULT_MIN_SAMPLES, "known busy samples needed inside the window", minimum=1,
+            maximum=10000),
     Setting("count_waiting", "bool", False, "treat waiting requests as busy too (running may read 0 in a wedge)"),
     Setting("completion_only_window_seconds", "float", 0.0,
             "window for engines whose only progress signals move when a request finishes (TensorRT-LLM, old "
