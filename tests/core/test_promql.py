@@ -297,3 +297,22 @@ def test_a_second_time_answer_names_the_engines_whose_time_moved_while_the_value
     reading.add(time, [(_values(zero, queries, time), 10.0), (_values(one, queries, time), 17.0)])
     pod = reading.pods()[("n", "p")]
     assert pod.moved == {(("engine", "1"),)} and dict(pod.times) == {(("engine", "0"),): 10.0, (("engine", "1"),): 12.0}
+
+
+def test_rows_without_both_pod_labels_are_ignored_in_every_answer_and_up_marks_pods_down() -> None:
+    queries = plan(VLLM, 60, "namespace", "pod")
+    reading = Reading(VLLM, queries)
+    pod, orphan = {"namespace": "n", "pod": "p", "engine": "0"}, {"pod": "p", "engine": "0"}
+    for slot, value in ((0, 2.0), (1, 5.0)):
+        query = str(queries.slots[slot])
+        rows = [(_values(labels, queries, query), value) for labels in (orphan, pod, orphan)]
+        reading.add(query, rows)  # the orphan twice in one answer, and again in the next
+    time, up = queries.time, queries.up
+    reading.add(time, [(_values(pod, queries, time), 9.0), (_values(orphan, queries, time), 8.0),
+                       (_values({**pod, "pod": "q"}, queries, time), float("nan"))])
+    reading.add(up, [(("n", "p"), 1.0), (("n", "gone"), 0.0), (("n", "nan"), float("nan")), ((None, "x"), 0.0)])
+    pods = reading.pods()
+    assert set(pods) == {("n", "p"), ("n", "gone"), ("n", "nan")}
+    assert not pods[("n", "p")].down and pods[("n", "p")].t == 9.0 and len(pods[("n", "p")].parsed.series) == 1
+    assert pods[("n", "gone")].down and pods[("n", "nan")].down and not pods[("n", "gone")].parsed.series
+    assert reading.times == {("n", "p"): {(("engine", "0"),): 9.0}}

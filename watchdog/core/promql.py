@@ -239,7 +239,8 @@ class Reading:
     :attr:`PodReading.moved`."""
 
     def __init__(self, profile: Profile, queries: Plan) -> None:
-        self.profile, self.plan = profile, queries
+        self.profile = profile
+        self.plan = queries
         self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
         self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
@@ -252,32 +253,40 @@ class Reading:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
         if query == self.plan.time:
-            times: dict[PodKey, dict[Labels, float]] = {}
-            if self.times is None:
-                self.times = times
-            else:  # the time query's second answer: after the value queries
-                self.after = times
-            for (namespace, name, *engine_values), value in rows:
-                if namespace and name and math.isfinite(value):
-                    times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
+            self._add_times(rows)
         if query == self.plan.up:
             self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
-        indexes = [i for i, q in enumerate(self.plan.slots) if q == query]
-        if not indexes:
-            return
-        row_of, new = self._rows, self._row
-        for index in indexes:  # nearly always one
-            for ident, value in rows:  # the hot loop: one row per pod and engine series
-                row = row_of.get(ident)
+        for index, slot in enumerate(self.plan.slots):  # nearly always one slot is this query
+            if slot == query:
+                self._add_slot(index, rows)
+
+    def _add_times(self, rows: Sequence[Series]) -> None:
+        """The time query's answer: its first is :attr:`times`, its second (after the value queries) :attr:`after`;
+        rows without both pod labels or a finite time are ignored."""
+        times: dict[PodKey, dict[Labels, float]] = {}
+        if self.times is None:
+            self.times = times
+        else:  # the time query's second answer: after the value queries
+            self.after = times
+        for (namespace, name, *engine_values), value in rows:
+            if namespace and name and math.isfinite(value):
+                times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
+
+    def _add_slot(self, index: int, rows: Sequence[Series]) -> None:
+        """One slot query's answer: each row's value added to its engine series' slot ``index``."""
+        row_of = self._rows
+        new = self._row
+        for ident, value in rows:  # the hot loop: one row per pod and engine series
+            row = row_of.get(ident)
+            if row is None:
+                if ident in row_of:  # no pod labels: ignored
+                    continue
+                row = row_of[ident] = new(ident)
                 if row is None:
-                    if ident in row_of:  # no pod labels: ignored
-                        continue
-                    row = row_of[ident] = new(ident)
-                    if row is None:
-                        continue
-                previous = row[index]
-                row[index] = value if previous is None else previous + value
+                    continue
+            previous = row[index]
+            row[index] = value if previous is None else previous + value
 
     def _row(self, ident: tuple[str | None, ...]) -> list[float | None] | None:
         """The values of the engine series ``ident`` (pod labels, then engine labels) names, or None without
