@@ -13,7 +13,9 @@ WORKDIR /src
 # Only what the package build needs (see .dockerignore): metadata, README (the project's readme) and the code.
 COPY pyproject.toml README.md ./
 COPY watchdog/ ./watchdog/
-# A regular (non-editable) install of /src with the dependency ranges pinned in pyproject.toml.
+# A regular (non-editable) install of /src with the dependency ranges pinned in pyproject.toml. The wheel leaves
+# watchdog/demo/ out (pyproject.toml's packages.find): no API emulator, control-plane driver or kubelet stand-in
+# in the image; `python -m watchdog demo` there says in one line to run it from a source checkout.
 RUN /opt/venv/bin/pip install --no-cache-dir /src
 
 FROM python:3.11.11-slim-bookworm

