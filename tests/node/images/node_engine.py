@@ -1,0 +1,42 @@
+"""The simulated-engine image's entrypoint: one simulated vLLM server (watchdog.demo.simpod) listening on the pod's
+own IP (all addresses of its network namespace), until SIGTERM, which it logs and answers by exiting 0 after a
+short drain. ``--mode`` as the demo's simpod; ``POST /sim/mode?mode=wedged`` switches it at run time."""
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from watchdog.demo.simpod.engine import MODES
+from watchdog.demo.simpod.pod import SimPod
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="node_engine")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--mode", choices=MODES, default="progressing")
+    parser.add_argument("--wedge-after", type=float, default=5.0)
+    parser.add_argument("--drain-seconds", type=float, default=1.0)
+    args = parser.parse_args()
+    pod = SimPod("127.0.0.1", args.port, args.mode, wedge_after_s=args.wedge_after)
+    # SimPod checks for a loopback address when it is made (a rule for the host-side demo); in a pod the
+    # network namespace is the pod's own, so listen on every address of it (the pod IP included).
+    pod.address = "0.0.0.0"
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"engine: serving on {pod.start()} mode={args.mode}", flush=True)
+    beat = 0
+    while not stop.wait(1.0):
+        beat += 1
+        if beat % 2 == 0:
+            print(f"engine: step {beat} mode={pod.effective_mode()} scrapes={pod.scrapes}", flush=True)
+    print(f"engine: SIGTERM received, draining {args.drain_seconds}s", flush=True)
+    time.sleep(args.drain_seconds)
+    pod.stop()
+    print("engine: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
