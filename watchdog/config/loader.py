@@ -65,59 +65,76 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
+_TRUE_WORDS = ("true", "1", "yes", "on")
+_FALSE_WORDS = ("false", "0", "no", "off")
+
+
 def _coerce(setting: Setting, raw: Any, where: str, problems: list[str]) -> Any:
     """Convert ``raw`` (from YAML, env or a flag) to the setting's type; append a problem and return None."""
     if raw is None or (isinstance(raw, str) and raw.strip() == "" and setting.optional):
-        if setting.optional:
-            return None
-        problems.append(f"{where}: a value is required")
+        if not setting.optional:
+            problems.append(f"{where}: a value is required")
         return None
-    kind = setting.type
-    value: Any = raw
-    if kind == "bool":
-        if isinstance(raw, bool):
-            value = raw
-        elif isinstance(raw, str) and raw.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-            value = raw.strip().lower() in ("true", "1", "yes", "on")
-        else:
-            problems.append(f"{where}: {show(raw)} is not a boolean (true/false)")
-            return None
-    elif kind in ("int", "float"):
-        if isinstance(raw, bool):
-            problems.append(f"{where}: {show(raw)} is not a number")
-            return None
-        try:
-            if kind == "int":
-                value = raw if isinstance(raw, int) else int(str(raw))
-            else:
-                value = float(raw) if isinstance(raw, int | float) else float(str(raw))
-        except (ValueError, OverflowError):
-            what = "an integer" if kind == "int" else "a number"
-            problems.append(f"{where}: {show(raw)} is not {what}")
-            return None
-        if value != value or value in (float("inf"), float("-inf")):
-            problems.append(f"{where}: {show(raw)} is not a finite number")
-            return None
-        if setting.minimum is not None and value < setting.minimum:
-            problems.append(f"{where}: {show(raw)} is below the minimum {setting.minimum:g}")
-            return None
-        if setting.maximum is not None and value > setting.maximum:
-            problems.append(f"{where}: {show(raw)} is above the maximum {_number(setting.maximum)}")
-            return None
-    else:
-        if not isinstance(raw, str | int | float):
-            problems.append(f"{where}: expected a string, got {type(raw).__name__}")
-            return None
-        value = str(raw)
-        if kind == "choice" and value not in setting.choices:
-            problems.append(f"{where}: {show(value)} is not one of {', '.join(setting.choices)}")
-            return None
-        if setting.name == "namespace_selector":
-            problem = selector_problem(value)
-            if problem:
-                problems.append(f"{where}: {show(value)} is not a valid label selector: {problem}")
-                return None
+    convert = _CONVERTERS.get(setting.type, _to_text)
+    value, problem = convert(setting, raw)
+    if problem:
+        problems.append(f"{where}: {problem}")
+        return None
     return value
+
+
+def _to_bool(setting: Setting, raw: Any) -> tuple[Any, str]:
+    """A boolean, or one of the words for one (any case, spaces around ignored); else the problem."""
+    if isinstance(raw, bool):
+        return raw, ""
+    word = raw.strip().lower() if isinstance(raw, str) else None
+    if word in _TRUE_WORDS or word in _FALSE_WORDS:
+        return word in _TRUE_WORDS, ""
+    return None, f"{show(raw)} is not a boolean (true/false)"
+
+
+def _to_number(setting: Setting, raw: Any) -> tuple[Any, str]:
+    """An integer or a float (``setting.type``), finite and within the setting's bounds; else the problem."""
+    if isinstance(raw, bool):
+        return None, f"{show(raw)} is not a number"
+    value: int | float
+    try:
+        if setting.type == "int":
+            value = raw if isinstance(raw, int) else int(str(raw))
+        else:
+            value = float(raw) if isinstance(raw, int | float) else float(str(raw))
+    except (ValueError, OverflowError):
+        what = "an integer" if setting.type == "int" else "a number"
+        return None, f"{show(raw)} is not {what}"
+    return value, _bounds_problem(setting, raw, value)
+
+
+def _bounds_problem(setting: Setting, raw: Any, value: float) -> str:
+    """Why the number ``value`` (read from ``raw``) is out of the setting's bounds, or ""."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"{show(raw)} is not a finite number"
+    if setting.minimum is not None and value < setting.minimum:
+        return f"{show(raw)} is below the minimum {setting.minimum:g}"
+    if setting.maximum is not None and value > setting.maximum:
+        return f"{show(raw)} is above the maximum {_number(setting.maximum)}"
+    return ""
+
+
+def _to_text(setting: Setting, raw: Any) -> tuple[Any, str]:
+    """A string (a number is taken as its text): one of the choices, a valid selector; else the problem."""
+    if not isinstance(raw, str | int | float):
+        return None, f"expected a string, got {type(raw).__name__}"
+    value = str(raw)
+    if setting.type == "choice" and value not in setting.choices:
+        return None, f"{show(value)} is not one of {', '.join(setting.choices)}"
+    if setting.name == "namespace_selector":
+        problem = selector_problem(value)
+        if problem:
+            return None, f"{show(value)} is not a valid label selector: {problem}"
+    return value, ""
+
+
+_CONVERTERS = {"bool": _to_bool, "int": _to_number, "float": _to_number}  # any other type: _to_text
 
 
 _PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
@@ -145,44 +162,61 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
         return None
     out = []
     for i, item in enumerate(raw):
-        at = f"{where}[{i}]"
-        if not isinstance(item, dict):
-            problems.append(f"{at}: expected a mapping with {', '.join(TARGET_KEYS)}")
-            continue
-        unknown = sorted(set(item) - set(TARGET_KEYS))
-        for key in unknown:
-            problems.append(f"{at}: unknown key {show(key)}{_suggest(str(key)[:100], TARGET_KEYS)}")
-        name, selector = item.get("name"), item.get("podSelector")
-        if not isinstance(name, str) or not name:
-            problems.append(f"{at}.name: a non-empty string is required")
-        if not isinstance(selector, str) or not selector.strip():
-            problems.append(f"{at}.podSelector: a non-empty label selector string is required (e.g. app=vllm)")
-        elif problem := selector_problem(selector):
-            problems.append(f"{at}.podSelector: {show(selector)} is not a valid label selector: {problem}")
-        port = item.get("port", "http")
-        if problem := _port_problem(port):
-            problems.append(f"{at}.port: {problem}")
-        metrics = item.get("metrics", {})
-        if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
-            problems.append(f"{at}.metrics: a mapping of profile key -> series selector(s) is required")
-            metrics = {}
-        profile = item.get("profile", "vllm")
-        built, problem = _build_profile(str(name), profile, metrics)
-        if problem:
-            problems.append(f"{at}: {problem}")
-        path = item.get("path", built.metrics_path if built else "/metrics")
-        if not isinstance(path, str) or not path.startswith("/") or "//" in path or "@" in path or ".." in path:
-            problems.append(f"{at}.path: {show(path)} must be an absolute URL path like /metrics")
-        source = item.get("source")
-        if source is not None and source not in SOURCES:
-            problems.append(f"{at}.source: {show(source)} is not one of {', '.join(SOURCES)}")
-            source = None
-        out.append(Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics),
-                          None if source is None else str(source)))
+        target = _target(item, f"{where}[{i}]", problems)
+        if target is not None:
+            out.append(target)
     names = [t.name for t in out]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{where}: target name {show(dup)} is used twice")
     return tuple(out)
+
+
+def _target(item: Any, at: str, problems: list[str]) -> Target | None:
+    """One entry of ``targets`` (at ``at``): its problems appended; None when it is not a mapping at all."""
+    if not isinstance(item, dict):
+        problems.append(f"{at}: expected a mapping with {', '.join(TARGET_KEYS)}")
+        return None
+    for key in sorted(set(item) - set(TARGET_KEYS)):
+        problems.append(f"{at}: unknown key {show(key)}{_suggest(str(key)[:100], TARGET_KEYS)}")
+    name = item.get("name")
+    selector = item.get("podSelector")
+    if not isinstance(name, str) or not name:
+        problems.append(f"{at}.name: a non-empty string is required")
+    if problem := _pod_selector_problem(selector):
+        problems.append(f"{at}.podSelector: {problem}")
+    port = item.get("port", "http")
+    if problem := _port_problem(port):
+        problems.append(f"{at}.port: {problem}")
+    metrics = item.get("metrics", {})
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
+        problems.append(f"{at}.metrics: a mapping of profile key -> series selector(s) is required")
+        metrics = {}
+    profile = item.get("profile", "vllm")
+    built, problem = _build_profile(str(name), profile, metrics)
+    if problem:
+        problems.append(f"{at}: {problem}")
+    path = item.get("path", built.metrics_path if built else "/metrics")
+    if not _is_url_path(path):
+        problems.append(f"{at}.path: {show(path)} must be an absolute URL path like /metrics")
+    source = item.get("source")
+    if source is not None and source not in SOURCES:
+        problems.append(f"{at}.source: {show(source)} is not one of {', '.join(SOURCES)}")
+        source = None
+    return Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics),
+                  None if source is None else str(source))
+
+
+def _pod_selector_problem(selector: Any) -> str | None:
+    """Why ``selector`` is not a non-empty label selector the API server accepts, or None."""
+    if not isinstance(selector, str) or not selector.strip():
+        return "a non-empty label selector string is required (e.g. app=vllm)"
+    problem = selector_problem(selector)
+    return f"{show(selector)} is not a valid label selector: {problem}" if problem else None
+
+
+def _is_url_path(path: Any) -> bool:
+    """An absolute URL path, with no ``//``, ``@`` or ``..`` in it."""
+    return isinstance(path, str) and path.startswith("/") and "//" not in path and "@" not in path and ".." not in path
 
 
 def _build_profile(name: str, profile: Any, metrics: Mapping[str, object]) -> tuple[Profile | None, str]:
@@ -281,34 +315,48 @@ def load_config(
 
     file = file if file is not None else env.get("WATCHDOG_CONFIG") or None
     if file:
-        for key, (raw, where) in _read_file(file, problems).items():
-            if key == "targets":
-                targets = _targets(raw, where, problems) or targets
-            elif key in BY_KEY:
-                values[BY_KEY[key].name] = _coerce(BY_KEY[key], raw, where, problems)
-            else:
-                problems.append(f"{where}: unknown setting{_suggest(key[:100], [*BY_KEY, 'targets'])}")
-    for s in SETTINGS:
-        if s.env in env:
-            values[s.name] = _coerce(s, env[s.env], f"env {s.env}", problems)
+        targets = _from_file(file, values, problems) or targets
+    targets = _from_env(env, values, problems) or targets
     warnings = _unknown_env(env)
-    if "WATCHDOG_TARGETS" in env:
-        before = len(problems)
-        raw = _yaml_value(env["WATCHDOG_TARGETS"], "env WATCHDOG_TARGETS", problems)
-        if len(problems) == before:
-            targets = _targets(raw, "env WATCHDOG_TARGETS", problems) or targets
     for name, raw in flags.items():
         if raw is not None:
             values[name] = _coerce(BY_NAME[name], raw, BY_NAME[name].flag, problems)
 
     if not problems:
         problems.extend(_cross_checks(values))
-    if problems:
-        raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
-    problems.extend(_source_checks(values, targets))
+    if not problems:
+        problems.extend(_source_checks(values, targets))
     if problems:
         raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
     return Settings.from_values(values, targets, tuple(warnings))
+
+
+def _from_file(file: str, values: dict[str, Any], problems: list[str]) -> tuple[Target, ...] | None:
+    """The config file's settings into ``values``; its targets (None: none given, or none usable)."""
+    targets = None
+    for key, (raw, where) in _read_file(file, problems).items():
+        if key == "targets":
+            targets = _targets(raw, where, problems) or targets
+        elif key in BY_KEY:
+            values[BY_KEY[key].name] = _coerce(BY_KEY[key], raw, where, problems)
+        else:
+            problems.append(f"{where}: unknown setting{_suggest(key[:100], [*BY_KEY, 'targets'])}")
+    return targets
+
+
+def _from_env(env: Mapping[str, str], values: dict[str, Any], problems: list[str]) -> tuple[Target, ...] | None:
+    """The environment's settings into ``values``; the targets of ``WATCHDOG_TARGETS`` (None: not set, or none
+    usable)."""
+    for s in SETTINGS:
+        if s.env in env:
+            values[s.name] = _coerce(s, env[s.env], f"env {s.env}", problems)
+    if "WATCHDOG_TARGETS" not in env:
+        return None
+    before = len(problems)
+    raw = _yaml_value(env["WATCHDOG_TARGETS"], "env WATCHDOG_TARGETS", problems)
+    if len(problems) != before:
+        return None
+    return _targets(raw, "env WATCHDOG_TARGETS", problems)
 
 
 _SERVICE_LINK = re.compile(r".*_(SERVICE_HOST|SERVICE_PORT(_.*)?|PORT(_\d+_(TCP|UDP|SCTP)(_.*)?)?)$")
@@ -340,6 +388,12 @@ def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
 
 
 def _cross_checks(v: Mapping[str, Any]) -> list[str]:
+    return [*_timing_problems(v), *_rail_problems(v), *_listen_problems(v), *_name_problems(v),
+            *_leadership_problems(v)]
+
+
+def _timing_problems(v: Mapping[str, Any]) -> list[str]:
+    """The window, the scrape interval, its deadline and jitter, and the connect timeout, taken together."""
     problems = []
     if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
         problems.append(
@@ -360,6 +414,12 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         )
     if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
         problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
+    return problems
+
+
+def _rail_problems(v: Mapping[str, Any]) -> list[str]:
+    """The breaker, quarantine, the budgets and the node taint."""
+    problems = []
     if v["breaker_fraction"] > 1:
         problems.append(f"breakerFraction ({v['breaker_fraction']:g}) is a fraction of the watched pods: 0..1")
     problems.extend(quarantine_problems(v))
@@ -369,36 +429,59 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
         parse_taint(str(v["node_taint"]))
     except ValueError as exc:
         problems.append(f"nodeTaint: {exc}")
+    return problems
+
+
+def _listen_problems(v: Mapping[str, Any]) -> list[str]:
+    if _is_listen_address(str(v["listen_address"])):
+        return []
+    return [f"listenAddress {show(v['listen_address'])} must be IP:port (or localhost:port) with a port 0-65535, "
+            "an IPv6 address in brackets, e.g. [::]:8080 (IPv4 and IPv6) or 0.0.0.0:8080"]
+
+
+def _is_listen_address(address: str) -> bool:
+    """An IP address (IPv6 in brackets) or localhost, and an ASCII port 0-65535: an address to bind, never a name
+    to look up."""
     from urllib.parse import urlsplit  # here: this check is the only user
 
-    address = str(v["listen_address"])
     try:  # the URL grammar: an IPv6 host in brackets (validated), an ASCII port 0-65535
         where = urlsplit("//" + address)
         listen_ok = bool(where.hostname) and where.port is not None and where.netloc == address and "@" not in address
     except ValueError:
-        listen_ok = False
-    if listen_ok and where.hostname != "localhost":  # an address to bind, never a name to look up
-        try:
-            ipaddress.ip_address(str(where.hostname))
-        except ValueError:
-            listen_ok = False
-    if not listen_ok:
-        problems.append(f"listenAddress {show(v['listen_address'])} must be IP:port (or localhost:port) with a "
-                        "port 0-65535, an IPv6 address in brackets, e.g. [::]:8080 (IPv4 and IPv6) or 0.0.0.0:8080")
+        return False
+    if not listen_ok or where.hostname == "localhost":
+        return listen_ok
+    try:
+        ipaddress.ip_address(str(where.hostname))
+    except ValueError:
+        return False
+    return True
+
+
+def _name_problems(v: Mapping[str, Any]) -> list[str]:
+    """The Lease's name, the deletion ledger's ConfigMap named after it, and the pause ConfigMap."""
     lease = str(v["lease_name"])
-    problems.extend(p for p in (subdomain_problem(lease, "leaseName"),
-                                subdomain_problem(f"{lease}-ledger", "the ledger ConfigMap name (leaseName-ledger)")
-                                if v["budget_ledger"] and len(lease) <= 253 else None,
-                                subdomain_problem(str(v["pause_config_map"]), "pauseConfigMap")
-                                if v["pause_config_map"] is not None else None) if p)
+    names = [(lease, "leaseName")]
+    if v["budget_ledger"] and len(lease) <= 253:
+        names.append((f"{lease}-ledger", "the ledger ConfigMap name (leaseName-ledger)"))
+    if v["pause_config_map"] is not None:
+        names.append((str(v["pause_config_map"]), "pauseConfigMap"))
+    problems = [problem for name, what in names if (problem := subdomain_problem(name, what))]
     if v["budget_ledger"] and v["pause_config_map"] == f"{lease}-ledger":
         problems.append(f"pauseConfigMap {show(v['pause_config_map'])} is the deletion ledger's ConfigMap "
                         "(leaseName-ledger), which the watchdog rewrites whole: name another ConfigMap")
+    return problems
+
+
+def _leadership_problems(v: Mapping[str, Any]) -> list[str]:
+    """The API timeout under the leadership fence, and the Lease's namespace."""
+    problems = []
     if v["leader_election"] and v["api_timeout_seconds"] > MAX_FENCED_TIMEOUT_S:
         problems.append(f"apiTimeoutSeconds {_number(v['api_timeout_seconds'])} is too long for leaderElection: a "
                         f"write is sent only while the {LEASE_DURATION_S:g} s Lease outlasts it (the leadership "
                         f"fence), so at most {MAX_FENCED_TIMEOUT_S:g}")
     if v["leader_election_namespace"] is not None:
         problem = label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")
-        problems.extend([problem] if problem else [])
+        if problem:
+            problems.append(problem)
     return problems
