@@ -19,11 +19,14 @@ The rules, each one pinned by a test in ``tests/core/test_detector.py``:
    (:func:`window_slack`: 1% of the window, at most 1 s) absorbs the jitter of samples taken on a schedule: with
    a window that is a whole number of intervals (120 s at 15 s), a sample a millisecond early must not cost a
    whole interval more. It never lets fewer than ``min_samples`` samples decide.
-5. *Unknown* samples (``running`` missing, or every progress signal missing; NaN, +/-Inf and negative values
-   count as missing) are never evidence: they do not start, advance or satisfy the clock, and do not move the
-   baselines. A verdict on an unknown latest sample is ``unknown``. A gap of unknowns inside a running clock
-   leaves the clock where it was: the counters are cumulative, so a counter that has not risen across the gap
-   did not rise during it; but the gap adds no samples towards ``min_samples``.
+5. *Unknown* samples (``running`` missing, or every progress signal missing while busy; NaN, +/-Inf and
+   negative values count as missing) are never evidence: they do not start, advance or satisfy the clock, and do
+   not move the baselines. A verdict on an unknown latest sample is ``unknown``. A gap of unknowns inside a
+   running clock leaves the clock where it was: the counters are cumulative, so a counter that has not risen
+   across the gap did not rise during it; but the gap adds no samples towards ``min_samples``. A known
+   ``running`` of 0 (not busy) with every progress signal missing is idle (or paused), not unknown: an engine
+   that has served nothing yet has no labelled counters (a fresh SGLang server), and nothing runs to be stalled.
+   Busy with every progress signal missing stays unknown.
 6. ``t`` going backwards (clock reset, restarted caller) re-baselines as if the sample were the first one
    ever seen, so it can never produce a stall.
 7. *Paused*: a sample whose ``paused`` value is known and above 0 (the engine sleeps or was paused on purpose,
@@ -170,7 +173,7 @@ class DetectorState:
         running = known(sample.running)
         values = known_all(sample.progress)
         missing = missing_among(running, values)
-        if running is None or missing is not None:
+        if missing is not None and (running is None or (load(sample, self.count_waiting) or 0.0) > 0):
             return Verdict("unknown", False, 0.0, f"no evidence: {missing} missing or invalid in this scrape",
                            t=sample.t)
 

@@ -1,0 +1,110 @@
+"""Bodies rendered by the engines' OWN metric code (vLLM 0.33.0, SGLang 0.5.23; tests/fixtures/render_engines.py,
+run on demand) give the expected verdicts, in both sources (issue 31 item 2):
+
+- direct scraping: ``replay --expositions DIR`` (the path ``run`` takes with a scraped body);
+- the Prometheus source: every body stored as Prometheus stores a scrape (tests/promfake.py), read back through
+  the watchdog's queries (:mod:`watchdog.core.promql`) and fed as ``run`` feeds a pod with ``source: prometheus``
+  (each engine series at its own sample time, once per time: ``PodRecord.observe`` with stamps).
+
+tests/fixtures/engines/expected.json holds each scenario's rules, written from what the engine was doing (sleep
+and RL weight updates: ``paused``, never ``stalled``; a wedged data-parallel engine or rank: ``stalled``, its
+sibling ``progressing``; a long chunked prefill: ``progressing``; a fresh SGLang server: ``idle``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.promfake import FakePrometheus, evaluate
+from watchdog.cli.main import main
+from watchdog.controller.state import PodRecord
+from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DetectorState
+from watchdog.core.profiles import Profile, get_profile
+from watchdog.core.promql import PodReading, Reading, plan
+
+ENGINES = Path(__file__).parents[1] / "fixtures" / "engines"
+EXPECTED: dict[str, dict[str, Any]] = json.loads((ENGINES / "expected.json").read_text())
+TARGET = {"namespace": "n", "pod": "p", "job": "engine", "instance": "10.0.0.1:8000"}
+EPOCH = 1_800_000_000.0  # Unix seconds of the recording's t = 0 in the fake Prometheus
+
+
+def rows_by_scrape(capsys: pytest.CaptureFixture[str], case: str) -> list[tuple[float, dict[str, str], str]]:
+    spec = EXPECTED[case]
+    code = main(["replay", "--expositions", str(ENGINES / case), "--profile", spec["profile"], "--window",
+                 str(spec["window"])])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    return [(r["t"], r["series"], r["state"]) for r in map(json.loads, out.splitlines())]
+
+
+def bodies(case: str) -> Iterator[tuple[float, str]]:
+    for path in sorted((ENGINES / case).glob("*.prom"), key=lambda p: float(p.stem)):
+        yield float(path.stem), path.read_text()
+
+
+def read(profile: Profile, items: list[Any], at: float) -> PodReading | None:
+    queries = plan(profile, 60, "namespace", "pod")
+    reading = Reading(profile, queries)
+    for query in queries.queries():
+        rows = evaluate(query, at, items)
+        assert rows is not None, query
+        reading.add(query, [(tuple(labels.get(n) for n in queries.labels_of(query)), value)
+                            for labels, value in rows])
+    return reading.pods().get(("n", "p"))
+
+
+def rows_by_prometheus(case: str) -> list[tuple[float, dict[str, str], str]]:
+    spec = EXPECTED[case]
+    profile, window = get_profile(spec["profile"]), float(spec["window"])
+    pod = PodRecord(restart_count=0, first_seen=0.0)
+    out: list[tuple[float, dict[str, str], str]] = []
+    with FakePrometheus() as prom:
+        for t, body in bodies(case):
+            prom.feed(body, TARGET, EPOCH + t)
+            reading = read(profile, list(prom.series.items()), EPOCH + t + 1.0)
+            if reading is None or reading.t is None:
+                continue  # no series of the profile in Prometheus yet: nothing to judge, as a scrape of it
+            stamps = {labels: None if labels in reading.moved else stamp - EPOCH
+                      for labels, stamp in reading.times.items()}  # as promsource.fleet_reads
+            _, seen = pod.observe(t, reading.parsed, window, lambda: DetectorState(
+                window, min_samples=DEFAULT_MIN_SAMPLES, signals=profile.progress), stamps, 4 * window)
+            out += [(t, dict(s.engine.last.labels) if s.engine.last else {}, s.verdict.state) for s in seen]
+    return out
+
+
+def check(case: str, rows: list[tuple[float, dict[str, str], str]]) -> None:
+    assert rows, case
+    for rule in EXPECTED[case]["rules"]:
+        judged = [(t, state) for t, series, state in rows
+                  if rule["from"] <= t <= rule["to"] and rule["series"].items() <= series.items()]
+        assert judged, (case, rule)  # every rule is about verdicts that exist
+        wrong = [(t, state) for t, state in judged if state not in rule["states"]]
+        assert not wrong, (case, rule["series"], rule["states"], wrong)
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_engine_rendered_bodies_by_scraping(capsys: pytest.CaptureFixture[str], case: str) -> None:
+    check(case, rows_by_scrape(capsys, case))
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_engine_rendered_bodies_through_prometheus(case: str) -> None:
+    check(case, rows_by_prometheus(case))
+
+
+@pytest.mark.parametrize("case", ["vllm-sleep-level1", "vllm-sleep-level2", "vllm-rl-weight-update"])
+def test_sleep_and_weight_updates_are_paused_never_stalled_in_both_sources(capsys: pytest.CaptureFixture[str],
+                                                                           case: str) -> None:
+    for rows in (rows_by_scrape(capsys, case), rows_by_prometheus(case)):
+        states = [state for _, _, state in rows]
+        assert "stalled" not in states and states.count("paused") >= 7  # 105 s or more at 15 s scrapes
+
+
+def test_every_scenario_directory_has_its_expectations_and_the_fixtures_stay_small() -> None:
+    directories = {p.name for p in ENGINES.iterdir() if p.is_dir()}
+    assert directories == set(EXPECTED)
+    assert sum(p.stat().st_size for p in ENGINES.rglob("*.prom")) < 6_000_000
