@@ -221,6 +221,15 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
                 _s("trtllm_prompt_tokens_total", "when a request finishes", completion_only=True),
                 _s("trtllm_kv_cache_utilization", "iteration stats, collected when a request finishes",
                    completion_only=True),
+                # Per-iteration deltas, summed over every iteration drained: trtllm-serve drains the engine's
+                # stats queue only when a request completes (completion-only there); Dynamo's TRT-LLM worker
+                # polls get_stats_async in a loop (live there: a custom profile without @completion).
+                _s("trtllm_kv_cache_iter_missed_blocks_total", "iteration stats: trtllm-serve logs them when a "
+                   "request finishes; live under Dynamo's TRT-LLM worker (its stats polling loop)",
+                   completion_only=True),
+                _s("trtllm_kv_cache_gen_alloc_blocks_total", "iteration stats: trtllm-serve logs them when a "
+                   "request finishes; live under Dynamo's TRT-LLM worker (its stats polling loop)",
+                   completion_only=True),
             ),
             engine_labels=("engine_type", "model_name"),
             collapse_labels=("pid",),
