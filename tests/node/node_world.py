@@ -1,0 +1,213 @@
+"""What the node scenarios share: the chart installed with real helm as a watchdog Pod from the imported image
+(one release per scenario, fast timings through ``extraEnv``, only the scenario's namespaces selected), opted-in
+namespaces, Deployments of simulated engines (the engine image, ``imagePullPolicy: Never``), and the engines'
+control (``POST /sim/mode`` on the pod IP, over the node's bridge)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from images import ENGINE_IMAGE, VERSION
+from node_kit import Node
+
+from watchdog.demo.controlplane.api import Api, wait_for
+from watchdog.demo.controlplane.locate import chart_dir
+from watchdog.demo.controlplane.workloads import NAMESPACE_LABEL, VLLM_LABEL
+
+SCENARIO_LABEL = "node-test.vllm-watchdog.io/scenario"
+ENGINE_PORT = 8000
+# Short timings (as the cluster tier's FAST_ENV); the chart's probes stay as rendered (period 10 s).
+FAST_ENV = {
+    "WATCHDOG_SCRAPE_INTERVAL_SECONDS": "1",
+    "WATCHDOG_WINDOW_SECONDS": "6",
+    "WATCHDOG_SCRAPE_DEADLINE_SECONDS": "0.8",
+    "WATCHDOG_CONNECT_TIMEOUT_SECONDS": "0.3",
+    "WATCHDOG_JITTER_SECONDS": "0",
+    "WATCHDOG_MIN_POD_AGE_SECONDS": "0",
+}
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    return (not pod["metadata"].get("deletionTimestamp") and status.get("phase") == "Running"
+            and bool(status.get("podIP"))
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []))
+
+
+@dataclass
+class World:
+    node: Node
+    kubectl_bin: str
+    helm_bin: str
+    work: Path
+
+    @property
+    def api(self) -> Api:
+        assert self.node.api is not None
+        return self.node.api
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 60) -> str:
+        done = subprocess.run([self.kubectl_bin, "--kubeconfig", str(self.node.admin_kubeconfig), *args],
+                              capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stdout}{done.stderr}")
+        return done.stdout + done.stderr
+
+    def scenario(self, name: str, **kw: Any) -> NodeScenario:
+        return NodeScenario(self, name, **kw)
+
+
+@dataclass
+class NodeScenario:
+    world: World
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+    release: str = ""
+
+    def __post_init__(self) -> None:
+        self.release = f"wd-{self.name}"
+
+    @property
+    def api(self) -> Api:
+        return self.world.api
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.release}:{self.release}"
+
+    # -- the watchdog, installed by helm -----------------------------------------------------------------------
+    def install(self, wait_ready: bool = True) -> dict[str, Any] | None:
+        env = {**FAST_ENV, "WATCHDOG_NAMESPACE_SELECTOR": f"{SCENARIO_LABEL}={self.name}", **self.env}
+        values = {"fullnameOverride": self.release,
+                  "image": {"repository": "vllm-stall-watchdog", "tag": VERSION, "pullPolicy": "Never"},
+                  "extraEnv": [{"name": k, "value": v} for k, v in env.items()],
+                  **({"config": self.config} if self.config else {}), **self.values}
+        path = self.world.work / f"values-{self.release}.yaml"
+        path.write_text(yaml.safe_dump(values))
+        done = subprocess.run([self.world.helm_bin, "install", self.release, str(chart_dir()), "--namespace",
+                               self.release, "--create-namespace", "--kubeconfig",
+                               str(self.world.node.admin_kubeconfig), "-f", str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        self.namespaces.append(self.release)
+        return self.watchdog_pod() if wait_ready else None
+
+    def watchdog_pods(self) -> list[dict[str, Any]]:
+        return list(self.api.get(f"/api/v1/namespaces/{self.release}/pods",
+                                 labelSelector=f"app.kubernetes.io/instance={self.release}")["items"])
+
+    def watchdog_pod(self, timeout: float = 90, not_uid: str | None = None) -> dict[str, Any]:
+        """The release's one Ready watchdog Pod (other than ``not_uid``)."""
+        def ready() -> dict[str, Any] | None:
+            pods = [p for p in self.watchdog_pods() if is_ready(p) and p["metadata"]["uid"] != not_uid]
+            return pods[0] if len(pods) == 1 else None
+        return wait_for(f"watchdog pod of {self.release} Ready", ready, timeout=timeout,
+                        describe=lambda: self.world.kubectl("describe", "pods", "-n", self.release, check=False)
+                        [-3000:])
+
+    def watchdog_log(self) -> str:
+        return self.world.kubectl("logs", "-n", self.release, f"deploy/{self.release}", "--tail=-1", check=False)
+
+    def decisions(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.watchdog_log().splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+        return out
+
+    # -- engines -----------------------------------------------------------------------------------------------
+    def namespace(self, suffix: str, mode: str | None = "true") -> str:
+        name = f"{self.name}-{suffix}"
+        labels = {SCENARIO_LABEL: self.name, **({NAMESPACE_LABEL: mode} if mode else {})}
+        self.api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                               "metadata": {"name": name, "labels": labels}})
+        self.namespaces.append(name)
+        wait_for(f"ServiceAccount {name}/default",
+                 lambda: self.api.find(f"/api/v1/namespaces/{name}/serviceaccounts/default"), timeout=20)
+        return name
+
+    def engine_spec(self, grace_s: int = 10, mode: str = "progressing", gate: str | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "terminationGracePeriodSeconds": grace_s,
+            "automountServiceAccountToken": False,
+            "containers": [{
+                "name": "vllm", "image": ENGINE_IMAGE, "imagePullPolicy": "Never",
+                "args": ["--port", str(ENGINE_PORT), "--mode", mode],
+                "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
+                "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
+                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+            }],
+        }
+        if gate:
+            spec["readinessGates"] = [{"conditionType": gate}]
+        return spec
+
+    def deployment(self, ns: str, name: str, replicas: int, **spec_kw: Any) -> dict[str, Any]:
+        labels = {**VLLM_LABEL, "app": name}
+        created: dict[str, Any] = self.api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": self.engine_spec(**spec_kw)}}})
+        return created
+
+    def pods(self, ns: str, app: str | None = None) -> list[dict[str, Any]]:
+        params = {"labelSelector": f"app={app}"} if app else {}
+        return list(self.api.get(f"/api/v1/namespaces/{ns}/pods", **params)["items"])
+
+    def ready_pods(self, ns: str, app: str, count: int, timeout: float = 90) -> list[dict[str, Any]]:
+        def ready() -> list[dict[str, Any]] | None:
+            pods = self.pods(ns, app)
+            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            good = [p for p in live if is_ready(p)]
+            return sorted(good, key=lambda p: p["metadata"]["name"]) if len(good) == count == len(live) else None
+        return wait_for(f"{count} Ready pods of {ns}/{app}", ready, timeout=timeout,
+                        describe=lambda: self.world.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False))
+
+    def set_mode(self, pod: dict[str, Any], mode: str) -> dict[str, Any]:
+        url = f"http://{pod['status']['podIP']}:{ENGINE_PORT}/sim/mode?mode={mode}"
+        with _NO_PROXY.open(urllib.request.Request(url, data=b"", method="POST"), timeout=5) as resp:
+            return dict(json.loads(resp.read()))
+
+    def events(self, ns: str, reason: str | None = None) -> list[dict[str, Any]]:
+        items = self.api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+        return [e for e in items if reason is None or e.get("reason") == reason]
+
+    def events_on(self, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.events(ns, reason) if e["involvedObject"].get("name") == name]
+
+    def audit(self, verb: str | None = None, resource: str | None = None, namespace: str | None = None,
+              subresource: str | None = None) -> list[dict[str, Any]]:
+        wanted = {"verb": verb, "resource": resource, "namespace": namespace, "subresource": subresource}
+        out = []
+        for event in self.world.node.audit_events():
+            if event.get("stage") != "ResponseComplete" or event["user"].get("username") != self.user:
+                continue
+            ref = {**(event.get("objectRef") or {}), "verb": event.get("verb")}
+            if all(v is None or ref.get(k) == v for k, v in wanted.items()):
+                out.append(event)
+        return out
+
+    def cleanup(self) -> None:
+        if self.release in self.namespaces:
+            subprocess.run([self.world.helm_bin, "uninstall", self.release, "-n", self.release, "--kubeconfig",
+                            str(self.world.node.admin_kubeconfig), "--wait", "--timeout", "60s"],
+                           capture_output=True, text=True, timeout=90)
+        for name in self.namespaces:
+            self.api.delete(f"/api/v1/namespaces/{name}", ok=(404, 409))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(self.api.find(f"/api/v1/namespaces/{n}") for n in self.namespaces):
+            time.sleep(1)

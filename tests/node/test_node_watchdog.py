@@ -1,0 +1,119 @@
+"""The chart's Deployment running the project's own image on a real node, and the watchdog in it deleting a wedged
+engine Pod that a real kubelet then stops (SIGTERM, grace period) and the ReplicaSet replaces."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+import yaml
+from conftest import SESSION
+from images import WATCHDOG_IMAGE
+from node_kit import GATEWAY, KUBERNETES_SERVICE_IP, POD_SUBNET
+
+from watchdog.demo.controlplane.api import wait_for
+from watchdog.demo.controlplane.locate import chart_dir
+
+pytestmark = pytest.mark.node
+
+
+def test_watchdog_pod_ready_from_the_project_image(scenario, world):
+    s = scenario("pod")
+    pod = s.install()
+    assert pod is not None
+    spec, status = pod["spec"], pod["status"]
+    (container,) = spec["containers"]
+    (cstatus,) = status["containerStatuses"]
+    # the project's image, imported into containerd, never pulled
+    assert container["image"] == "vllm-stall-watchdog:" + WATCHDOG_IMAGE.rsplit(":", 1)[1]
+    assert container["imagePullPolicy"] == "Never" and cstatus["imageID"].startswith("sha256:"), cstatus
+    assert cstatus["ready"] and cstatus["started"] and cstatus["restartCount"] == 0, cstatus
+    assert status["podIP"].startswith(POD_SUBNET.rsplit(".", 2)[0] + "."), status["podIP"]
+    # Ready through the chart's own probes and securityContext, as rendered
+    values = yaml.safe_load((chart_dir() / "values.yaml").read_text())
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["securityContext"] == values["containerSecurityContext"], container["securityContext"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert spec["securityContext"] == values["podSecurityContext"]
+    ready_events = world.kubectl("describe", "pod", "-n", s.release, pod["metadata"]["name"])
+    assert "Unhealthy" not in ready_events, ready_events
+    # the process runs as the image's user with a read-only root, inside the container
+    whoami = world.kubectl("exec", "-n", s.release, pod["metadata"]["name"], "--", "python", "-c",
+                           "import os; print(os.getuid(), os.access('/', os.W_OK), os.environ["
+                           "'KUBERNETES_SERVICE_HOST'])")
+    assert whoami.split() == ["65532", "False", KUBERNETES_SERVICE_IP], whoami
+    # in-cluster config through the kubernetes Service: the API server's audit log has the ServiceAccount's
+    # requests, coming from the pod's own IP (the Service routed them to the API server at the gateway)
+    requests = wait_for("the watchdog's requests in the audit log", lambda: s.audit(verb="list", resource="pods"),
+                        timeout=30)
+    assert {ip for r in requests for ip in r["sourceIPs"]} == {status["podIP"]}, requests[0]["sourceIPs"]
+    assert requests[0]["userAgent"].startswith(("vllm-stall-watchdog", "OpenAPI-Generator", "python")), requests[0]
+    # `kubectl logs deploy/<release>`: JSON decision lines
+    lines = wait_for("JSON lines from the watchdog", lambda: [d for d in s.decisions()] or None, timeout=30)
+    assert all(isinstance(d, dict) for d in lines) and len(lines) >= 1
+    # `python -m watchdog status` through `kubectl exec`
+    out = world.kubectl("exec", "-n", s.release, f"deploy/{s.release}", "--", "python", "-m", "watchdog", "status")
+    assert out.strip(), out
+    SESSION.setdefault("watchdog_pods", []).append(
+        f"watchdog Pod {s.release}/{pod['metadata']['name']} on {pod['spec']['nodeName']} ({status['podIP']}) runs "
+        f"{container['image']} ({cstatus['imageID'][:19]}), Ready through /readyz; audit: "
+        f"{len(s.audit())} requests from {s.user}; API server at {GATEWAY} via {KUBERNETES_SERVICE_IP}")
+    print(out)
+
+
+def _watch_pod(world, ns: str, name: str, seen: list[dict[str, Any]], stop: threading.Event) -> None:
+    """Every version of pod ``name`` until it is DELETED (a watch, so the kubelet's last status is not missed)."""
+    api = world.api
+    with api.session.get(f"{api.base_url}/api/v1/namespaces/{ns}/pods",
+                         params={"watch": "1", "fieldSelector": f"metadata.name={name}"}, stream=True,
+                         timeout=120) as resp:
+        for line in resp.iter_lines():
+            if line:
+                event = json.loads(line)
+                seen.append({"type": event["type"], "t": time.monotonic(), "object": event["object"]})
+                if event["type"] == "DELETED" or stop.is_set():
+                    return
+
+
+def test_wedged_engine_deleted_sigterm_within_grace_replaced(scenario, world):
+    s = scenario("delete")
+    ns = s.namespace("llm")
+    s.deployment(ns, "engine", 3, grace_s=15)
+    pods = s.ready_pods(ns, "engine", 3)
+    s.install()
+    victim = pods[0]
+    name = victim["metadata"]["name"]
+    seen: list[dict[str, Any]] = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_pod, args=(world, ns, name, seen, stop), daemon=True)
+    watcher.start()
+    s.set_mode(victim, "wedged")
+    wait_for(f"{name} gone", lambda: any(e["type"] == "DELETED" for e in seen), timeout=90,
+             describe=lambda: s.watchdog_log()[-3000:])
+    stop.set()
+    (delete,) = s.audit(verb="delete", resource="pods", namespace=ns)
+    assert delete["objectRef"]["name"] == name and delete["responseStatus"]["code"] == 200
+    body = delete["requestObject"]
+    assert body["preconditions"]["uid"] == victim["metadata"]["uid"], body
+    marked = next(e for e in seen if e["object"]["metadata"].get("deletionTimestamp"))
+    assert marked["object"]["metadata"]["deletionGracePeriodSeconds"] == 15
+    gone = next(e for e in seen if e["type"] == "DELETED")
+    # the kubelet sent SIGTERM: the engine logged it and exited 0 (not 137: no SIGKILL) within the grace period
+    final = [c for e in seen for c in e["object"]["status"].get("containerStatuses") or []
+             if (c.get("state") or {}).get("terminated")]
+    assert final and final[-1]["state"]["terminated"]["exitCode"] == 0, final[-1:] or seen[-1]
+    assert gone["t"] - marked["t"] < 15, gone["t"] - marked["t"]
+    # the replacement becomes Ready; the other two are untouched
+    after = s.ready_pods(ns, "engine", 3)
+    assert name not in {p["metadata"]["name"] for p in after}
+    assert {p["metadata"]["uid"] for p in pods[1:]} <= {p["metadata"]["uid"] for p in after}
+    described = world.kubectl("describe", "pod", "-n", ns, name, check=False) + world.kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}")
+    assert "StalledPodDeleted" in described, described
+    assert "Killing" in described, described  # the kubelet's own Event: "Stopping container vllm"
+    decisions = [d for d in s.decisions() if name in json.dumps(d)]
+    assert decisions, s.watchdog_log()[-2000:]
