@@ -162,9 +162,23 @@ def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
 
 def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, require_controller: bool,
                  allow_loopback: bool = False) -> str | None:
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    """Why discovery skips ``pod`` (the first rule that does, in order), or None when it is watched."""
     if mode is None:
         return "namespace_not_enabled"
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    reason = _state_skip_reason(meta, pod.get("spec") or {}, status) or _ip_skip_reason(status, allow_loopback)
+    if reason is not None:
+        return reason
+    if not (ever_ready or _is_ready(status) or _gated_and_loaded(pod)):
+        return "never_ready"
+    if require_controller and controller_of(meta) is None:
+        return "no_controller"
+    return None
+
+
+def _state_skip_reason(meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
+    """The pod's own state: a UID, not excluded, not terminating, running, not on the host's network."""
     if not meta.get("uid"):
         return "no_uid"
     if (meta.get("annotations") or {}).get(EXCLUDE_ANNOTATION) == "true":
@@ -175,14 +189,15 @@ def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, re
         return "not_running"
     if spec.get("hostNetwork"):
         return "host_network"
+    return None
+
+
+def _ip_skip_reason(status: Mapping[str, Any], allow_loopback: bool) -> str | None:
+    """The pod's IP: there, and one it is safe to scrape."""
     if not status.get("podIP"):
         return "no_ip"
     if not _scrapable_ip(status["podIP"], allow_loopback):
         return "unsafe_ip"
-    if not (ever_ready or _is_ready(status) or _gated_and_loaded(pod)):
-        return "never_ready"
-    if require_controller and controller_of(meta) is None:
-        return "no_controller"
     return None
 
 
