@@ -36,7 +36,7 @@ def test_restart_mid_window_keeps_the_budget(scenario, watchdogs, release, kubel
         describe=lambda: second.log()[-3000:])
     assert "namespace budget used: 1 deletions" in deferred[0]["message"], deferred[0]["message"]
     ledger = f"configmap {rel.namespace}/vllm-stall-watchdog-ledger"
-    assert f"deletion budget restored from the ledger {ledger}: 1 deletions" in second.log(), second.log()[-3000:]
+    assert f"deletion budget restored from the ledger {ledger}: 1 removals" in second.log(), second.log()[-3000:]
     time.sleep(2)
     deletes = audit(control_plane, rel.user, verb="delete", resource="pods", namespace=ns)
     assert [d["objectRef"]["name"] for d in deletes] == [alpha["metadata"]["name"]]

@@ -476,6 +476,48 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
 
 
+@pytest.mark.parametrize("seen", ["terminating", "gone"])
+def test_a_lost_removal_applied_later_is_reported_once(api: EmulatorServer, kube_client: KubeClient,
+                                                       seen: str) -> None:
+    """The DELETE's answer was lost and the GET after it failed too; the API server applied it later. The next
+    cycle sees the pod terminating (a retry finds it so) or no longer listed (settle_gone): StalledPodDeleted
+    once, never a second DELETE, charged once (fault-tier finding: the deleted pod had no Event at all)."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    name, uid = seeded["pod"]["metadata"]["name"], seeded["pod"]["metadata"]["uid"]
+
+    frozen = [False]
+
+    def lost(*args: Any) -> Any:
+        frozen[0] = True  # the API server stops answering right after this request
+        raise KubeError("delete pod", 0, "ReadTimeoutError: timed out")
+
+    def get_pod(namespace: str, pod: str) -> Any:
+        if frozen[0]:
+            raise KubeError("get pod", 0, "ReadTimeoutError: timed out")
+        return kube_client.get_pod(namespace, pod)
+
+    kube = FakeKube(kube_client, delete_pod=lost, get_pod=get_pod)
+    metrics = new_metrics()
+    rem = Remediator(kube, open_policy(), Rescrape(), metrics)
+    target = target_of(api, seeded["pod"])
+    first = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    assert first.result == "error" and "sent again next cycle" in first.detail
+    frozen[0] = False
+    assert [e["reason"] for e in api.list_events(NS)] == []
+    if seen == "terminating":
+        api.patch_object(pod_path(seeded["pod"]), {"metadata": {"deletionTimestamp": "2026-12-03T16:00:00Z"}})
+        again = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+        assert again.result == "deleted" and "answer was lost" in again.detail
+    else:
+        kube_client.delete_pod(NS, name, uid, None)
+        rem.settle_gone(set())
+    assert kube.calls["delete_pod"] == 1
+    assert sorted(e["involvedObject"]["kind"] for e in api.list_events(NS)) == ["Deployment", "Pod"]
+    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": "delete"}) == 1.0
+    rem.settle_gone(set())  # once only
+    assert len(api.list_events(NS)) == 2
+
+
 def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
 

@@ -301,6 +301,7 @@ class Watchdog:
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:
             del self.pods[uid]
+        self.remediator.settle_gone(live)  # before the policy forgets them: a removal whose answer was lost
         self.policy.forget_pods(live)
         self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)
 

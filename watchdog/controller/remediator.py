@@ -115,6 +115,9 @@ class Remediator:
         self.require_controller = require_controller
         self.ledger = ledger
         self.evidence = evidence or EvidenceKeeper(self.actuator, clock=clock, wall_clock=wall_clock)
+        # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
+        # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
+        self._unsettled: dict[str, tuple[WatchedPod, str, Say, str]] = {}
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
@@ -166,6 +169,21 @@ class Remediator:
         if decision.action == "defer":
             return self._defer(target, series.key, decision.rule, decision.why, evidence)
 
+        if decision.action == "retry":
+            settled = self._settled(target)
+            if settled is not None:
+                return settled
+        fresh = self._confirmed(target, series, signals)
+        if isinstance(fresh, Remediation):
+            return fresh
+        if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
+            return self._defer(target, series.key, "not_leader", "lost the leader Lease before acting", evidence)
+        kept = keep(self.action, fresh, "confirmation")  # the log read: before the fence, never after it
+        return self._remove(target, series.key, evidence, now, retry=decision.action == "retry")
+
+    def _confirmed(self, target: WatchedPod, series: EngineSnapshot, signals: tuple[Selector, ...],
+                   ) -> EngineSnapshot | Remediation:
+        """The fresh GET and the confirmation scrape: the fresh snapshot that confirms the stall, or why not."""
         try:
             changed = self._changed(target)
         except KubeError as exc:  # refused credentials are an error (alerted on), anything else a retry next cycle
@@ -181,10 +199,7 @@ class Remediator:
             return self._done("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
         if why is not None:
             return self._done("aborted", f"engine recovered before deletion: {why}")
-        if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
-            return self._defer(target, series.key, "not_leader", "lost the leader Lease before acting", evidence)
-        kept = keep(self.action, fresh, "confirmation")  # the log read: before the fence, never after it
-        return self._remove(target, series.key, evidence, now, retry=decision.action == "retry")
+        return fresh
 
     def _since(self, verdict: Verdict, now: float) -> dt.datetime:
         """Wall-clock time (UTC) the verdict's stall clock started: its sample time minus the stall, moved from
@@ -239,7 +254,31 @@ class Remediator:
         self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
                                     owner=target.owner_key)
 
+    def _settled(self, target: WatchedPod) -> Remediation | None:
+        """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
+        after all; reported as such (with its Events) instead of being sent again."""
+        unsettled = self._unsettled.get(target.uid)
+        try:
+            pod = self.kube.get_pod(target.namespace, target.name)
+        except KubeError:
+            return None  # the fresh GET below says why
+        if unsettled is None or not fate_after_lost_answer(pod, target.uid):
+            return None
+        _, key, evidence, verb = unsettled
+        return self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone or terminating "
+                             "since")
+
+    def settle_gone(self, live_uids: set[str]) -> None:
+        """Pods whose removal's answer was lost and that are no longer listed: the removal happened (the pod is
+        gone); report it as such, with its Events, once."""
+        for uid in [uid for uid in self._unsettled if uid not in live_uids]:
+            target, key, evidence, verb = self._unsettled[uid]
+            outcome = self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone since")
+            log.warning("remediation %s: %s", outcome.result, outcome.detail,
+                        extra=facts(target, engine=key, result=outcome.result, reason=outcome.detail))
+
     def _removed(self, target: WatchedPod, key: str, evidence: Say, verb: str, note: str) -> Remediation:
+        self._unsettled.pop(target.uid, None)
         self.policy.record(target.uid, key)  # the episode is acted on (a retry's included)
         if self.policy.first_event(target.uid, key, REASON_DELETED):
             self.events.on_pod_and_owner(target, REASON_DELETED, evidence(_PAST[verb], "", note), action="Delete")
@@ -260,12 +299,14 @@ class Remediator:
             pod = self.kube.get_pod(target.namespace, target.name)
         except KubeError as again:
             self.policy.retry_later(target.uid, key)
+            self._unsettled[target.uid] = (target, key, evidence, verb)
             return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read "
                               f"({again}): charged to the budgets (fail closed), sent again next cycle")
         if fate_after_lost_answer(pod, target.uid):
             return self._removed(target, key, evidence, verb, f"the {verb} answer was lost ({exc.reason}) and the "
                                  "pod is gone or terminating")
         self.policy.retry_later(target.uid, key)
+        self._unsettled[target.uid] = (target, key, evidence, verb)
         return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: "
                           "charged to the budgets (fail closed), sent again next cycle with the same UID precondition")
 
