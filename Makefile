@@ -62,3 +62,10 @@ test-prometheus: ## the prometheus tier: source: prometheus against a real Prome
 
 bench-prometheus: ## CPU per cycle and RSS, source: prometheus vs direct scraping, as engine series grow (~3 min)
 	$(PY) tests/bench/bench_prometheus.py
+
+.PHONY: node test-node
+node:            ## build kubelet, kube-proxy, kube-scheduler (tests/node/kube/go.mod) next to the control plane (cached by version)
+	bash tests/node/build_node.sh
+
+test-node:       ## the node tier: real kubelet + containerd + runc + CNI + kube-proxy in a network namespace, the chart's watchdog Pod (root; needs `make node`)
+	$(PY) -m pytest -m node tests/node
