@@ -69,12 +69,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     work = tmp_path_factory.mktemp("node")
     t0 = time.monotonic()
-    archive = images.WATCHDOG_ARCHIVE
-    default = images.REPO / ".cache" / "image" / "vllm-stall-watchdog.oci.tar"  # what .ci/run built just before
-    if os.environ.get("NODE_TIER_REBUILD_IMAGE") == "1" or not (archive.is_file() or default.is_file()):
-        archive, SESSION["image_build_s"] = images.build_watchdog_archive(archive)
-    elif not archive.is_file():
-        archive = default
+    archive = images.fresh_archive()
+    if archive is None or os.environ.get("NODE_TIER_REBUILD_IMAGE") == "1":
+        archive, SESSION["image_build_s"] = images.build_watchdog_archive()
     SESSION["watchdog_archive"] = archive
     the_node = Node(binary_dir(), work)
     try:

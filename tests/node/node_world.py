@@ -6,6 +6,7 @@ control (``POST /sim/mode`` on the pod IP, over the node's bridge)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.request
@@ -32,6 +33,8 @@ FAST_ENV = {
     "WATCHDOG_JITTER_SECONDS": "0",
     "WATCHDOG_MIN_POD_AGE_SECONDS": "0",
 }
+# Mutation knob, to see a scenario fail with its rule broken (README): probe-path, grace-0, gate-ignored.
+BREAK = os.environ.get("NODE_TIER_BREAK", "")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -93,6 +96,10 @@ class NodeScenario:
                   "image": {"repository": "vllm-stall-watchdog", "tag": VERSION, "pullPolicy": "Never"},
                   "extraEnv": [{"name": k, "value": v} for k, v in env.items()],
                   **({"config": self.config} if self.config else {}), **self.values}
+        if BREAK == "probe-path":
+            values["readinessProbe"] = {"httpGet": {"path": "/nope", "port": "http-metrics"}, "periodSeconds": 5}
+        if BREAK == "grace-0":
+            values["config"] = {**values.get("config", {}), "gracePeriodSeconds": 0}
         path = self.world.work / f"values-{self.release}.yaml"
         path.write_text(yaml.safe_dump(values))
         done = subprocess.run([self.world.helm_bin, "install", self.release, str(chart_dir()), "--namespace",
@@ -152,7 +159,7 @@ class NodeScenario:
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
             }],
         }
-        if gate:
+        if gate and BREAK != "gate-ignored":
             spec["readinessGates"] = [{"conditionType": gate}]
         return spec
 
