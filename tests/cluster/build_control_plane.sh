@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real control plane the cluster test tier runs (etcd, kube-apiserver, kube-controller-manager) from
 # the official Go modules pinned in tests/cluster/controlplane/{etcd,kube}/go.mod, into a git-ignored cache keyed
-# by version: .cache/control-plane/<etcd version>+<kubernetes version>/. Idempotent: a binary already built for
+# by version OUTSIDE the clone (so a fresh clone on a warm machine skips the build):
+# ${XDG_CACHE_HOME:-~/.cache}/vllm-stall-watchdog/control-plane/etcd-<version>+kubernetes-<version>/. Idempotent: a binary already built for
 # the pinned versions is kept. Nothing is fetched from outside the Go module proxy.
 #   bash tests/cluster/build_control_plane.sh            (or: make control-plane)
 #   bash tests/cluster/build_control_plane.sh --print-dir  (prints the cache directory and exits)
@@ -13,7 +14,7 @@ kube_version=$(awk '($1=="require" && $2=="k8s.io/kubernetes") {print $3; exit} 
 if [ -z "$etcd_version" ] || [ -z "$kube_version" ]; then  # an empty version would build unusable binaries
     echo "control-plane: cannot read the pinned versions from $here/controlplane/*/go.mod" >&2; exit 2
 fi
-dir="${CONTROL_PLANE_DIR:-$root/.cache/control-plane/etcd-$etcd_version+kubernetes-$kube_version}"
+dir="${CONTROL_PLANE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-stall-watchdog/control-plane/etcd-$etcd_version+kubernetes-$kube_version}"
 if [ "${1:-}" = "--print-dir" ]; then echo "$dir"; exit 0; fi
 command -v go >/dev/null || { echo "control-plane: 'go' is not on PATH (Go >= 1.25 is needed to build it)" >&2; exit 2; }
 mkdir -p "$dir"

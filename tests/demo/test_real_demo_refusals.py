@@ -4,6 +4,7 @@ and where the binaries, the chart and the tools cache are looked up."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -130,7 +131,8 @@ def test_locations_in_a_source_checkout(tmp_path: Path, monkeypatch: pytest.Monk
     root = locate.checkout()
     assert root is not None and (root / "pyproject.toml").is_file()
     default = locate.binary_dir()
-    assert default.parent == root / ".cache" / "control-plane"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    assert default.parent == cache / "vllm-stall-watchdog" / "control-plane"
     assert default.name.startswith("etcd-v3.") and "+kubernetes-v1." in default.name
     assert locate.binary_dir(tmp_path) == tmp_path
     monkeypatch.setenv(DIR_ENV, str(tmp_path / "env"))

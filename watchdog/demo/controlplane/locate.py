@@ -1,7 +1,8 @@
 """Where the control plane's binaries, the chart and the tools cache are.
 
 The binaries are built by ``tests/cluster/build_control_plane.sh`` (``make control-plane``) into
-``<checkout>/.cache/control-plane/etcd-<version>+kubernetes-<version>/``; the script's ``--print-dir`` is the
+``${XDG_CACHE_HOME:-~/.cache}/vllm-stall-watchdog/control-plane/etcd-<version>+kubernetes-<version>/`` (outside
+the clone); the script's ``--print-dir`` is the
 one place that turns the pinned versions into that path. Order: an explicit directory (``--control-plane-dir``),
 ``$WATCHDOG_CONTROL_PLANE_DIR``, then (in a source checkout) the script's answer, which honours
 ``$CONTROL_PLANE_DIR``. The chart is the checkout's ``helm/vllm-stall-watchdog`` (``$WATCHDOG_CHART_DIR``
