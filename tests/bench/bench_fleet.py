@@ -14,7 +14,7 @@ counted as the watchdog's:
   answering after 5 ms (14 ms with 8 engines) as vLLM takes to render them; ``--eight-engine`` of the pods
   have 8 data-parallel engines (380 KB bodies), ``--slow`` answer after 2 s and ``--hung`` never answer
   (exact counts per block of 100 pods, at random positions);
-- the watchdog side: a fresh process per run that builds ``Watchdog(config, KubeClient.from_settings(...))``
+- the watchdog side: a fresh process per run that builds ``build(config, KubeClient.from_settings(...))``
   with namespaces and pods from the watch-based cache (``PodCache``: one LIST in the warm-up cycle, then WATCH)
   with the production settings (deadline 3 s, connect timeout 1 s, workers per config unless ``--workers``,
   JSON logs at info to a file; deletion budgets and the minimum pod age lifted so every run may delete) but
@@ -318,7 +318,7 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     from watchdog.adapters.logs import setup_logging
     from watchdog.adapters.podcache import PodCache
     from watchdog.config.loader import load_config
-    from watchdog.controller.cycle import Watchdog
+    from watchdog.controller.wiring import build
 
     class TimedKube(KubeClient):
         """The real client; remembers when LISTs took and when a DELETE was sent."""
@@ -351,7 +351,7 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(kube, TimedKube)
     # Namespaces and pods from the watch-based cache as ``run`` has them (wiring.wire), but its informers start in
     # the warm-up cycle and may take 120 s for their first LIST (the emulator's 10,000 pods), not apiTimeoutSeconds.
-    watchdog = Watchdog(config, kube, listing=PodCache(kube, first_sync_wait_s=120))
+    watchdog = build(config, kube, listing=PodCache(kube, first_sync_wait_s=120))
     rss_start_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports + setup, no cycle yet
     interval, cycles = spec["interval"], spec["cycles"]
     records: list[dict[str, Any]] = []

@@ -17,7 +17,7 @@ The world, all on loopback and in separate processes so that only the watchdog's
 - a real Prometheus (``/usr/bin/prometheus``) scraping every pod every ``--prom-interval`` s through file_sd,
   with the ``namespace`` and ``pod`` labels Kubernetes SD would add;
 - the Kubernetes API emulator (``fleet_emulator.py``, not a cluster) seeded with the pods (~1 KiB objects);
-- the watchdog: a fresh process per (source, size) that builds ``Watchdog(config, KubeClient...)`` with
+- the watchdog: a fresh process per (source, size) that builds ``build(config, KubeClient...)`` with
   production settings but ``--interval`` and the rails lifted, runs one warm-up cycle and ``--cycles`` measured
   cycles on a fixed grid; CPU per cycle = ``time.process_time`` of the measured cycles / cycles; RSS = peak
   ``ru_maxrss`` of that process.
@@ -114,12 +114,12 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
     from watchdog.adapters.logs import setup_logging
     from watchdog.adapters.podcache import PodCache
     from watchdog.config.loader import load_config
-    from watchdog.controller.cycle import Watchdog
+    from watchdog.controller.wiring import build
 
     config = load_config(None, env={}, flags=spec["settings"])
     setup_logging(config.log_format, config.log_level)
     kube = KubeClient.from_settings(KubeSettings(host=spec["emulator"], request_timeout_s=config.api_timeout_seconds))
-    watchdog = Watchdog(config, kube, listing=PodCache(kube, first_sync_wait_s=120))  # as `run` does
+    watchdog = build(config, kube, listing=PodCache(kube, first_sync_wait_s=120))  # as `run` does
     sections = _time_sections() if spec.get("sections") else None
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     interval, records = spec["interval"], []
@@ -161,7 +161,7 @@ def _time_sections() -> dict[str, float]:
 
         setattr(owner, attribute, wrapper)
 
-    for name, owner, attribute in (("discover", cycle, "discover"), ("read", cycle, "fleet_reads"),
+    for name, owner, attribute in (("discover", cycle, "discover"), ("read", cycle.Watchdog, "_read"),
                                    ("judge", cycle.Watchdog, "_judge"), ("act", cycle.Watchdog, "_act"),
                                    ("status", cycle, "snapshot"), ("publish", cycle.Watchdog, "_publish"),
                                    ("cycle", cycle.Watchdog, "run_cycle")):

@@ -197,3 +197,20 @@ def test_a_series_without_a_valid_running_gauge_is_called_out(tmp_path: Path,
     assert code == 0
     assert 'warning: no valid running gauge (vllm:num_requests_running) in series engine="0": missing' in err
     assert 'engine="1"' not in err
+
+
+def test_check_scrapes_through_the_cycles_transport(server: str, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """One scrape transport for `run` and `check`: check's URL goes through AsyncScraper, called synchronously."""
+    from watchdog.adapters import ascrape
+
+    fetched: list[str] = []
+    real = ascrape.AsyncScraper.fetch
+
+    def recording(self: ascrape.AsyncScraper, url: str) -> bytes:
+        fetched.append(url)
+        return real(self, url)
+
+    monkeypatch.setattr(ascrape.AsyncScraper, "fetch", recording)
+    assert main(["check", f"{server}/metrics"]) == 0
+    assert fetched == [f"{server}/metrics"]

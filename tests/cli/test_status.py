@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 
 from watchdog.cli import status as status_verb
@@ -30,7 +31,6 @@ def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Any, str]
     """A watchdog (paused) on the emulator with one wedged and one mute pod, serving on 127.0.0.1; yields
     (watchdog, host:port). Its fake clock moves 15 s per cycle."""
     from watchdog.config.loader import load_config
-    from watchdog.controller.cycle import Watchdog
 
     emulator.create_namespace("llm", {NAMESPACE_LABEL: "true"})
     config = load_config(str(write_config(tmp_path / "c.yaml", **{
@@ -39,7 +39,7 @@ def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Any, str]
     now = [0.0]
     from watchdog.adapters.kube import KubeClient, KubeSettings
 
-    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)), clock=lambda: now[0])
+    wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)), clock=lambda: now[0])
     with SimPod("127.0.0.2", 0, "wedged") as wedged, SimPod("127.0.0.5", 0, "hang") as mute:
         seed_deployment(emulator, "llm", "wedged", wedged.address, wedged.port)
         seed_deployment(emulator, "llm", "mute", mute.address, mute.port)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
@@ -42,7 +43,7 @@ class Rig:
                  **watchdog_kw: Any) -> None:
         self.api, self.now = api, 0.0
         self.kube = kube or KubeClient.from_settings(KubeSettings(host=api.base_url, request_timeout_s=5))
-        self.wd = Watchdog(config, self.kube, clock=lambda: self.now, scraper=scraper, **watchdog_kw)
+        self.wd = builders.watchdog(config, self.kube, clock=lambda: self.now, scraper=scraper, **watchdog_kw)
         self.sims: list[SimPod] = []
 
     def sim(self, address: str, mode: str, **kw: Any) -> SimPod:
@@ -255,7 +256,7 @@ def test_one_pods_failure_does_not_stop_the_cycle(rig: Rig, monkeypatch: pytest.
 
 def test_discovery_failure_fails_the_whole_cycle(tmp_path: Path) -> None:
     kube = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2))
-    wd = Watchdog(make_config(tmp_path), kube, clock=lambda: 1.0)
+    wd = builders.watchdog(make_config(tmp_path), kube, clock=lambda: 1.0)
     try:
         with pytest.raises(KubeError):
             wd.run_cycle()
@@ -349,7 +350,7 @@ def test_a_pod_that_never_answered_is_one_unknown_engine_and_its_failure_and_rec
         mute = rig.sim("127.0.0.5", "hang")
         pod = rig.deployment("mute", mute)["pod"]
         rig.deployment("idle", rig.sim("127.0.0.3", "idle"))
-        with caplog.at_level(logging.INFO, logger="watchdog.controller.cycle"):
+        with caplog.at_level(logging.INFO, logger="watchdog.controller"):
             failing = [rig.cycle() for _ in range(3)]  # t = 15, 30, 45
             assert [r.engines for r in failing] == [{"unknown": 1, "idle": 1}] * 3
             assert sample(rig, "vllm_watchdog_engines", {"state": "unknown"}) == 1.0
@@ -411,9 +412,9 @@ def test_a_cycle_runs_without_automatic_collections_and_frees_its_cyclic_garbage
 @pytest.mark.parametrize(("overrides", "asked"), [({}, "identity"), ({"scrapeEncoding": "gzip"}, "gzip")])
 def test_the_scraper_asks_for_the_configured_encoding(tmp_path: Path, overrides: dict[str, str], asked: str) -> None:
     kube = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2))
-    wd = Watchdog(make_config(tmp_path, **overrides), kube, clock=lambda: 1.0)
+    wd = builders.watchdog(make_config(tmp_path, **overrides), kube, clock=lambda: 1.0)
     try:
-        assert wd.scraper.headers["Accept-Encoding"] == asked  # type: ignore[attr-defined]
+        assert wd.sources["vllm"].scraper.headers["Accept-Encoding"] == asked  # type: ignore[attr-defined]
     finally:
         wd.close()
 
@@ -474,16 +475,17 @@ def test_another_pods_wait_does_not_move_a_samples_time(api: EmulatorServer, tmp
         wedged = rig.deployment("wedged", rig.sim("127.0.0.2", "wedged"))
         slow = rig.sim("127.0.0.3", "idle")
         rig.deployment("slow", slow)
-        uid = wedged["pod"]["metadata"]["uid"]
-        loop = rig.wd.scrapes.loop
-        assert loop is not None
-        real, waits = loop.fetch_async, [2.0]
+        assert wedged["pod"]["metadata"]["uid"]
+        loop = rig.wd.sources["vllm"].scraper  # type: ignore[attr-defined]
+        real, waits, arrived = loop.fetch_async, [2.0], []
 
         async def fetch(url: str, deadline_s: float | None = None) -> bytes:
             body = await real(url, deadline_s)
+            if "127.0.0.2" in url:
+                arrived.append(True)  # its reading is taken before this loop runs anything else
             if slow.address in url and waits:
                 for _ in range(500):  # until the wedged pod's body is in
-                    if uid in rig.wd.pods and rig.wd.pods[uid].read_at is not None:
+                    if arrived:
                         break
                     await asyncio.sleep(0.01)
                 rig.now += waits.pop()  # then this pod keeps the cycle 2 s longer

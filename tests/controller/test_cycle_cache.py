@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 
 from tests.controller.test_cycle import NS, STEP, make_config
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.podcache import PodCache
-from watchdog.controller.cycle import Watchdog
 from watchdog.controller.wiring import wire
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
@@ -38,7 +38,7 @@ def test_before_the_first_sync_a_cycle_scrapes_nothing_and_is_not_a_success(tmp_
     scraper = CountingScraper()
     now = [100.0]
     cache = PodCache(kube, first_sync_wait_s=0.2)
-    wd = Watchdog(make_config(tmp_path), kube, scraper=scraper, clock=lambda: now[0], listing=cache)
+    wd = builders.watchdog(make_config(tmp_path), kube, scraper=scraper, clock=lambda: now[0], listing=cache)
     try:
         with pytest.raises(KubeError, match="cache not synced yet"):
             wd.run_cycle()

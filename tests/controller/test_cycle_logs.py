@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.adapters.logs import JsonFormatter
 from watchdog.config.loader import load_config
-from watchdog.controller.cycle import Watchdog
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config
@@ -35,7 +35,7 @@ def lines(emulator: EmulatorServer, tmp_path: Path,
                          env={})
     kube = KubeClient.from_settings(KubeSettings(host=emulator.base_url, request_timeout_s=5))
     now = [0.0]
-    wd = Watchdog(config, kube, clock=lambda: now[0])
+    wd = builders.watchdog(config, kube, clock=lambda: now[0])
     with SimPod("127.0.0.2", 0, "wedged") as wedged, SimPod("127.0.0.3", 0, "idle") as idle:
         pod = seed_deployment(emulator, NS, "wedged", wedged.address, wedged.port)["pod"]
         seed_deployment(emulator, NS, "idle", idle.address, idle.port)

@@ -18,10 +18,10 @@ from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.config.loader import ConfigError, load_config
 from watchdog.controller import promsource
 from watchdog.controller.cycle import CycleReport
-from watchdog.controller.promsource import PrometheusSource, confirm_read
+from watchdog.controller.promsource import PrometheusSource
 from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.policy import Decision
-from watchdog.core.profiles import get_profile
+from watchdog.core.profiles import Profile, get_profile
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, write_config
 
@@ -228,6 +228,13 @@ def test_values_newer_than_their_time_are_not_fed_under_that_time(emulator: Emul
             rig.close()
 
 
+def confirm_read(source: PrometheusSource, profile: Profile, target: WatchedPod, at: float) -> tuple[str, Any]:
+    """The source's confirmation of ``target`` (of ``profile``) queried at ``at``: (outcome, parsed)."""
+    source.profiles, source.wall_clock = {target.target_name: profile}, lambda: at
+    reading = source.confirm(target)
+    return reading.outcome, reading.parsed
+
+
 def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:
     source = PrometheusSource(PrometheusClient(PrometheusLimits(prom.url, timeout_s=2.0)), 60, "namespace", "pod")
     target = WatchedPod("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None)
@@ -281,7 +288,7 @@ def test_an_unexpected_failure_reading_the_answers_makes_the_pods_unknown_not_th
     def broken(*_: object) -> None:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(promsource.Reading, "add", broken)
+    monkeypatch.setattr(promsource.Answers, "add", broken)
     report = prig.cycle()  # no exception: the cycle goes on for every other pod
     assert report.scrapes == {"prometheus_error": 1} and report.engines == {"unknown": 1}
     assert "unexpected KeyError" in prig.wd.pods[prig.pods["wedged"]["metadata"]["uid"]].scrape_detail

@@ -14,8 +14,8 @@ import pytest
 from test_cycle import NS, Rig, make_config, remediated
 
 from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
-from watchdog.controller.cycle import PodHealth
 from watchdog.controller.state import MAX_SERIES_PER_POD, PodRecord
+from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
@@ -128,7 +128,7 @@ def test_one_tenants_broken_pods_do_not_blind_other_namespaces(shaped: tuple[Rig
 
 
 def test_pod_health_counts_unknowns_only_in_their_namespace() -> None:
-    h = PodHealth()
+    h = BreakerTallies()
     for _ in range(3):
         h.add("tenant", scraped=False, present=set())
     h.add("tenant", scraped=True, present={"unknown"})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import builders
 import pytest
 from fakes import FakeKube
 from test_remediator import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
@@ -35,7 +36,7 @@ def records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 def remediator(kube: Any, *, lines: int = 100, **rails: Any) -> Remediator:
     keeper = EvidenceKeeper(Actuator(kube), log_lines=lines, log_bytes=1024, clock=lambda: 140.0,
                             wall_clock=lambda: WALL)
-    return Remediator(kube, open_policy(**rails), Rescrape(), new_metrics(), clock=lambda: 140.0,
+    return builders.remediator(kube, open_policy(**rails), Rescrape(), new_metrics(), clock=lambda: 140.0,
                       wall_clock=lambda: WALL, evidence=keeper)
 
 

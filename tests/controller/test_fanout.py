@@ -46,80 +46,6 @@ def test_slow_is_relative_to_a_short_deadline() -> None:
     assert auto_workers([0.3] * 40 + [0.01] * 100, deadline_s=3.0) == AUTO_BASE
 
 
-def test_pool_grows_with_slow_pods_and_shrinks_only_well_below() -> None:
-    fanout = Fanout(0, deadline_s=3.0)
-    try:
-        fanout.submit(jobs([0.01] * 100), lambda t, r: t.uid)
-        assert fanout.size == AUTO_BASE
-        fanout.submit(jobs([2.0] * 40 + [0.01] * 100), lambda t, r: t.uid)
-        assert fanout.size == AUTO_BASE + 40
-        fanout.submit(jobs([2.0] * 35 + [0.01] * 100), lambda t, r: t.uid)
-        assert fanout.size == AUTO_BASE + 40  # within 75%: the pool is kept
-        fanout.submit(jobs([0.01] * 100), lambda t, r: t.uid)
-        assert fanout.size == AUTO_BASE
-    finally:
-        fanout.close()
-
-
-def test_fixed_workers_are_kept() -> None:
-    fanout = Fanout(7, deadline_s=3.0)
-    try:
-        futures = fanout.submit(jobs([3.0] * 50 + [0.01] * 5), lambda t, r: t.uid)
-        assert fanout.size == 7
-        assert {uid: f.result(5) for uid, f in futures.items()} == {f"uid-{i}": f"uid-{i}" for i in range(55)}
-    finally:
-        fanout.close()
-
-
-def test_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
-    """40 pods that answered slowly last cycle hang for 0.5 s now; 200 healthy ones answer at once. With the
-    auto size every slow pod has its own worker, so the healthy ones are all done long before the slow ones."""
-    fanout = Fanout(0, deadline_s=1.0)
-    done: dict[str, float] = {}
-    lock = threading.Lock()
-    start = time.monotonic()
-
-    def scrape(t: WatchedPod, r: PodRecord) -> None:
-        time.sleep(0.5 if r.scrape_seconds >= 0.5 else 0.001)
-        with lock:
-            done[t.uid] = time.monotonic() - start
-
-    try:
-        futures = fanout.submit(jobs([0.9] * 40 + [0.01] * 200), scrape)
-        for f in futures.values():
-            f.result(10)
-    finally:
-        fanout.close()
-    healthy = [done[f"uid-{i}"] for i in range(40, 240)]
-    assert fanout.size == AUTO_BASE + 40
-    assert max(done.values()) < 1.0  # one round of slow pods, not 40 / 16 rounds of them
-    assert max(healthy) < 0.45  # every healthy pod finished while the slow ones still hung
-
-
-@pytest.mark.parametrize("workers", [0, 1, 3])
-def test_slowest_first(workers: int) -> None:
-    fanout = Fanout(workers, deadline_s=3.0)
-    order: list[str] = []
-    gate = threading.Event()
-
-    def scrape(t: WatchedPod, r: PodRecord) -> None:
-        gate.wait(5)
-        order.append(t.uid)
-
-    try:
-        futures = fanout.submit(jobs([0.01, 2.5, 0.3, 3.0, 0.0]), scrape)
-        # the slow ones (>= 1 s) slowest first, then the prompt ones in the order given, every cycle the same
-        assert list(futures) == ["uid-3", "uid-1", "uid-0", "uid-2", "uid-4"]
-        gate.set()
-        for f in futures.values():
-            f.result(5)
-    finally:
-        fanout.close()
-    assert sorted(order) == [f"uid-{i}" for i in range(5)]
-    if workers == 1:  # one worker runs them in the order they were started
-        assert order == ["uid-3", "uid-1", "uid-0", "uid-2", "uid-4"]
-
-
 class Loop:
     """An AsyncFetcher's loop part (the fan-out needs only ``run``): the real AsyncScraper's."""
 
@@ -148,7 +74,7 @@ def test_on_the_loop_slowest_first_and_at_most_the_pool_size_at_once(workers: in
     order: list[str] = []
     running = [0, 0]  # now, most at once
 
-    async def scrape(t: WatchedPod, r: PodRecord) -> str:
+    async def scrape(t: WatchedPod, r: PodRecord, deadline_s: float | None) -> str:
         running[0] += 1
         running[1] = max(running)
         order.append(t.uid)  # the order they start in
@@ -158,7 +84,7 @@ def test_on_the_loop_slowest_first_and_at_most_the_pool_size_at_once(workers: in
 
     try:
         seconds = [0.01, 2.5, 0.3, 3.0, 0.0] + [0.01] * 40
-        results = fanout.submit_async(jobs(seconds), scrape, loop).result(5)  # one future for the whole fleet
+        results = fanout.gather(jobs(seconds), scrape, loop).result(5)  # one future for the whole fleet
         assert set(results) == {f"uid-{i}" for i in range(len(seconds))}
         assert set(results.values()) == {"scrape-loop"}  # every scrape on the one loop thread
     finally:
@@ -173,12 +99,12 @@ def test_on_the_loop_slow_pods_do_not_hold_the_healthy_ones_back() -> None:
     done: dict[str, float] = {}
     start = time.monotonic()
 
-    async def scrape(t: WatchedPod, r: PodRecord) -> None:
+    async def scrape(t: WatchedPod, r: PodRecord, deadline_s: float | None) -> None:
         await asyncio.sleep(0.5 if r.scrape_seconds >= 0.5 else 0.001)
         done[t.uid] = time.monotonic() - start
 
     try:
-        fanout.submit_async(jobs([0.9] * 40 + [0.01] * 200), scrape, loop).result(10)
+        fanout.gather(jobs([0.9] * 40 + [0.01] * 200), scrape, loop).result(10)
     finally:
         loop.close()
     assert fanout.size == AUTO_BASE + 40
@@ -198,13 +124,27 @@ def test_on_the_loop_each_cycle_sets_the_deadlines_of_its_pods() -> None:
         record.timeouts = timeouts
     seen: list[list[float | None]] = []
 
-    async def scrape(t: WatchedPod, r: PodRecord) -> None:
-        return None
+    async def scrape(t: WatchedPod, r: PodRecord, deadline_s: float | None) -> float | None:
+        return deadline_s
 
     try:
         for _ in range(4):
-            fanout.submit_async(batch, scrape, loop).result(5)
-            seen.append([record.deadline_s for _, record in batch])
+            deadlines = fanout.gather(batch, scrape, loop).result(5)
+            seen.append([deadlines[t.uid] for t, _ in batch])
     finally:
         loop.close()
     assert seen == [[None, None, 1.0]] * 3 + [[None, None, None]]  # the 4th cycle: the full deadline for every pod
+
+
+def test_fixed_workers_are_kept() -> None:
+    fanout, loop = Fanout(7, deadline_s=3.0), Loop()
+
+    async def scrape(t: WatchedPod, r: PodRecord, deadline_s: float | None) -> str:
+        return t.uid
+
+    try:
+        results = fanout.gather(jobs([3.0] * 50 + [0.01] * 5), scrape, loop).result(5)
+    finally:
+        loop.close()
+    assert fanout.size == 7
+    assert results == {f"uid-{i}": f"uid-{i}" for i in range(55)}

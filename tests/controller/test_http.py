@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 
 from watchdog import __version__
@@ -32,7 +33,7 @@ PARTIAL = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"  # a request head that never e
 @pytest.fixture
 def watchdog(emulator: EmulatorServer, tmp_path: Path) -> Iterator[Watchdog]:
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
-    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)))
+    wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)))
     yield wd
     wd.close()
 
@@ -276,7 +277,7 @@ def test_an_api_outage_keeps_liveness_and_takes_readiness_with_the_reason(tmp_pa
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
-    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{closed}",
+    wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{closed}",
                                                                 request_timeout_s=2)))
     served = http.start_http("127.0.0.1:0", wd, 1.0)
     base = f"http://127.0.0.1:{port_of(served)}"
@@ -334,7 +335,8 @@ def test_a_long_cycle_is_alive_and_a_stuck_one_is_not(tmp_path: Path) -> None:
     without leader election, not only after the first good cycle."""
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
     now = [1000.0]
-    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:9", request_timeout_s=1)),
+    wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:9",
+                                                                         request_timeout_s=1)),
                   clock=lambda: now[0])
     assert wd.metrics.leader._value.get() == 1.0
     served = http.start_http("127.0.0.1:0", wd, 1.0)

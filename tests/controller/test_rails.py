@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 from fakes import FakeKube
 
@@ -61,7 +62,7 @@ class Fleet:
 
     def watchdog(self, kube: Any = None, **kw: Any) -> Watchdog:
         kube = kube or KubeClient.from_settings(KubeSettings(host=self.api.base_url, request_timeout_s=5))
-        return Watchdog(kw.pop("config", None) or self.config(), kube, clock=lambda: self.now, **kw)
+        return builders.watchdog(kw.pop("config", None) or self.config(), kube, clock=lambda: self.now, **kw)
 
     def alive(self, name: str) -> bool:
         meta = self.pods[name]["metadata"]

@@ -17,13 +17,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 
 from tests.tokenapi import TokenApi
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.config.loader import load_config
 from watchdog.controller import http
-from watchdog.controller.cycle import Watchdog
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, write_config
@@ -96,7 +96,7 @@ def test_readyz_is_503_naming_refused_credentials_while_cycles_complete(emulator
     emulator.create_namespace("inference", {NAMESPACE_LABEL: "true"})
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
     kube = KubeClient.from_settings(KubeSettings(host=emulator.base_url))
-    wd = Watchdog(config, kube, listing=Cached(kube))
+    wd = builders.watchdog(config, kube, listing=Cached(kube))
     server = http.start_http("127.0.0.1:0", wd, 1.0, refusal=kube.credentials.refusal)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     cfg: Any = kube._api.configuration  # host mode: no loader resets it

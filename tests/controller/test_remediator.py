@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import builders
 import pytest
 from fakes import FakeClock, FakeKube
 
@@ -114,7 +115,7 @@ def open_policy(**kw: Any) -> DeletionPolicy:
 def remediator(kube: Any, rescrape: Rescrape | None = None, *, require_controller: bool = True,
                **kw: Any) -> tuple[Remediator, Metrics]:
     metrics = new_metrics()
-    return Remediator(kube, open_policy(**kw), rescrape or Rescrape(), metrics,
+    return builders.remediator(kube, open_policy(**kw), rescrape or Rescrape(), metrics,
                       require_controller=require_controller), metrics
 
 
@@ -221,7 +222,7 @@ def test_event_body_keeps_short_messages() -> None:
 def test_action_quarantine_removes_nothing_at_the_choke_point(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     target, rescrape = target_of(api, seeded["pod"]), Rescrape()
-    rem = Remediator(kube_client, open_policy(), rescrape, new_metrics(), action="quarantine")
+    rem = builders.remediator(kube_client, open_policy(), rescrape, new_metrics(), action="quarantine")
     before = len(api.emulator.request_log)
     outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     assert (outcome.result, rescrape.calls) == ("skip", 0)  # not even the confirmation scrape
@@ -443,7 +444,7 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
 
     kube = FakeKube(kube_client, **{verb: lost})
     metrics = new_metrics()
-    rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
+    rem = builders.remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
                      action=action)
     target = target_of(api, seeded["pod"])
     outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
@@ -498,7 +499,7 @@ def test_a_lost_removal_applied_later_is_reported_once(api: EmulatorServer, kube
 
     kube = FakeKube(kube_client, delete_pod=lost, get_pod=get_pod)
     metrics = new_metrics()
-    rem = Remediator(kube, open_policy(), Rescrape(), metrics)
+    rem = builders.remediator(kube, open_policy(), Rescrape(), metrics)
     target = target_of(api, seeded["pod"])
     first = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     assert first.result == "error" and "sent again next cycle" in first.detail
@@ -526,7 +527,7 @@ def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeC
 
     kube = FakeKube(kube_client, delete_pod=forbidden)
     metrics = new_metrics()
-    rem = Remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics)
+    rem = builders.remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "error" and "refused, not retried" in outcome.detail
     assert api.list_events(NS) == []
@@ -600,7 +601,7 @@ def test_configured_grace_period_is_sent(api: EmulatorServer, kube_client: KubeC
         return kube_client.delete_pod(*args)
 
     kube = FakeKube(kube_client, delete_pod=spy)
-    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)
+    rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)
     target = target_of(api, seeded["pod"])
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert sent == [(NS, target.name, target.uid, 7)]
@@ -611,7 +612,7 @@ def test_waiting_requests_keep_the_engine_busy_with_count_waiting(api: EmulatorS
                                                                   count_waiting: bool, result: str) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     queued = dataclasses.replace(SNAP, running=0.0, waiting=5.0)
-    rem = Remediator(kube_client, open_policy(), Rescrape(queued), new_metrics(), count_waiting=count_waiting)
+    rem = builders.remediator(kube_client, open_policy(), Rescrape(queued), new_metrics(), count_waiting=count_waiting)
     outcome = rem.remediate(target_of(api, seeded["pod"]), queued, VERDICT, signals=SIGNALS)
     assert outcome.result == result
     if result == "aborted":
@@ -628,7 +629,7 @@ def test_progressed_reads_values_as_the_detector_does() -> None:
 def test_an_eviction_says_evicted_in_its_events_and_result(api: EmulatorServer, kube_client: KubeClient) -> None:
     """The real API server tier caught "evictd:" in the Event message (the verb + "d")."""
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
-    rem = Remediator(kube_client, open_policy(), Rescrape(), new_metrics(), action="evict")
+    rem = builders.remediator(kube_client, open_policy(), Rescrape(), new_metrics(), action="evict")
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "evicted" and outcome.detail.startswith("evicted ")
     messages = [e["message"] for e in api.list_events(NS)]
@@ -642,8 +643,8 @@ def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServe
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     api.emulator.several_pdbs = {f"{NS}/{seeded['pod']['metadata']['name']}"}
     metrics = new_metrics()
-    rem = Remediator(kube_client, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
-                     action="evict")
+    rem = builders.remediator(kube_client, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(),
+                              metrics, action="evict")
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "deferred" and "more than one PodDisruptionBudget" in outcome.detail
     assert metrics.deferrals.labels("pdb")._value.get() == 1
@@ -671,7 +672,7 @@ def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, ku
 def ledger_rig(api: EmulatorServer, kube: FakeKube) -> tuple[Remediator, DeletionLedger]:
     api.create_namespace("watchdog")
     led = DeletionLedger(kube, Actuator(kube), "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
-    return Remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led), led
+    return builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led), led
 
 
 def uids(led: DeletionLedger) -> list[str]:
@@ -729,7 +730,7 @@ def test_the_fence_is_checked_after_the_slow_log_read(api: EmulatorServer, kube_
 
     kube = FakeKube(kube_client, read_pod_log=slow_log, delete_pod=lambda *a: "deleted")
     actuator = Actuator(kube, fence=lambda s: clock() + s < lease_end, write_timeout_s=10.0)
-    rem = Remediator(kube, open_policy(), Rescrape(), new_metrics(), actuator=actuator, clock=clock,
+    rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), actuator=actuator, clock=clock,
                      evidence=EvidenceKeeper(actuator, log_lines=5, clock=clock))
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert kube.calls["read_pod_log"] == 1
@@ -791,7 +792,7 @@ def test_event_messages_lead_with_the_facts(api: EmulatorServer, kube_client: Ku
                                             result: str, rule: str | None, what: str, why: str) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     target = target_of(api, seeded["pod"])
-    rem = Remediator(kube_client, open_policy(**rails), Rescrape(), new_metrics(), action=action,
+    rem = builders.remediator(kube_client, open_policy(**rails), Rescrape(), new_metrics(), action=action,
                      clock=lambda: 140.0, wall_clock=lambda: WALL)
     with caplog.at_level(logging.INFO, logger="watchdog.controller.remediator"):
         assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == result
@@ -815,7 +816,7 @@ def test_a_lost_answer_that_was_applied_says_so_after_the_rule(api: EmulatorServ
         kube_client.delete_pod(namespace, pod, uid, grace)
         raise KubeError("delete pod", 504, "Gateway Timeout")
 
-    rem = Remediator(FakeKube(kube_client, delete_pod=lost), open_policy(), Rescrape(), new_metrics(),
+    rem = builders.remediator(FakeKube(kube_client, delete_pod=lost), open_policy(), Rescrape(), new_metrics(),
                      clock=lambda: 140.0, wall_clock=lambda: WALL)
     target = target_of(api, seeded["pod"])
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"

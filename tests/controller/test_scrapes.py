@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from watchdog.adapters.metrics import new_metrics
-from watchdog.adapters.scrape import ScrapeError
-from watchdog.controller.scrapes import Scrapes
+from watchdog.adapters.scrape_errors import ScrapeError
+from watchdog.controller.fanout import Fanout
+from watchdog.controller.scrapes import ScrapeSource
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import WatchedPod
 from watchdog.core.profiles import get_profile
@@ -42,6 +43,10 @@ class Loop:
     def close(self) -> None: ...
 
 
+def source(loop: Loop, **kw: Any) -> ScrapeSource:
+    return ScrapeSource(loop, Fanout(0, 3.0), {"vllm": get_profile("vllm")}, new_metrics(), **kw)
+
+
 @pytest.mark.parametrize(("outcome", "expected", "detail"), [
     (BODY, "ok", ""),
     (ScrapeError("timeout", "timeout after 3 s"), "timeout", "timeout after 3 s"),
@@ -49,51 +54,30 @@ class Loop:
 ])
 def test_on_the_loop_every_failure_is_the_pods_own_outcome(outcome: bytes | BaseException, expected: str,
                                                             detail: str) -> None:
-    scrapes = Scrapes(Loop(outcome), {"vllm": get_profile("vllm")}, new_metrics())
-    pod = PodRecord(0, 0.0)
-    result, parsed = asyncio.run(scrapes.on_loop(TARGET, pod))
-    assert result == expected and pod.scrape_detail == detail
-    assert (parsed is not None) == (expected == "ok") and pod.scrape_seconds > 0
+    reading = asyncio.run(source(Loop(outcome)).read(TARGET, PodRecord(0, 0.0), None))
+    assert reading.outcome == expected and reading.detail == detail
+    assert (reading.parsed is not None) == (expected == "ok") and reading.seconds is not None and reading.seconds > 0
 
 
 def test_on_the_loop_a_shortened_deadline_is_passed_on_and_named_in_the_detail() -> None:
     loop = Loop(ScrapeError("timeout", "timeout after 1.0 s"))
-    scrapes = Scrapes(loop, {"vllm": get_profile("vllm")}, new_metrics())
-    pod = PodRecord(0, 0.0, timeouts=3, deadline_s=1.0)
-    assert asyncio.run(scrapes.on_loop(TARGET, pod))[0] == "timeout"
-    assert pod.scrape_detail == ("timeout after 1.0 s (a shortened deadline: its last 3 scrapes timed out; "
-                                 "every 4th cycle it gets the full deadline)")
-    pod.deadline_s = None
-    asyncio.run(scrapes.on_loop(TARGET, pod))
-    assert loop.deadlines == [1.0, None] and pod.scrape_detail == "timeout after 1.0 s"
+    scrapes = source(loop)
+    pod = PodRecord(0, 0.0, timeouts=3)
+    reading = asyncio.run(scrapes.read(TARGET, pod, 1.0))
+    assert reading.outcome == "timeout"
+    assert reading.detail == ("timeout after 1.0 s (a shortened deadline: its last 3 scrapes timed out; "
+                              "every 4th cycle it gets the full deadline)")
+    reading = asyncio.run(scrapes.read(TARGET, pod, None))
+    assert loop.deadlines == [1.0, None] and reading.detail == "timeout after 1.0 s"
 
 
-class Fetcher:
-    """A Fetcher without a loop (the threaded path) whose fetch moves ``clock`` by ``wait`` first."""
-
-    def __init__(self, clock: list[float], wait: float) -> None:
-        self.clock, self.wait = clock, wait
-
-    def fetch(self, url: str) -> bytes:
-        self.clock[0] += self.wait
-        return BODY
-
-    def close(self) -> None: ...
-
-
-@pytest.mark.parametrize("threaded", [True, False])
-def test_a_pods_read_at_is_when_its_body_arrived_on_either_path(threaded: bool) -> None:
+def test_a_pods_reading_is_timed_when_its_body_arrived() -> None:
     now = [100.0]
-    pod = PodRecord(0, 0.0)
-    if threaded:
-        scrapes = Scrapes(Fetcher(now, 2.5), {"vllm": get_profile("vllm")}, new_metrics(), clock=lambda: now[0])
-        result, _ = scrapes.timed(TARGET, pod)
-    else:
-        class Late(Loop):
-            async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
-                now[0] += 2.5
-                return BODY
 
-        scrapes = Scrapes(Late(BODY), {"vllm": get_profile("vllm")}, new_metrics(), clock=lambda: now[0])
-        result, _ = asyncio.run(scrapes.on_loop(TARGET, pod))
-    assert result == "ok" and pod.read_at == 102.5
+    class Late(Loop):
+        async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
+            now[0] += 2.5
+            return BODY
+
+    reading = asyncio.run(source(Late(BODY), clock=lambda: now[0]).read(TARGET, PodRecord(0, 0.0), None))
+    assert reading.outcome == "ok" and reading.t == 102.5

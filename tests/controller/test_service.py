@@ -20,6 +20,7 @@ from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
@@ -212,7 +213,8 @@ def test_sigterm_during_a_cycle_is_a_clean_stop(emulator: EmulatorServer, tmp_pa
 
 def test_a_cycle_cut_short_by_the_stop_is_not_a_failure(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
-    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2)))
+    wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1",
+                                                                         request_timeout_s=2)))
     runner = service.CycleRunner(wd)
     caplog.set_level(logging.INFO, logger="watchdog.controller.service")
     try:
@@ -262,7 +264,7 @@ def get(base: str, path: str) -> tuple[int, str, bytes]:
 def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Watchdog, str, Any]]:
     emulator.create_namespace("inference", {NAMESPACE_LABEL: "true"})
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
-    wd = Watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)))
+    wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)))
     server = http.start_http("127.0.0.1:0", wd, 1.0)
     try:
         yield wd, f"http://127.0.0.1:{server.server_address[1]}", server
@@ -320,7 +322,7 @@ def test_metrics_endpoint_serves_the_watchdog_metrics(served: tuple[Watchdog, st
 def test_safe_cycle_logs_and_counts_a_failure(tmp_path: Path) -> None:
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
     kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{closed_port()}", request_timeout_s=2))
-    wd = Watchdog(config, kube)
+    wd = builders.watchdog(config, kube)
     try:
         service.safe_cycle(wd)  # never raises
         service.safe_cycle(wd)

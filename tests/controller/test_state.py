@@ -3,6 +3,7 @@ engine series fed at their own sample times (source prometheus), never twice at 
 
 from __future__ import annotations
 
+from watchdog.controller.reading import Reading
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import DetectorState
 from watchdog.core.model import WatchedPod
@@ -19,7 +20,7 @@ def test_timeouts_count_the_timed_out_scrapes_in_a_row_and_any_other_outcome_res
     pod = PodRecord(0, 0.0)
     counts = []
     for now, outcome in enumerate(["timeout", "timeout", "timeout", "connection", "timeout", "ok", "timeout"]):
-        pod.note_scrape(TARGET, outcome, float(now))
+        pod.take(TARGET, Reading(outcome), float(now))
         counts.append(pod.timeouts)
     assert counts == [1, 2, 3, 0, 1, 0, 1]
 

@@ -1,7 +1,8 @@
 """``check``: scrape one ``/metrics`` endpoint (URL, file or stdin) and show the engine series found.
 
 For trying the watchdog's eyes on a live server before deploying it: the same bounded scrape
-(:mod:`watchdog.adapters.scrape`) and the same parser (:mod:`watchdog.core.parsing`) as the running watchdog.
+(:mod:`watchdog.adapters.ascrape`, called synchronously) and the same parser (:mod:`watchdog.core.parsing`) as the
+running watchdog.
 Exit status: 0 at least one of the profile's metrics found, 1 none found, 2 bad usage or the target could not be read.
 """
 
@@ -13,7 +14,9 @@ import math
 import sys
 from typing import Any
 
-from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper, redact
+from watchdog.adapters.ascrape import AsyncScraper
+from watchdog.adapters.scrape import redact
+from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.cli import check_prometheus
 from watchdog.cli.argtypes import positive_int, positive_seconds
 from watchdog.core.confirm import known, live_evidence
@@ -149,7 +152,7 @@ def _read_target(target: str, deadline_s: float, max_bytes: int) -> bytes:
             deadline_s=deadline_s,
             max_bytes=max_bytes,
         )
-        scraper = Scraper(limits)
+        scraper = AsyncScraper(limits)  # the cycle's transport: its loop starts here and stops with close()
         try:
             return scraper.fetch(target)
         finally:

@@ -6,13 +6,15 @@ the whole cycle (logged by the caller), because acting on half a picture is unsa
 
 State is kept per engine series, keyed by pod UID plus the engine's labels, dropped when the pod is gone and
 reset when the pod's container restart count changes. Sample times come from the monotonic clock: a scraped
-sample is stamped when its own body arrived (``Scrapes``), never before it (a stamp before the read that showed
+sample is stamped when its own body arrived (``ScrapeSource``), never before it (a stamp before the read that showed
 progress would start the stall clock early: a deletion on less proven time than the window) and not when the
 cycle judged (a cycle waiting for a hung pod's full deadline, the next one not, moved every stamp by seconds and
 a window of whole intervals by one interval, at random); the prompt pods are scraped in the same order every cycle
 (``fanout.order``), so a pod's body arrives at about the same moment of each. The confirmation scrape before a
 deletion reads the pod again after every stamp of its cycle. Source prometheus: Prometheus' own sample times
-moved onto it (``promsource``; a sample already fed is not fed again).
+moved onto it (``promsource``; a sample already fed is not fed again). Each target's pods are read by its
+:class:`~watchdog.controller.ports.Source` (``source`` per target); the cycle never asks which one it is. Every
+collaborator is built by :mod:`watchdog.controller.wiring`.
 
 API requests: namespaces and pods from ``listing`` (``run``: the watch-based cache) cost none, else 1 + 1 LIST per
 target; plus the brake's ConfigMap GET, a few GETs/DELETE/Events per remediation, and Prometheus' queries.
@@ -25,39 +27,33 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
-from watchdog.adapters.actuator import Actuator
-from watchdog.adapters.ascrape import AsyncScraper
-from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.logs import counts, facts
-from watchdog.adapters.metrics import Metrics, new_metrics
-from watchdog.adapters.scrape import ScrapeLimits
+from watchdog.adapters.metrics import Metrics
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
-from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
-from watchdog.controller.health import PodHealth
 from watchdog.controller.ledger import DeletionLedger
-from watchdog.controller.ports import Clock, Escalation, Fetcher, KubeApi, Listing, Querier
-from watchdog.controller.promsource import PrometheusSource, Read, client_from, confirm_read, fleet_reads
+from watchdog.controller.ports import Clock, KubeApi, Listing, Source
 from watchdog.controller.quarantine import Quarantine
-from watchdog.controller.remediator import Remediation, Remediator
-from watchdog.controller.scrapes import Scrapes
-from watchdog.controller.state import EngineState, PodRecord
+from watchdog.controller.reading import Reading
+from watchdog.controller.remediator import Remediation, Remediator, Rescrape
+from watchdog.controller.state import PodRecord
 from watchdog.controller.status import Snapshot, snapshot
+from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState, Verdict
-from watchdog.core.discovery import discover, invalid_opt_ins
-from watchdog.core.lines import Labels
+from watchdog.core.discovery import Discovery, discover, invalid_opt_ins
 from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
-from watchdog.core.parsing import EngineSnapshot, ParseResult
+from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, Rails
-from watchdog.core.profiles import Profile, target_profile
-from watchdog.core.vocab import ENGINE_STATES, SETTLED_STATES
+from watchdog.core.profiles import Profile
+from watchdog.core.vocab import ENGINE_STATES
 
-log = logging.getLogger("watchdog.controller.cycle")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -102,43 +98,36 @@ def _gc_paused() -> Iterator[None]:
             gc.collect(0)
 
 
-class Watchdog:
-    """Holds the state between cycles. ``clock``: seconds, monotonic (injectable for tests)."""
+def confirmation(sources: Mapping[str, Source], metrics: Metrics) -> Rescrape:
+    """The remediator's confirmation read: one engine series of a pod read afresh by its target's source (None:
+    unknown now; never raises), counted as a scrape."""
+    def rescrape(target: WatchedPod, key: str) -> EngineSnapshot | None:
+        reading = sources[target.target_name].confirm(target)
+        metrics.scrapes.labels(reading.outcome).inc()
+        if reading.parsed is None:
+            return None
+        return next((s for s in reading.parsed.series if s.key == key), None)
+    return rescrape
 
-    def __init__(self, config: Settings, kube: KubeApi, *, metrics: Metrics | None = None,
-                 scraper: Fetcher | None = None, clock: Clock = time.monotonic,
-                 wall_clock: Clock = time.time, leader: Callable[[], bool] = lambda: True,
-                 actuator: Actuator | None = None,
-                 escalation: Escalation | None = None, own_namespace: str = "default",
-                 brake: Brake | None = None, prometheus: Querier | None = None, listing: Listing | None = None) -> None:
+
+class Watchdog:
+    """Holds the state between cycles; built by :func:`watchdog.controller.wiring.build` (every collaborator passed
+    in). ``clock``: seconds, monotonic; ``sources``: target name -> its source; ``profiles``: target name -> its
+    engine profile."""
+
+    def __init__(self, config: Settings, kube: KubeApi, *, metrics: Metrics, policy: DeletionPolicy,
+                 remediator: Remediator, quarantine: Quarantine, sources: Mapping[str, Source],
+                 profiles: Mapping[str, Profile], fanout: Fanout, clock: Clock, wall_clock: Clock,
+                 leader: Callable[[], bool], ledger: DeletionLedger | None = None, brake: Brake | None = None,
+                 listing: Listing | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.listing = listing  # the watch-based cache (closed with the watchdog), when set
         self.lister: Listing | KubeApi = listing or kube  # where namespaces and pods come from each cycle
-        self.metrics = metrics or new_metrics()
-        self.scraper = scraper or AsyncScraper(ScrapeLimits(
-            connect_timeout_s=config.connect_timeout_seconds, deadline_s=config.scrape_deadline_seconds,
-            max_bytes=config.max_body_bytes), encoding=config.scrape_encoding)
-        self.policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
-        # Every write goes through it (the leadership fence); without one, an unfenced one (no leader election).
-        self.actuator = actuator or Actuator(kube, write_timeout_s=config.api_timeout_seconds)
-        # The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in the watchdog's own namespace.
-        ledger = DeletionLedger(kube, self.actuator, own_namespace, f"{config.lease_name}-ledger",
-                                config.deletion_window_seconds, wall_clock) if config.budget_ledger else None
-        self.remediator = Remediator(
-            kube, self.policy, self._rescrape, self.metrics, actuator=self.actuator,
-            grace_period_s=config.grace_period_seconds,
-            count_waiting=config.count_waiting, action=config.action,
-            completion_only_allowed=config.completion_only_window_seconds > 0, leader=leader, clock=clock,
-            wall_clock=wall_clock, escalation=escalation,
-            require_controller=config.require_controller, ledger=ledger,
-            events=EventRecorder(kube, self.actuator, self.metrics, clock=clock), evidence=EvidenceKeeper(
-                self.actuator, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes, clock=clock,
-                wall_clock=wall_clock))
-        self.ledger = ledger
-        self.quarantine = Quarantine.from_settings(config, self.actuator, self.metrics, self.remediator.events,
-                                                   clock=clock, wall_clock=wall_clock)
+        self.metrics, self.policy, self.remediator, self.quarantine = metrics, policy, remediator, quarantine
+        self.ledger = ledger  # the deletion ledger (budgetLedger), when on
+        self.sources, self._profiles = sources, profiles
+        self.fanout = fanout  # the scrapes' fan-out (its size is logged when a cycle overruns)
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
-        self.fanout = Fanout(config.workers, config.scrape_deadline_seconds)  # workers 0: sized by the fleet
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
         self.ever_ready: set[str] = set()  # pod UIDs seen Ready (discovery judges pods once Ready)
         self._was_leader = False
@@ -153,20 +142,12 @@ class Watchdog:
         if brake is not None:
             self.policy.set_brake(brake.why)
         self.metrics.paused.set(int(self.policy.paused_by is not None))
-        self._profiles: dict[str, Profile] = {
-            t.name: target_profile(t.name, t.profile, t.metrics) for t in config.targets
-        }
-        self._sources = {t.name: config.source_of(t) for t in config.targets}
-        self.scrapes = Scrapes(self.scraper, self._profiles, self.metrics, clock)
-        self.prometheus = None if "prometheus" not in self._sources.values() else PrometheusSource.from_settings(
-            config, prometheus or client_from(config))
-        self._offset = wall_clock() - clock()  # Prometheus sample times (Unix s) -> the monotonic clock
 
     def close(self) -> None:
-        self.fanout.close()
-        for closing in (self.scraper, self.listing):
-            if closing is not None:
-                closing.close()
+        for source in {id(s): s for s in self.sources.values()}.values():
+            source.close()
+        if self.listing is not None:
+            self.listing.close()
 
     # -- the cycle ----------------------------------------------------------------------------------------
     def run_cycle(self) -> CycleReport:
@@ -184,6 +165,33 @@ class Watchdog:
     def _cycle(self) -> CycleReport:
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
+        found, namespaces, listed_at = self._discover(report)
+        records = {t.uid: self._record(t) for t in found.targets}
+        readings = self._read(found.targets, records)
+        tallies = BreakerTallies()
+        judged = [(target, records[target.uid]) for target in found.targets
+                  if self._take(target, records[target.uid], readings[target.uid], report, tallies)]
+        for target, pod in judged:
+            if target.uid in found.ready_uids and target.owner_key:
+                self.policy.owner_ready(target.owner_key, pod.first_seen)
+        self._rails_for_cycle(tallies, {str(n.get("metadata", {}).get("name")) for n in namespaces}, listed_at)
+        self.quarantine.run(judged, self.policy, self._was_leader)  # the gate first: it drains before any deletion
+        for target, pod in judged:
+            try:
+                self._act(target, pod, report)
+            except Exception:  # one pod's trouble never stops the cycle
+                log.exception("acting on pod %s failed", target.ref, extra=facts(target))
+        report.api_requests = self.kube.api_requests - requests_before
+        report.duration_s = time.perf_counter() - started
+        self._publish(report)
+        self.last_success = self.clock()
+        self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
+                               leader=self._was_leader)
+        return report
+
+    def _discover(self, report: CycleReport) -> tuple[Discovery, list[dict[str, Any]], float]:
+        """This cycle's pods (and the namespaces opted in, and the moment they were listed: the warm-up counts from
+        there); what is gone is forgotten."""
         namespaces = self.lister.list_namespaces(self.namespace_selector)
         pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
         listed_at = self.clock()  # before any sample of this cycle: the warm-up counts from here
@@ -202,53 +210,35 @@ class Watchdog:
                 self._warned.add((name, value))
                 log.warning("namespace %s has %s=\"%s\", which is neither \"true\" (enforce) nor \"dry-run\": "
                             "not watched", name, NAMESPACE_LABEL, value, extra=facts(namespace=name))
+        return found, namespaces, listed_at
 
-        records = {t.uid: self._record(t) for t in found.targets}
-        from_prometheus = [t for t in found.targets if self._sources[t.target_name] == "prometheus"]
-        jobs = [(t, records[t.uid]) for t in found.targets if self._sources[t.target_name] != "prometheus"]
-        # Every scrape on the scraper's loop, one future for them all; a scraper without a loop (a fake): threads.
-        loop = self.scrapes.loop
-        batch = self.fanout.submit_async(jobs, self.scrapes.on_loop, loop) if loop is not None else None
-        futures = self.fanout.submit(jobs, self.scrapes.timed) if batch is None else {}
-        reads: dict[str, Read] = {} if self.prometheus is None else fleet_reads(
-            self.prometheus, from_prometheus, records, self._profiles, self.wall_clock(), self._offset)
-        scraped = batch.result() if batch is not None else {uid: f.result() for uid, f in futures.items()}
-        results = [reads[t.uid] if t.uid in reads else (*scraped[t.uid], records[t.uid].read_at, None)
-                   for t in found.targets]
-        judged: list[tuple[WatchedPod, PodRecord]] = []
-        health = PodHealth()
-        for target, (outcome, parsed, t, stamps) in zip(found.targets, results, strict=True):
-            report.scrapes[outcome] += 1
-            self.metrics.scrapes.labels(outcome).inc()
-            pod = records[target.uid]
-            pod.note_scrape(target, outcome, self.clock())
-            try:
-                present = self._judge(target, pod, parsed, report, t, stamps)
-            except Exception:  # one pod's trouble never stops the cycle
-                log.exception("judging pod %s failed", target.ref, extra=facts(target))
-                continue
-            judged.append((target, pod))
-            health.add(target.namespace, parsed is not None, present)
-            if target.uid in found.ready_uids and target.owner_key:
-                self.policy.owner_ready(target.owner_key, pod.first_seen)
+    def _read(self, targets: Sequence[WatchedPod], records: Mapping[str, PodRecord]) -> dict[str, Reading]:
+        """Every pod's reading, each from its target's source: every source started before any is waited for."""
+        by_source: dict[int, tuple[Source, list[tuple[WatchedPod, PodRecord]]]] = {}
+        for t in targets:
+            source = self.sources[t.target_name]
+            by_source.setdefault(id(source), (source, []))[1].append((t, records[t.uid]))
+        waits = [source.start(pods) for source, pods in by_source.values()]
+        readings: dict[str, Reading] = {}
+        for wait in waits:
+            readings.update(wait())
+        return readings
 
-        self._rails_for_cycle(health, {str(n.get("metadata", {}).get("name")) for n in namespaces}, listed_at)
-        self.quarantine.run(judged, self.policy, self._was_leader)  # the gate first: it drains before any deletion
-        for target, pod in judged:
-            try:
-                self._act(target, pod, report)
-            except Exception:  # one pod's trouble never stops the cycle
-                log.exception("acting on pod %s failed", target.ref, extra=facts(target))
+    def _take(self, target: WatchedPod, pod: PodRecord, reading: Reading, report: CycleReport,
+              tallies: BreakerTallies) -> bool:
+        """Take one pod's reading in and judge its engine series; False when judging failed (logged)."""
+        report.scrapes[reading.outcome] += 1
+        self.metrics.scrapes.labels(reading.outcome).inc()
+        pod.take(target, reading, self.clock())
+        try:
+            present = self._judge(target, pod, reading, report)
+        except Exception:  # one pod's trouble never stops the cycle
+            log.exception("judging pod %s failed", target.ref, extra=facts(target))
+            return False
+        tallies.add(target.namespace, reading.parsed is not None, present)
+        return True
 
-        report.api_requests = self.kube.api_requests - requests_before
-        report.duration_s = time.perf_counter() - started
-        self._publish(report)
-        self.last_success = self.clock()
-        self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
-                               leader=self._was_leader)
-        return report
-
-    def _rails_for_cycle(self, health: PodHealth, namespaces: set[str], listed_at: float) -> None:
+    def _rails_for_cycle(self, health: BreakerTallies, namespaces: set[str], listed_at: float) -> None:
         now = self.clock()
         leader = self.leader()
         if leader and not self._was_leader:
@@ -287,17 +277,6 @@ class Watchdog:
             pod = self.pods[target.uid] = PodRecord(target.restart_count, self.clock())
         return pod
 
-    def _rescrape(self, target: WatchedPod, key: str) -> EngineSnapshot | None:
-        if self.prometheus is not None and self._sources[target.target_name] == "prometheus":
-            profile = self._profiles[target.target_name]
-            outcome, parsed = confirm_read(self.prometheus, profile, target, self.wall_clock())
-        else:
-            outcome, parsed = self.scrapes.scrape(target)
-        self.metrics.scrapes.labels(outcome).inc()
-        if parsed is None:
-            return None
-        return next((s for s in parsed.series if s.key == key), None)
-
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:
             del self.pods[uid]
@@ -305,17 +284,16 @@ class Watchdog:
         self.policy.forget_pods(live)
         self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)
 
-    def _judge(self, target: WatchedPod, pod: PodRecord, parsed: ParseResult | None, report: CycleReport,
-               t: float | None = None, stamps: Mapping[Labels, float | None] | None = None) -> set[str]:
-        """Feed this cycle's sample (at ``t``; None: now; or each engine series at its own time in ``stamps``, once
-        per time: see :meth:`PodRecord.observe`) of every engine series to its detector; return the states of the
-        series present in the body (empty when the scrape failed or the body had none)."""
-        t = self.clock() if t is None else t
+    def _judge(self, target: WatchedPod, pod: PodRecord, reading: Reading, report: CycleReport) -> set[str]:
+        """Feed this cycle's sample (at the reading's ``t``; None: now; or each engine series at its own time in its
+        ``stamps``, once per time: see :meth:`PodRecord.observe`) of every engine series to its detector; return the
+        states of the series present in the body (empty when the read failed or the body had none)."""
+        t = self.clock() if reading.t is None else reading.t
         profile = self._profiles[target.target_name]
-        vanished, observations = pod.observe(t, parsed, self.config.window_seconds, lambda: DetectorState(
+        vanished, observations = pod.observe(t, reading.parsed, self.config.window_seconds, lambda: DetectorState(
             self.config.window_seconds, min_samples=self.config.min_samples,
             count_waiting=self.config.count_waiting, signals=profile.progress,
-            completion_window_s=self.config.completion_only_window_seconds or None), stamps,
+            completion_window_s=self.config.completion_only_window_seconds or None), reading.stamps,
             self.config.prometheus_staleness_seconds)
         for key in vanished:
             log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
@@ -336,7 +314,11 @@ class Watchdog:
                     said = f"{verdict.state}: {said}"
                 log.info("pod %s series {%s}: %s -> %s", target.ref, seen.key, seen.previous or "new", said,
                          extra=facts(target, engine=seen.key, state=verdict.state, reason=verdict.reason))
-            self._follow_episode(target, seen.key, seen.engine)
+            episode = seen.engine.follow_episode()
+            if episode:
+                self.metrics.stalls.inc()
+            elif episode is not None:
+                self.policy.episode_over(target.uid, seen.key)
         if not observations:  # no engine series known (scrape failed, or none in the body): one unknown engine
             report.engines["unknown"] += 1
         dropped = pod.cap_series()
@@ -346,20 +328,9 @@ class Watchdog:
                      extra=facts(target, reason="series_cap"))
         return present
 
-    def _follow_episode(self, target: WatchedPod, key: str, engine: EngineState) -> None:
-        """Stall episodes follow the detector's own clock: one opens when the series turns stalled and closes
-        only when the engine is seen idle or progressing (the clock restarted), never on a failed scrape."""
-        state = engine.verdict.state if engine.verdict else None
-        if state == "stalled" and not engine.in_episode:
-            engine.in_episode = True
-            self.metrics.stalls.inc()
-        elif state in SETTLED_STATES:
-            engine.in_episode = False
-            self.policy.episode_over(target.uid, key)
-
     def _act(self, target: WatchedPod, pod: PodRecord, report: CycleReport) -> None:
         for _key, engine in sorted(pod.engines.items()):
-            if engine.verdict is None or not engine.verdict.stalled or engine.last is None or engine.held:
+            if engine.verdict is None or engine.verdict.state != "stalled" or engine.last is None or engine.held:
                 continue  # a held verdict (no newer sample from Prometheus) waits for one
             seen_for = self.clock() - pod.first_seen
             result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,

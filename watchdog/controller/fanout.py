@@ -1,7 +1,8 @@
 """The cycle's scrape fan-out: how many scrapes run at once, and in which order.
 
-A scrape of a hung pod holds its worker thread until the deadline, a slow pod's until it answers; the healthy
-pods, which answer in milliseconds, must not queue behind them. So:
+Every scrape is a coroutine on the scraper's event loop (:meth:`Fanout.gather`); a "worker" is one of the scrapes
+allowed in flight at once (a semaphore). A scrape of a hung pod holds its worker until the deadline, a slow pod's
+until it answers; the healthy pods, which answer in milliseconds, must not queue behind them. So:
 
 - **Slowest first**, by each pod's scrape time last cycle: a pod that hangs until the deadline overlaps with
   the fast ones instead of adding its deadline to the end of the cycle. The prompt pods (under
@@ -14,10 +15,8 @@ pods, which answer in milliseconds, must not queue behind them. So:
   never more than the pods. 2,000 pods of which 120 are slow or hung: 136 workers; 100 healthy pods: 16.
   A fixed ``workers: N`` keeps N.
 
-With a scraper that has its own event loop (:class:`~watchdog.controller.ports.AsyncFetcher`, the default),
-:meth:`Fanout.submit_async` runs every scrape as a coroutine on that loop instead, in the same order, at most as
-many at once as the pool would have threads (a semaphore; 64 prompt scrapes at once made the loop's GET cheaper,
-0.62 -> 0.45 ms CPU at 400 loopback pods, but peak RSS at 2,000 pods 92 -> 111 MiB, over its goal): no
+The workers were threads once; on the loop the same sizing holds (64 prompt scrapes at once made the loop's GET
+cheaper, 0.62 -> 0.45 ms CPU at 400 loopback pods, but peak RSS at 2,000 pods 92 -> 111 MiB, over its goal): no
 thread per scrape, and no more bodies in memory at once than scrapes in flight (each is parsed on the loop as soon
 as it arrived).
 
@@ -35,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TypeVar
 
 from watchdog.controller.ports import AsyncFetcher
@@ -45,7 +44,6 @@ from watchdog.core.model import WatchedPod
 AUTO_BASE = 16  # workers for the prompt pods: keeps the one core busy while each waits ~5-15 ms for its answer
 AUTO_MAX = 256  # past this, threads cost more than they wait (docs/scaling.md)
 NEW_PER_WORKER = 16  # pods never scraped: assume 1 in 16 may be slow (the first cycle, a new rollout)
-SHRINK_BELOW = 0.75  # the pool is rebuilt smaller only when the size wanted drops below 75% of it
 
 R = TypeVar("R")
 
@@ -94,58 +92,36 @@ def auto_workers(last_seconds: Sequence[float], deadline_s: float) -> int:
 
 
 class Fanout:
-    """Runs one cycle's scrapes on a thread pool sized as above (``workers`` 0: auto) and in that order."""
+    """Runs one cycle's scrapes on the scraper's loop, as many at once as sized above (``workers`` 0: auto), in that
+    order."""
 
     def __init__(self, workers: int, deadline_s: float) -> None:
         self.fixed = workers
         self.deadline_s = deadline_s
-        self.size = 0  # the current pool's number of workers (0: no pool yet)
-        self.cycles = 0  # batches submitted on a loop (the cycle count of scrape_deadline)
-        self._pool: ThreadPoolExecutor | None = None
+        self.size = 0  # how many scrapes ran at once last cycle (0: none yet)
+        self.cycles = 0  # batches run (the cycle count of scrape_deadline)
 
-    def submit(self, jobs: Sequence[tuple[WatchedPod, PodRecord]],
-               scrape: Callable[[WatchedPod, PodRecord], R]) -> dict[str, Future[R]]:
-        """Start ``scrape(target, record)`` for every job, slowest first; the futures by pod UID."""
-        pool = self._pool_for([record.scrape_seconds for _, record in jobs])
-        ordered = order(jobs, self.deadline_s)
-        return {target.uid: pool.submit(scrape, target, record) for target, record in ordered}
-
-    def submit_async(self, jobs: Sequence[tuple[WatchedPod, PodRecord]],
-                     scrape: Callable[[WatchedPod, PodRecord], Awaitable[R]], loop: AsyncFetcher
-                     ) -> Future[dict[str, R]]:
-        """Run the coroutine ``scrape(target, record)`` of every job on ``loop``, slowest first, as many at once as
-        the pool would have workers; ONE future, of every result by pod UID (the caller wakes once, not once per
-        pod: each wake-up of a waiting thread took the GIL from the loop). Each record's ``deadline_s`` is set to
-        this cycle's :func:`scrape_deadline`."""
+    def gather(self, jobs: Sequence[tuple[WatchedPod, PodRecord]],
+               scrape: Callable[[WatchedPod, PodRecord, float | None], Awaitable[R]], loop: AsyncFetcher
+               ) -> Future[dict[str, R]]:
+        """Run the coroutine ``scrape(target, record, deadline_s)`` of every job on ``loop``, slowest first, as many
+        at once as the pool would have workers; ONE future, of every result by pod UID (the caller wakes once, not
+        once per pod: each wake-up of a waiting thread took the GIL from the loop). ``deadline_s``: this cycle's
+        :func:`scrape_deadline` of the job's pod."""
         self.cycles += 1
-        for _, record in jobs:
-            record.deadline_s = scrape_deadline(record.timeouts, self.cycles, self.deadline_s)
         last = [record.scrape_seconds for _, record in jobs]
         self.size = self.fixed or auto_workers(last, self.deadline_s)
         ordered = order(jobs, self.deadline_s)
+        cycle, deadline_s = self.cycles, self.deadline_s
 
         async def every() -> dict[str, R]:
             limit = asyncio.Semaphore(self.size)
 
             async def limited(target: WatchedPod, record: PodRecord) -> R:
                 async with limit:  # FIFO: the scrapes start in the order they were created
-                    return await scrape(target, record)
+                    return await scrape(target, record, scrape_deadline(record.timeouts, cycle, deadline_s))
 
             results = await asyncio.gather(*(limited(target, record) for target, record in ordered))
             return {target.uid: result for (target, _), result in zip(ordered, results, strict=True)}
 
         return loop.run(every())
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-    def _pool_for(self, last_seconds: Sequence[float]) -> ThreadPoolExecutor:
-        wanted = self.fixed or auto_workers(last_seconds, self.deadline_s)
-        if self._pool is None or wanted > self.size or wanted < SHRINK_BELOW * self.size:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)  # idle between cycles: its threads exit
-            self._pool = ThreadPoolExecutor(max_workers=wanted, thread_name_prefix="scrape")
-            self.size = wanted
-        return self._pool

@@ -1,14 +1,18 @@
 """The ports the controller is wired through (``typing.Protocol``): what it needs from the Kubernetes API,
-from the scraper, from Prometheus, from node escalation and from a clock. The adapters satisfy them; tests
-pass typed fakes (tests/fakes.py) that mypy checks against the same Protocols."""
+from the scraper, from Prometheus, from a source of engine signals, from node escalation and from a clock. The
+adapters (and the sources) satisfy them; tests pass typed fakes (tests/fakes.py) that mypy checks against the
+same Protocols."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar
 
 from watchdog.adapters.kube import DeleteResult, EvictResult, PatchResult
+from watchdog.controller.reading import Reading
+from watchdog.controller.state import PodRecord
+from watchdog.core.model import WatchedPod
 from watchdog.core.promql import Series
 
 T = TypeVar("T")
@@ -49,20 +53,26 @@ class Listing(Protocol):
     def close(self) -> None: ...
 
 
-class Fetcher(Protocol):
-    """One bounded scrape (adapters.scrape.Scraper): the body, or ScrapeError."""
+class AsyncFetcher(Protocol):
+    """The bounded scrape with its own event loop (adapters.ascrape.AsyncScraper): the cycle runs every scrape of
+    the fleet as a coroutine there (``run``: its concurrent future); ``fetch`` is the synchronous call (the
+    confirmation scrape). The body, or ScrapeError."""
 
+    async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes: ...
     def fetch(self, url: str) -> bytes: ...
+    def run(self, coro: Coroutine[Any, Any, T]) -> Future[T]: ...
     def close(self) -> None: ...
 
 
-@runtime_checkable
-class AsyncFetcher(Fetcher, Protocol):
-    """A scraper with its own event loop (adapters.ascrape.AsyncScraper): the cycle runs every scrape of the fleet
-    as a coroutine there (``run``: its concurrent future) instead of on a thread pool."""
+class Source(Protocol):
+    """Where a target's engine signals come from (``source`` per target): ``start`` begins reading every due pod of
+    a cycle and returns the call that waits for their readings by pod UID (a source may read there, in the
+    cycle's thread, while another reads on its own loop); ``confirm`` reads one pod afresh, right before an
+    action. Neither raises for a pod's trouble: that is its reading's outcome."""
 
-    async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes: ...
-    def run(self, coro: Coroutine[Any, Any, T]) -> Future[T]: ...
+    def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]: ...
+    def confirm(self, pod: WatchedPod) -> Reading: ...
+    def close(self) -> None: ...
 
 
 class Querier(Protocol):

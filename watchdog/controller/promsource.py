@@ -8,31 +8,35 @@ so the values may be newer than the time) is held that cycle, never fed values u
 (:mod:`watchdog.core.promql` writes them and groups the answers per pod). Any failed query (unreachable, HTTP
 error, timeout, body over the bound, ``status: error``, ``warnings``) makes the whole answer unusable: every
 Prometheus pod is unknown that cycle. :meth:`PrometheusSource.read_pod` runs the same queries restricted to one
-pod, for the confirmation right before a deletion.
+pod, for the confirmation right before a deletion (:meth:`PrometheusSource.confirm`).
+
+As a :class:`~watchdog.controller.ports.Source`, Prometheus' sample times are moved onto the cycle's monotonic
+clock (``offset``: wall clock minus monotonic clock, fixed at start; their differences exactly as Prometheus stamped
+them), and a sample already fed is not fed again (each reading's ``mark``: the newest sample time fed).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from watchdog.adapters.logs import facts
-from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
-from watchdog.config.settings import Settings
-from watchdog.core.lines import Labels
+from watchdog.adapters.promdecode import PrometheusError
+from watchdog.controller.reading import Reading
 from watchdog.core.model import WatchedPod
-from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import Plan, PodKey, PodReading, Reading, plan, reading_outcome
+from watchdog.core.promql import Plan, PodKey, PodReading, plan, reading_outcome
+from watchdog.core.promql import Reading as Answers
 
 if TYPE_CHECKING:  # types only: `check --prometheus` must not import the Kubernetes client
-    from watchdog.controller.ports import Querier
+    from watchdog.controller.ports import Clock, Querier
     from watchdog.controller.state import PodRecord
 
-log = logging.getLogger("watchdog.controller.cycle")
+log = logging.getLogger(__name__)
+_WHAT = "reading it from Prometheus"
 
 
 @dataclass(frozen=True)
@@ -43,31 +47,20 @@ class FleetReading:
     error: str = ""
 
 
-def client_from(config: Settings) -> PrometheusClient:
-    """The bounded Prometheus client of ``config`` (prometheusUrl must be set)."""
-    return PrometheusClient(PrometheusLimits(
-        url=str(config.prometheus_url), timeout_s=config.prometheus_timeout_seconds,
-        max_bytes=config.prometheus_max_bytes, bearer_token_file=config.prometheus_bearer_token_file,
-        ca_file=config.prometheus_ca_file, username_file=config.prometheus_username_file,
-        password_file=config.prometheus_password_file, tenant=config.prometheus_tenant))
-
-
 class PrometheusSource:
-    """Reads the signals of Prometheus pods through ``client`` (a :class:`Querier`)."""
+    """Reads the signals of Prometheus pods through ``client`` (a :class:`Querier`); as a Source, of the targets'
+    ``profiles`` (target name -> profile), queried at ``wall_clock`` (Unix s)."""
 
     def __init__(self, client: Querier, staleness_s: float, namespace_label: str, pod_label: str,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None, *, profiles: Mapping[str, Profile] | None = None,
+                 wall_clock: Clock = time.time, offset: float = 0.0) -> None:
         self.client = client
         self.timeout_s = timeout_s  # one deadline for a reading's batches of queries (None: one per batch)
         self.staleness_s = staleness_s
         self.namespace_label = namespace_label
         self.pod_label = pod_label
+        self.profiles, self.wall_clock, self.offset = profiles or {}, wall_clock, offset
         self._fleet_plans: dict[Profile, Plan] = {}  # the fleet queries depend on the profile and settings only
-
-    @classmethod
-    def from_settings(cls, config: Settings, client: Querier) -> PrometheusSource:
-        return cls(client, config.prometheus_staleness_seconds, config.prometheus_namespace_label,
-                   config.prometheus_pod_label, config.prometheus_timeout_seconds)
 
     def read_fleet(self, profiles: Iterable[Profile], at: float) -> FleetReading:
         """Every pod's reading for each of ``profiles``, queried at ``at`` (Unix seconds)."""
@@ -92,7 +85,7 @@ class PrometheusSource:
               bracket: bool = False) -> FleetReading:
         """The readings of ``profiles``; ``bracket``: the time queries before and after the others (module
         docstring), else every query at once."""
-        readings = [Reading(p, self._plan(p, restrict)) for p in sorted(profiles, key=lambda p: p.name)]
+        readings = [Answers(p, self._plan(p, restrict)) for p in sorted(profiles, key=lambda p: p.name)]
         unique = list(dict.fromkeys((q, r.plan.labels_of(q)) for r in readings for q in r.plan.queries()))
         times = [u for u in unique if any(u[0] == r.plan.time for r in readings)]
         batches = [times, [u for u in unique if u not in times], times] if bracket else [unique]
@@ -113,53 +106,48 @@ class PrometheusSource:
         return FleetReading({r.profile: r.pods() for r in readings})
 
 
-#: What the cycle gets per pod: (scrape outcome, parsed signals or None, sample time on the monotonic clock or
-#: None for "now", each engine series' own sample time on the monotonic clock by its labels -- None: not to be
-#: fed this cycle (its time moved while its values were read) -- or None when every engine is at the sample time:
-#: a scraped body). The cycle feeds an engine series only when its time moved on since it was last fed.
-Read = tuple[str, ParseResult | None, float | None, Mapping[Labels, float | None] | None]
+    # -- the Source ---------------------------------------------------------------------------------------------
+    def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]:
+        """The readings are made when asked for, in the caller's thread (while the scrapes run on their loop)."""
+        return lambda: self.read_pods(pods, self.wall_clock())
 
-
-def fleet_reads(source: PrometheusSource, targets: Sequence[WatchedPod], records: Mapping[str, PodRecord],
-                profiles: Mapping[str, Profile], at: float, offset: float) -> dict[str, Read]:
-    """Per pod UID, this cycle's :data:`Read` of the Prometheus ``targets``. ``at``: the wall clock (the query
-    time); ``offset``: wall clock minus monotonic clock, fixed at start, which moves Prometheus' sample times
-    onto the cycle's monotonic clock (their differences exactly as Prometheus stamped them)."""
-    if not targets:
-        return {}
-    fleet = source.read_fleet({profiles[t.target_name] for t in targets}, at)
-    if fleet.error:
-        log.warning("Prometheus query failed: %s: the engines of its %d pods are unknown this cycle", fleet.error,
-                    len(targets), extra=facts(result="prometheus_error", reason=fleet.error))
-    out: dict[str, Read] = {}
-    for target in targets:
-        pod = records[target.uid]
-        last = None if pod.sample_t is None else pod.sample_t - offset
+    def read_pods(self, pods: Sequence[tuple[WatchedPod, PodRecord]], at: float) -> dict[str, Reading]:
+        """Per pod UID, this cycle's reading of ``pods``, queried at ``at`` (the wall clock)."""
+        if not pods:
+            return {}
+        offset = self.offset
+        fleet = self.read_fleet({self.profiles[t.target_name] for t, _ in pods}, at)
         if fleet.error:
-            pod.scrape_detail = fleet.error
-            out[target.uid] = ("prometheus_error", None, last, None)
-            continue
-        reading = fleet.pods[profiles[target.target_name]].get((target.namespace, target.name))
+            log.warning("Prometheus query failed: %s: the engines of its %d pods are unknown this cycle", fleet.error,
+                        len(pods), extra=facts(result="prometheus_error", reason=fleet.error))
+        out: dict[str, Reading] = {}
+        for target, record in pods:
+            last = None if record.mark is None else record.mark - offset
+            if fleet.error:
+                out[target.uid] = Reading("prometheus_error", detail=fleet.error, what=_WHAT, t=last)
+                continue
+            reading = fleet.pods[self.profiles[target.target_name]].get((target.namespace, target.name))
+            outcome, why = reading_outcome(reading)
+            if outcome != "ok" or reading is None or reading.t is None:
+                out[target.uid] = Reading(outcome, detail=why, what=_WHAT, t=last)
+                continue
+            newest = reading.t if record.mark is None else max(reading.t, record.mark)
+            stamps = {labels: None if labels in reading.moved else t - offset for labels, t in reading.times.items()}
+            out[target.uid] = Reading("ok", reading.parsed, t=newest - offset, stamps=stamps, mark=newest)
+        return out
+
+    def confirm(self, pod: WatchedPod) -> Reading:
+        """The confirmation before a deletion: the same queries restricted to ``pod``, fresh (not this cycle's
+        answer)."""
+        reading = self.read_pod(self.profiles[pod.target_name], pod.namespace, pod.name, self.wall_clock())
+        if isinstance(reading, str):
+            log.info("pod %s: the confirming Prometheus query failed: %s", pod.ref, reading,
+                     extra=facts(pod, result="prometheus_error", reason=reading))
+            return Reading("prometheus_error", detail=reading, what=_WHAT)
         outcome, why = reading_outcome(reading)
-        if outcome != "ok" or reading is None or reading.t is None:
-            pod.scrape_detail = why
-            out[target.uid] = (outcome, None, last, None)
-            continue
-        newest = reading.t if pod.sample_t is None else max(reading.t, pod.sample_t)
-        pod.sample_t = newest
-        stamps = {labels: None if labels in reading.moved else t - offset for labels, t in reading.times.items()}
-        out[target.uid] = ("ok", reading.parsed, newest - offset, stamps)
-    return out
+        if outcome == "ok" and reading is not None:
+            return Reading(outcome, reading.parsed)
+        return Reading(outcome, detail=why, what=_WHAT)
 
-
-def confirm_read(source: PrometheusSource, profile: Profile, target: WatchedPod, at: float,
-                 ) -> tuple[str, ParseResult | None]:
-    """The confirmation before a deletion: the same queries restricted to ``target``'s pod, fresh (not this
-    cycle's answer). (outcome, parsed or None when unknown)."""
-    reading = source.read_pod(profile, target.namespace, target.name, at)
-    if isinstance(reading, str):
-        log.info("pod %s: the confirming Prometheus query failed: %s", target.ref, reading,
-                 extra=facts(target, result="prometheus_error", reason=reading))
-        return "prometheus_error", None
-    outcome, _ = reading_outcome(reading)
-    return outcome, reading.parsed if outcome == "ok" and reading is not None else None
+    def close(self) -> None:
+        """Nothing to release: every query opens and closes its own connection."""

@@ -28,7 +28,6 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
-from watchdog.config.settings import Settings
 from watchdog.controller.ports import Clock
 from watchdog.controller.state import PodRecord
 from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
@@ -74,14 +73,6 @@ class Quarantine:
         self._unanswered: set[str] = set()  # pod UIDs whose drain's answer was lost: counted drained until a LIST
         self._held: set[tuple[str, str]] = set()  # (pod UID, rule) already logged and counted
         self._was_leader = False
-
-    @classmethod
-    def from_settings(cls, config: Settings, actuator: Actuator, metrics: Metrics, events: EventRecorder, *,
-                      clock: Clock, wall_clock: Clock) -> Quarantine:
-        rails = QuarantineRails(config.quarantine_after_seconds, config.quarantine_max_owner_fraction,
-                                config.quarantine_in_dry_run, config.dry_run)
-        return cls(actuator, metrics, events, rails, enabled=config.quarantine, clock=clock,
-                   wall_clock=wall_clock)
 
     def observe(self, pods_by_target: Iterable[tuple[Any, Iterable[Mapping[str, Any]]]]) -> None:
         """This cycle's pod LIST, before it is dropped."""

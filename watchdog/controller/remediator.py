@@ -48,7 +48,7 @@ from watchdog.adapters.metrics import Metrics
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
-from watchdog.core.confirm import not_confirmed
+from watchdog.core.confirm import no_evidence, not_confirmed
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import recheck
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, Outcome, stall_message
@@ -62,7 +62,6 @@ from watchdog.core.vocab import RemediationResult
 log = logging.getLogger("watchdog.controller.remediator")
 _PAST: dict[str, Outcome] = {"delete": "deleted", "evict": "evicted"}  # Event and log wording per action
 
-Result = RemediationResult
 #: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
 Rescrape = Callable[[WatchedPod, str], EngineSnapshot | None]
 #: The Event message of this stall for an outcome, with the deferral's rule and why (or a note).
@@ -73,7 +72,7 @@ Say = Callable[[Outcome, str, str], str]
 class Remediation:
     """What one remediation did: ``result``, a one-line ``detail`` and, for a deferral, the ``rule``."""
 
-    result: Result
+    result: RemediationResult
     detail: str
     rule: str = ""
 
@@ -99,22 +98,19 @@ class Remediator:
     """
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
-                 actuator: Actuator | None = None,
+                 actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
                  grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
                  completion_only_allowed: bool = False,
                  leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, escalation: Escalation | None = None,
-                 events: EventRecorder | None = None, require_controller: bool = True,
-                 ledger: DeletionLedger | None = None, evidence: EvidenceKeeper | None = None) -> None:
+                 require_controller: bool = True, ledger: DeletionLedger | None = None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
-        self.actuator = actuator or Actuator(kube)
+        self.actuator, self.events, self.evidence = actuator, events, evidence
         self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
         self.completion_only_allowed = completion_only_allowed
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
-        self.events = events or EventRecorder(kube, self.actuator, metrics)
         self.require_controller = require_controller
         self.ledger = ledger
-        self.evidence = evidence or EvidenceKeeper(self.actuator, clock=clock, wall_clock=wall_clock)
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
         self._unsettled: dict[str, tuple[WatchedPod, str, Say, str]] = {}
@@ -194,9 +190,10 @@ class Remediator:
         fresh = self.rescrape(target, series.key)
         if fresh is None:
             return self._done("aborted", f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
-        why = not_confirmed(series, fresh, self.count_waiting, signals, self.completion_only_allowed)
-        if why is not None and why.startswith("no evidence"):
+        why = no_evidence(fresh, signals, self.completion_only_allowed)
+        if why is not None:
             return self._done("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
+        why = not_confirmed(series, fresh, self.count_waiting, signals, self.completion_only_allowed)
         if why is not None:
             return self._done("aborted", f"engine recovered before deletion: {why}")
         return fresh
@@ -320,7 +317,7 @@ class Remediator:
             self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why))
         return self._done("deferred", f"{target.ref}: {why}", rule)
 
-    def _done(self, result: Result, detail: str, rule: str = "") -> Remediation:
+    def _done(self, result: RemediationResult, detail: str, rule: str = "") -> Remediation:
         self.metrics.remediations.labels(result).inc()
         return Remediation(result, detail, rule)
 

@@ -1,97 +1,87 @@
-"""One pod's scrape as the cycle sees it: the body fetched, then parsed at once, as an outcome.
+"""``source: scrape``: one pod's ``/metrics`` fetched, then parsed at once, as a
+:class:`~watchdog.controller.reading.Reading`.
 
-:meth:`Scrapes.on_loop` is the coroutine the cycle runs for every pod on the scraper's event loop (the parse runs
-there too, as soon as the body arrived, so no more bodies are alive than scrapes in flight); :meth:`Scrapes.timed`
-the same on a pool thread for a scraper without a loop (tests' fakes); :meth:`Scrapes.scrape` the synchronous one
-(the confirmation before a deletion). Each pod's ``scrape_seconds`` (the fan-out's order and size next cycle) is
-the time from the start of its fetch to the end of its parse, never the time it waited for its turn; its
-``read_at`` the moment that ended, on ``clock`` (the sample's time: never before the body it reads arrived, so the
-stall clock never starts before the read that showed progress; docs in :mod:`watchdog.controller.cycle`).
+:meth:`ScrapeSource.start` runs :meth:`ScrapeSource.read` for every due pod of the cycle as a coroutine on the
+scraper's event loop (the fan-out: :mod:`watchdog.controller.fanout`; the parse runs there too, as soon as the body
+arrived, so no more bodies are alive than scrapes in flight); :meth:`ScrapeSource.confirm` is the synchronous read
+(the confirmation before a deletion). A reading's ``seconds`` (the fan-out's order and size next cycle) is the time
+from the start of its fetch to the end of its parse, never the time it waited for its turn; its ``t`` the moment
+that ended, on ``clock`` (the sample's time: never before the body it reads arrived, so the stall clock never starts
+before the read that showed progress; docs in :mod:`watchdog.controller.cycle`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
-from watchdog.adapters.scrape import ScrapeError
-from watchdog.controller.fanout import FULL_EVERY
-from watchdog.controller.ports import AsyncFetcher, Fetcher
+from watchdog.adapters.scrape_errors import ScrapeError
+from watchdog.controller.fanout import FULL_EVERY, Fanout
+from watchdog.controller.ports import AsyncFetcher, Clock
+from watchdog.controller.reading import Reading
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import WatchedPod
-from watchdog.core.parsing import ParseResult, parse_exposition
+from watchdog.core.parsing import parse_exposition
 from watchdog.core.profiles import Profile
 
-log = logging.getLogger("watchdog.controller.cycle")
-
-Outcome = tuple[str, ParseResult | None]  # (outcome: "ok" or a ScrapeError reason or "parse", the parsed body)
+log = logging.getLogger(__name__)
 
 
-class Scrapes:
-    """Fetch with ``scraper``, parse with the target's profile; why a scrape failed goes to ``pod.scrape_detail``."""
+class ScrapeSource:
+    """Fetch with ``scraper`` (on its loop, ``fanout`` deciding how many at once and in which order), parse with the
+    target's profile."""
 
-    def __init__(self, scraper: Fetcher, profiles: dict[str, Profile], metrics: Metrics,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.scraper, self.profiles, self.metrics, self.clock = scraper, profiles, metrics, clock
-        # the scraper's own event loop, when it has one (decided once: a Protocol check per pod costs microseconds)
-        self.loop: AsyncFetcher | None = scraper if isinstance(scraper, AsyncFetcher) else None
+    def __init__(self, scraper: AsyncFetcher, fanout: Fanout, profiles: Mapping[str, Profile], metrics: Metrics,
+                 clock: Clock = time.monotonic) -> None:
+        self.scraper, self.fanout, self.profiles, self.metrics, self.clock = scraper, fanout, profiles, metrics, clock
 
-    def scrape(self, target: WatchedPod, pod: PodRecord | None = None) -> Outcome:
+    def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]:
+        return self.fanout.gather(pods, self.read, self.scraper).result
+
+    def confirm(self, pod: WatchedPod) -> Reading:
         try:
-            return self._parse(target, pod, self.scraper.fetch(target.url))
+            return self._parse(pod, self.scraper.fetch(pod.url))
         except ScrapeError as exc:
-            return self._failed(target, pod, exc)
+            return self._failed(pod, exc)
 
-    def timed(self, target: WatchedPod, pod: PodRecord) -> Outcome:
+    def close(self) -> None:
+        self.scraper.close()
+
+    async def read(self, pod: WatchedPod, record: PodRecord, deadline_s: float | None) -> Reading:
+        """One pod's reading on the loop; ``deadline_s``: this cycle's shortened deadline, or None."""
         start = time.perf_counter()
         try:
-            return self.scrape(target, pod)
-        finally:
-            self._ended(pod, start)
-
-    async def on_loop(self, target: WatchedPod, pod: PodRecord) -> Outcome:
-        assert self.loop is not None  # the cycle runs this only on the scraper's own loop
-        start = time.perf_counter()
-        try:
-            short = pod.deadline_s
-            body = await (self.loop.fetch_async(target.url) if short is None
-                          else self.loop.fetch_async(target.url, deadline_s=short))
-            return self._parse(target, pod, body)
+            body = await (self.scraper.fetch_async(pod.url) if deadline_s is None
+                          else self.scraper.fetch_async(pod.url, deadline_s=deadline_s))
+            reading = self._parse(pod, body)
         except ScrapeError as exc:
-            return self._failed(target, pod, exc)
+            reading = self._failed(pod, exc, record.timeouts if deadline_s is not None else None)
         except Exception as exc:  # one pod's unexpected trouble is its own unknown, never the others' (one batch)
-            log.exception("scrape of %s failed unexpectedly", target.ref, extra=facts(target))
-            return self._failed(target, pod, ScrapeError("connection", f"scrape failed unexpectedly: "
-                                                                       f"{type(exc).__name__}: {exc}"[:300]))
-        finally:
-            self._ended(pod, start)
+            log.exception("scrape of %s failed unexpectedly", pod.ref, extra=facts(pod))
+            reading = self._failed(pod, ScrapeError("connection", f"scrape failed unexpectedly: "
+                                                                  f"{type(exc).__name__}: {exc}"[:300]))
+        return Reading(reading.outcome, reading.parsed, reading.detail, reading.what, t=self.clock(),
+                       seconds=time.perf_counter() - start)
 
-    def _ended(self, pod: PodRecord, start: float) -> None:
-        """The scrape that started at ``start`` (perf_counter) ended: its duration and its sample's time."""
-        pod.scrape_seconds = time.perf_counter() - start
-        pod.read_at = self.clock()
+    def _failed(self, pod: WatchedPod, exc: ScrapeError, shortened_after: int | None = None) -> Reading:
+        """``shortened_after``: the timeouts in a row that shortened this scrape's deadline (None: the full one)."""
+        log.debug("scrape %s of %s failed: %s", pod.url, pod.ref, exc,
+                  extra=facts(pod, result=exc.reason, reason=str(exc)))
+        detail = str(exc)
+        if exc.reason == "timeout" and shortened_after is not None:
+            detail += (f" (a shortened deadline: its last {shortened_after} scrapes timed out; every "
+                       f"{FULL_EVERY}th cycle it gets the full deadline)")
+        return Reading(exc.reason, detail=detail, what=f"scrape of {pod.url}")
 
-    def _failed(self, target: WatchedPod, pod: PodRecord | None, exc: ScrapeError) -> Outcome:
-        log.debug("scrape %s of %s failed: %s", target.url, target.ref, exc,
-                  extra=facts(target, result=exc.reason, reason=str(exc)))
-        if pod is not None:
-            pod.scrape_detail = str(exc)
-            if exc.reason == "timeout" and pod.deadline_s is not None:
-                pod.scrape_detail += (f" (a shortened deadline: its last {pod.timeouts} scrapes timed out; every "
-                                      f"{FULL_EVERY}th cycle it gets the full deadline)")
-        return exc.reason, None
-
-    def _parse(self, target: WatchedPod, pod: PodRecord | None, body: bytes) -> Outcome:
-        parsed = parse_exposition(body, self.profiles[target.target_name])
+    def _parse(self, pod: WatchedPod, body: bytes) -> Reading:
+        parsed = parse_exposition(body, self.profiles[pod.target_name])
         if parsed.overrun:  # over the parse bounds: unknown, never evidence (and no partial result)
-            log.info("pod %s: %s: its engines are unknown this cycle", target.ref, parsed.overrun,
-                     extra=facts(target, result="parse", reason=parsed.overrun))
-            if pod is not None:
-                pod.scrape_detail = parsed.overrun
-            return "parse", None
+            log.info("pod %s: %s: its engines are unknown this cycle", pod.ref, parsed.overrun,
+                     extra=facts(pod, result="parse", reason=parsed.overrun))
+            return Reading("parse", detail=parsed.overrun, what=f"scrape of {pod.url}")
         if parsed.dropped_series:
             self.metrics.series_dropped.inc(parsed.dropped_series)
-        return "ok", parsed
+        return Reading("ok", parsed)

@@ -13,13 +13,15 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from watchdog.adapters.logs import facts
+from watchdog.controller.reading import Reading
 from watchdog.core.detector import DetectorState, Sample, Verdict
 from watchdog.core.evidence import Entry, remember
 from watchdog.core.lines import Labels
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
+from watchdog.core.vocab import SETTLED_STATES
 
-log = logging.getLogger("watchdog.controller.cycle")
+log = logging.getLogger(__name__)
 
 MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule, core/parsing.py)
 
@@ -43,6 +45,19 @@ class EngineState:
     verdict: Verdict | None = None
     in_episode: bool = False
     history: tuple[Entry, ...] | None = None
+
+    def follow_episode(self) -> bool | None:
+        """Stall episodes follow the detector's own clock: one opens when the series turns stalled and closes only
+        when the engine is seen idle or progressing (the clock restarted), never on a failed scrape. True: one
+        opened now; False: one closed (or none was open) now that the engine settled; None: neither."""
+        state = self.verdict.state if self.verdict else None
+        if state == "stalled" and not self.in_episode:
+            self.in_episode = True
+            return True
+        if state in SETTLED_STATES:
+            self.in_episode = False
+            return False
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,21 +83,25 @@ class PodRecord:
     engines: dict[str, EngineState] = field(default_factory=dict)
     outcome: str = ""  # the last scrape's outcome ("" before the first), for logs and /status
     outcome_since: float = 0.0  # monotonic time the scrape outcome last changed between ok and failing
-    scraped_at: float | None = None  # monotonic time of the last scrape
-    read_at: float | None = None  # monotonic time its last scrape's body arrived (or failed): the sample's time
+    scraped_at: float | None = None  # monotonic time the last reading was taken in (its sample time: Reading.t)
     scrape_detail: str = ""  # why the last scrape failed, one line ("" when it worked)
-    sample_t: float | None = None  # source prometheus: the newest sample time fed (Prometheus' clock, Unix s)
+    mark: float | None = None  # the source's own mark (Reading.mark; Prometheus: the newest sample time fed)
     timeouts: int = 0  # scrapes in a row that timed out (0 after any other outcome)
-    deadline_s: float | None = None  # this cycle's shortened scrape deadline (fanout.scrape_deadline), or None
 
-    def note_scrape(self, target: WatchedPod, outcome: str, now: float) -> None:
-        """Remember this cycle's scrape ``outcome`` of ``target`` (this record's pod) at ``now``; log its first
-        failed scrape (also before any engine series is known) and its recovery, once each, with the reason."""
-        was = self.outcome
+    def take(self, target: WatchedPod, reading: Reading, now: float) -> None:
+        """Take this cycle's ``reading`` of ``target`` (this record's pod) in at ``now``; log its first failed
+        reading (also before any engine series is known) and its recovery, once each, with the reason."""
+        outcome, was = reading.outcome, self.outcome
+        if reading.seconds is not None:
+            self.scrape_seconds = reading.seconds
+        if reading.mark is not None:
+            self.mark = reading.mark
         self.timeouts = self.timeouts + 1 if outcome == "timeout" else 0
         failing, was_failing = outcome != "ok", was not in ("ok", "")
+        if failing and reading.detail:
+            self.scrape_detail = reading.detail
         if failing and not was_failing:
-            what = "reading it from Prometheus" if outcome.startswith("prometheus") else f"scrape of {target.url}"
+            what = reading.what or f"scrape of {target.url}"
             log.info("pod %s: %s failed (%s: %s): its engines are unknown until it answers", target.ref, what,
                      outcome, self.scrape_detail or outcome,
                      extra=facts(target, state="unknown", result=outcome, reason=self.scrape_detail or outcome))

@@ -91,16 +91,25 @@ def moved(before: Signals, now: Signals, selectors: Sequence[Selector] = ()) -> 
     return None
 
 
-def not_confirmed(before: Signals, now: Signals, count_waiting: bool, selectors: Sequence[Selector] = (),
-                  completion_only_allowed: bool = False) -> str | None:
-    """Why the confirmation reading ``now`` does NOT confirm the stall seen on ``before``, or None when it does:
-    no evidence now (unknown is never evidence; neither are completion-only signals alone unless allowed), the
-    engine went idle or paused, or a progress signal moved."""
+def no_evidence(now: Signals, selectors: Sequence[Selector] = (), completion_only_allowed: bool = False,
+                ) -> str | None:
+    """Why the confirmation reading ``now`` is no evidence at all (unknown is never evidence; neither are
+    completion-only signals alone unless allowed), or None when it is."""
     missing = missing_evidence(now)
     if missing is not None:
         return f"no evidence: {missing} missing or invalid"
     if not completion_only_allowed and not live_evidence(now, selectors):
         return "no evidence: only completion-only progress signals"
+    return None
+
+
+def not_confirmed(before: Signals, now: Signals, count_waiting: bool, selectors: Sequence[Selector] = (),
+                  completion_only_allowed: bool = False) -> str | None:
+    """Why the confirmation reading ``now`` does NOT confirm the stall seen on ``before``, or None when it does:
+    no evidence now (:func:`no_evidence`), the engine went idle or paused, or a progress signal moved."""
+    unknown = no_evidence(now, selectors, completion_only_allowed)
+    if unknown is not None:
+        return unknown
     if is_paused(now):
         return "engine paused or sleeping"
     busy = load(now, count_waiting)

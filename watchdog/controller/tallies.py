@@ -1,4 +1,4 @@
-"""This cycle's pod health for the breakers (moved out of cycle.py to keep that module within the size rule)."""
+"""This cycle's breaker tallies: how many pods were watched and how many looked bad, fleet-wide and per namespace."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class PodHealth:
+class BreakerTallies:
     """This cycle's pods for the breakers. Fleet-wide: pods with a stalled engine series (unknown is never
     evidence, and a tenant's pods that serve nothing must not blind the watchdog for every other namespace).
     Per namespace: pods with a stalled series, a failed scrape, or no usable series in the body (a series that

@@ -1,0 +1,59 @@
+"""Small builders for tests: the watchdog with fakes in place of its real collaborators
+(:func:`watchdog.controller.wiring.build` does the building), and :class:`OnLoop`, which makes a test's synchronous
+fake scraper (``fetch(url) -> bytes``) an AsyncFetcher: each fetch runs on the scrape loop, in a thread of its own,
+as concurrently as the fan-out allows."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from watchdog.adapters.ascrape import AsyncScraper
+from watchdog.config.settings import Settings
+from watchdog.controller.cycle import Watchdog
+from watchdog.controller.wiring import build
+
+
+class OnLoop(AsyncScraper):
+    """``fake.fetch`` as the scraper (``close`` closes both)."""
+
+    def __init__(self, fake: Any) -> None:
+        super().__init__()
+        self.fake = fake
+
+    async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
+        body: bytes = await asyncio.to_thread(self.fake.fetch, url)
+        return body
+
+    def fetch(self, url: str) -> bytes:
+        body: bytes = self.fake.fetch(url)
+        return body
+
+    def close(self) -> None:
+        super().close()
+        if hasattr(self.fake, "close"):
+            self.fake.close()
+
+
+def watchdog(config: Settings, kube: Any, *, scraper: Any = None, **kw: Any) -> Watchdog:
+    """The watchdog of ``config`` on ``kube``; ``scraper``: an AsyncFetcher, or a synchronous fake (wrapped in
+    :class:`OnLoop`); the rest as :func:`watchdog.controller.wiring.build` takes it."""
+    if scraper is not None and not hasattr(scraper, "fetch_async"):
+        scraper = OnLoop(scraper)
+    return build(config, kube, scraper=scraper, **kw)
+
+
+def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, actuator: Any = None, events: Any = None,
+               evidence: Any = None, **kw: Any) -> Any:
+    """The remediator with what a test leaves out built as the watchdog would without its settings: an unfenced
+    actuator, an Event recorder and an evidence keeper on it (clocks as given)."""
+    from watchdog.adapters.actuator import Actuator
+    from watchdog.adapters.events import EventRecorder
+    from watchdog.controller.evidence import EvidenceKeeper
+    from watchdog.controller.remediator import Remediator
+
+    actuator = actuator or Actuator(kube)
+    clocks = {k: kw[k] for k in ("clock", "wall_clock") if k in kw}
+    return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
+                      events=events or EventRecorder(kube, actuator, metrics),
+                      evidence=evidence or EvidenceKeeper(actuator, **clocks), **kw)
