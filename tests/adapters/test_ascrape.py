@@ -1,6 +1,7 @@
-"""AsyncScraper: the scraper's whole HTTP contract and bounds (tests/adapters/test_scrape.py, run again unchanged
-in what it asserts, with AsyncScraper for Scraper), and what only the event loop has: many scrapes at once on the
-one loop thread, the loop stopped by close() and started again, the response head bound."""
+"""AsyncScraper beyond the contract and bounds of tests/adapters/test_scrape.py (which runs on it): the retry's
+connection counts, and what only the event loop has: many scrapes at once on the one loop thread, the loop stopped
+by close() and started again, the response head bound."""
+# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -9,29 +10,30 @@ import gc
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.adapters import test_scrape as contract
-from tests.adapters.test_scrape import *  # noqa: F403  (the contract's tests, collected again here)
-from tests.adapters.test_scrape import BODY, Handler, Seen, _read_request, answer, http, reason_of
+from tests.adapters.test_scrape import (  # noqa: F401  (serve: the loopback server fixture, a parameter below)
+    BODY,
+    Handler,
+    Seen,
+    _read_request,
+    answer,
+    http,
+    never_answer,
+    reason_of,
+    serve,
+)
 from watchdog.adapters import ascrape, httpanswer
 from watchdog.adapters.ascrape import MAX_HEAD, AsyncScraper
-from watchdog.adapters.scrape import ScrapeError, ScrapeLimits
-
-
-@pytest.fixture(autouse=True)
-def async_scraper(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every contract test of test_scrape.py collected here runs against AsyncScraper."""
-    monkeypatch.setattr(contract, "Scraper", AsyncScraper)
-    yield
+from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 
 
 @pytest.fixture
 def connects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Counts the connection attempts (the threaded scraper's tests count its HTTPConnection.connect)."""
+    """Counts the connection attempts ."""
     attempts: list[str] = []
     real = ascrape._open
 
@@ -103,7 +105,7 @@ def test_close_stops_the_loop_and_a_later_scrape_starts_it_again(serve: Callable
 
 
 def test_close_cancels_a_scrape_still_waiting(serve: Callable[[Handler], str]) -> None:
-    url = serve(contract.never_answer)
+    url = serve(never_answer)
     scraper = AsyncScraper(ScrapeLimits(deadline_s=30))
     future = scraper.run(scraper.fetch_async(url))
     time.sleep(0.2)
@@ -312,7 +314,7 @@ def test_every_content_encoding_header_counts(serve: Callable[[Handler], str]) -
 
 
 def test_close_while_a_fetch_waits_is_a_scrape_error(serve: Callable[[Handler], str]) -> None:
-    url = serve(contract.never_answer)
+    url = serve(never_answer)
     scraper = AsyncScraper(ScrapeLimits(deadline_s=30))
     caught: list[BaseException] = []
 

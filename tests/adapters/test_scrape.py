@@ -1,4 +1,5 @@
-"""Scraper: the HTTP contract and the bounds, against real loopback servers (127.0.0.1, ephemeral ports)."""
+"""The scrape transport (AsyncScraper, called synchronously here as `check` and the confirmation call it): the HTTP
+contract and the bounds, against real loopback servers (127.0.0.1, ephemeral ports)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from watchdog.adapters import connect
-from watchdog.adapters.scrape import REASONS, ScrapeError, ScrapeLimits, Scraper
+from watchdog.adapters.ascrape import AsyncScraper as Scraper
+from watchdog.adapters.scrape_errors import REASONS, ScrapeError, ScrapeLimits
 
 BODY = b'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
 
@@ -217,38 +219,7 @@ def test_cap_applies_to_plain_body(serve: Callable[[Handler], str]) -> None:
     assert len(Scraper(limits).fetch(serve(answer(Seen(), http("200 OK", b"x" * 2000))))) == 2000
 
 
-class CountingConnection(connect.HTTPConnection):
-    connects = 0
-
-    def connect(self) -> None:
-        type(self).connects += 1
-        super().connect()
-
-
-def test_refused_is_retried_once_then_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connect, "HTTPConnection", CountingConnection)
-    monkeypatch.setattr(CountingConnection, "connects", 0)
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()  # nothing listens there now
-    started = time.monotonic()
-    error = reason_of(Scraper(), f"http://127.0.0.1:{port}/metrics")
-    elapsed = time.monotonic() - started
-    assert (error.reason, str(error)) == ("refused", "connection refused")
-    assert CountingConnection.connects == 2
-    assert 0.05 <= elapsed < 1.0  # the retry comes after the 50 ms pause
-
-
-def test_refused_is_not_retried_when_the_deadline_leaves_no_room(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connect, "HTTPConnection", CountingConnection)
-    monkeypatch.setattr(CountingConnection, "connects", 0)
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    error = reason_of(Scraper(ScrapeLimits(deadline_s=0.09, connect_timeout_s=0.09)), f"http://127.0.0.1:{port}/m")
-    assert error.reason == "refused" and CountingConnection.connects == 1  # < 2 x 50 ms left: no retry
+# The retry's connection counts: tests/adapters/test_ascrape.py (counted at the transport's connect).
 
 
 def test_reset_then_success_uses_the_retry(serve: Callable[[Handler], str]) -> None:

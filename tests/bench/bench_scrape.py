@@ -43,9 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root 
 
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.inflate import Inflater
-from watchdog.adapters.scrape import ENCODINGS, ScrapeLimits, Scraper
+from watchdog.adapters.scrape import ENCODINGS
+from watchdog.adapters.scrape_errors import ScrapeLimits
 from watchdog.core.parsing import parse_exposition
 from watchdog.core.profiles import get_profile
+
+Scraper = AsyncScraper  # the one scrape transport: its synchronous fetch (the threaded urllib3 scraper is gone)
 
 HERE = Path(__file__).resolve()
 

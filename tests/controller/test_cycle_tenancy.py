@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from test_cycle import NS, Rig, make_config, remediated
 
-from watchdog.adapters.scrape import ScrapeError, ScrapeLimits, Scraper
+from watchdog.adapters.ascrape import AsyncScraper
+from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.controller.state import MAX_SERIES_PER_POD, PodRecord
 from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState
@@ -27,7 +28,7 @@ class ShapingScraper:
     the next scrape of a host."""
 
     def __init__(self) -> None:
-        self.inner = Scraper(ScrapeLimits(connect_timeout_s=0.3, deadline_s=0.8))
+        self.inner = AsyncScraper(ScrapeLimits(connect_timeout_s=0.3, deadline_s=0.8))
         self.drop: dict[str, re.Pattern[bytes]] = {}
         self.fail_once: set[str] = set()
 

@@ -1,8 +1,10 @@
-"""I/O: the bounded GET of ``/metrics`` on one asyncio event loop, the answer read by ``httptools`` (llhttp).
+"""I/O: the bounded GET of ``/metrics`` on one asyncio event loop, the answer read by ``httptools`` (llhttp): the one
+scrape transport of ``run`` and ``check``.
 
-:class:`AsyncScraper` keeps the contract of :class:`~watchdog.adapters.scrape.Scraper` (the same request, bounds,
-``ScrapeError`` reasons and messages) but every scrape is a coroutine on ONE loop, run by one daemon thread that
-starts with the first scrape and stops with :meth:`AsyncScraper.close` (a later scrape starts it again):
+:class:`AsyncScraper` applies the request and answer rules of :mod:`watchdog.adapters.scrape` (URLs, headers, the
+head check, the retry; ``ScrapeError`` reasons and messages); every scrape is a coroutine on ONE loop, run by one
+daemon thread that starts with the first scrape and stops with :meth:`AsyncScraper.close` (a later scrape starts it
+again):
 
 - :meth:`AsyncScraper.fetch_async` -- ``await`` it on the loop (the cycle's fan-out: :meth:`AsyncScraper.run`);
 - :meth:`AsyncScraper.fetch` -- the synchronous call (the confirmation scrape, ``check``): runs the coroutine on
@@ -22,7 +24,7 @@ environment (no proxies, netrc, CA variables): the connection is a plain ``loop.
 host and port, HTTPS verified with :func:`~watchdog.adapters.connect.client_tls` (certifi's bundle) and the URL's
 host as ``server_hostname``.
 Connection refused/reset (or closed before any answer, as ``http.client`` counts it) is retried once after
-50 ms if the deadline leaves room: tenacity's ``AsyncRetrying`` decides, as the threaded scraper's ``Retrying``.
+50 ms if the deadline leaves room: tenacity's ``AsyncRetrying`` decides.
 Why one loop: a thread per scrape cost 5-30 context switches and 0.2-0.6 ms of system time per scrape, and
 ``http.client``'s header parsing a quarter of the GET; why llhttp: h11 (pure Python) took ~185 us per 65 KB
 answer, httptools ~7 us (docs/scaling.md).
