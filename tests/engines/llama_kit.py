@@ -273,13 +273,15 @@ class LoopFreezer:
             self._ptrace(PTRACE_DETACH)
             self.frozen = False
 
-    def freeze_in_decode(self, attempts: int = 20) -> int:
-        """Freeze the loop inside a decode (checked: /metrics answers while it is frozen). Returns the attempts."""
+    def freeze_in_decode(self, attempts: int = 20) -> tuple[float, int]:
+        """Freeze the loop inside a decode (checked: /metrics answers while it is frozen). Returns the wall time
+        of the freeze that held and how many attempts it took."""
         for attempt in range(1, attempts + 1):
+            frozen_at = time.time()
             self.freeze()
             try:
                 self.server.metrics(timeout_s=1.0)
-                return attempt
+                return frozen_at, attempt
             except (OSError, AssertionError):
                 self.release()  # frozen between decodes: /metrics would wait for the loop
                 time.sleep(0.1 + 0.037 * attempt)
