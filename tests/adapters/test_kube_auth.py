@@ -122,6 +122,19 @@ def test_the_client_tells_every_answer(caplog: pytest.LogCaptureFixture) -> None
         assert kube.credentials.counts == {401: 3, 403: 3}
 
 
+def test_a_tenants_quota_refusing_event_creates_is_not_refused_credentials() -> None:
+    """Fresh-eyes finding: a tenant filling a count/events ResourceQuota in its own namespace got every Event
+    create there answered 403, which flagged the credentials as refused (/readyz 503, a false critical alert)."""
+    with TokenApi("good") as api:
+        kube = KubeClient.from_settings(KubeSettings(host=api.url, request_timeout_s=5))
+        api.accepted.add(None)
+        api.forbidden.add("/api/v1/namespaces/tenant/events")
+        for _ in range(5):
+            with pytest.raises(KubeError, match="HTTP 403"):
+                kube.create_event("tenant", {"metadata": {"generateName": "x."}})
+        assert not kube.credentials.refused and kube.credentials.counts == {401: 0, 403: 0}
+
+
 def test_a_connection_error_is_not_a_refusal() -> None:
     kube = KubeClient.from_settings(KubeSettings(host="http://127.0.0.1:1", request_timeout_s=2))
     for _ in range(4):

@@ -162,6 +162,21 @@ def test_stop_releases_so_another_takes_over_at_once(emulator: EmulatorServer, k
     assert emulator.emulator.count_requests(verb="replace") == 0 and lease(emulator)["holderIdentity"] == "b"
 
 
+def test_a_stop_with_a_write_in_flight_leaves_the_lease_to_expire(emulator: EmulatorServer,
+                                                                  kube_client: KubeClient) -> None:
+    """Fresh-eyes finding: SIGTERM released the Lease while a cycle's write could still be at the server, and a
+    standby's fence let it write at once. With a cycle still running the Lease is left to expire."""
+    clock = Clock()
+    a, b = elector(kube_client, clock, "a"), elector(kube_client, clock, "b")
+    assert a.step() and not b.step()
+    a.stop(release=False)
+    assert not a.is_leader() and not a.holds_for(0.0)
+    assert lease(emulator)["holderIdentity"] == "a"
+    assert not b.step()  # the others wait the lease duration, timed on their own clocks
+    clock.t += 15.0
+    assert b.step() and b.is_leader()
+
+
 class Interleaved(FakeKube):
     """Forwards to a KubeClient; runs ``hook`` once right after the next get_lease answered."""
 

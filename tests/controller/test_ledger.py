@@ -37,9 +37,9 @@ def stored(api: EmulatorServer) -> list[dict[str, object]]:
     return list(json.loads(body["data"][DATA_KEY]))
 
 
-def restored(led: DeletionLedger, namespaces: set[str]) -> DeletionPolicy:
+def restored(led: DeletionLedger) -> DeletionPolicy:
     policy = DeletionPolicy(Rails(deletion_window_seconds=600.0), started=-1e6, budget_known=False)
-    assert restore_budget(policy, 100.0, 10_000.0, namespaces, led)
+    assert restore_budget(policy, 100.0, 10_000.0, led)
     return policy
 
 
@@ -49,7 +49,7 @@ def test_written_then_read_back_with_one_get_and_no_event_list(api: EmulatorServ
     assert ledger(kube_client, 9_900.0).intend("ml", "llama-b", "u2")
     assert [e["uid"] for e in stored(api)] == ["u1", "u2"]
     before = len(api.emulator.request_log)
-    policy = restored(ledger(kube_client), {"ml"})
+    policy = restored(ledger(kube_client))
     verbs = [(r.verb, r.resource) for r in api.emulator.request_log[before:]]
     assert verbs == [("get", "configmaps")]  # no Event LIST (a full etcd scan on a real API server)
     assert policy.budget_known
@@ -84,7 +84,7 @@ def test_a_missing_ledger_is_an_empty_budget_without_any_event_list(api: Emulato
                                                                     kube_client: KubeClient) -> None:
     """Every removal is recorded before it is sent, so no ConfigMap means no removal: nothing else is read."""
     before = len(api.emulator.request_log)
-    policy = restored(ledger(kube_client), {"ml"})
+    policy = restored(ledger(kube_client))
     assert policy.budget_known and not policy.view(100.0)["budget"]["namespaces"]
     assert [(r.verb, r.resource) for r in api.emulator.request_log[before:]] == [("get", "configmaps")]
 
@@ -103,7 +103,7 @@ def test_an_unusable_ledger_keeps_the_budget_unknown_and_is_never_overwritten(ap
         fake.fail["get_config_map"] = KubeError("get configmap", 403, "Forbidden")
     policy = DeletionPolicy(Rails(), budget_known=False)
     before = len(api.emulator.request_log)
-    assert not restore_budget(policy, 100.0, 10_000.0, {"ml"}, ledger(fake))
+    assert not restore_budget(policy, 100.0, 10_000.0, ledger(fake))
     assert not policy.budget_known
     assert ("list", "events") not in [(r.verb, r.resource) for r in api.emulator.request_log[before:]]
     assert ledger(fake).intend("ml", "a", "u1") is False

@@ -6,6 +6,7 @@ Every test asserts the expected outcome and that nothing was wrongly deleted.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -332,6 +333,37 @@ def test_a_standby_neither_announces_nor_keeps_evidence_of_a_dry_run_stall(fleet
         assert [name for name, _ in fleet.events("StalledPodDryRun")] == [pod["metadata"]["name"]]
         assert kube.calls["read_pod_log"] == 1 and evidence() == 1
     assert fleet.alive("wedged")
+
+
+def test_a_lease_won_mid_cycle_acts_only_after_the_ledger_was_read_back(fleet: Fleet) -> None:
+    """Fresh-eyes finding: a standby read the (then empty) ledger once; it won the Lease between its cycle's
+    start and its remediations and removed two more pods at once on that old budget (4 in 2 min, budget 2)."""
+    for i in range(6):
+        fleet.pod(f"ok-{i}", "progressing")
+    for name in ("c", "d"):
+        fleet.pod(f"wedged-{name}", "wedged", namespace=f"team-{name}")
+    held = [False]
+    standby = fleet.watchdog(leader=lambda: held[0])
+    run(fleet, standby, 8)  # its budget is "known" (the ledger read back empty); c and d stalled, not_leader
+    assert standby.policy.budget_known and fleet.alive("wedged-c") and fleet.alive("wedged-d")
+    # Meanwhile the leader removed two pods (its write-ahead records in the shared ledger), then lost the Lease.
+    fleet.api.create_namespace("default")
+    now = time.time()
+    entries = [{"t": now - 60, "namespace": f"team-{n}", "pod": n, "uid": f"uid-{n}"} for n in ("a", "b")]
+    fleet.api.create_object("/api/v1/namespaces/default/configmaps", {
+        "metadata": {"name": "vllm-stall-watchdog-ledger"}, "data": {"deletions": json.dumps(entries)}})
+    asked = [0]
+
+    def wins_mid_cycle() -> bool:  # False when the cycle reads it at its start, True from then on
+        asked[0] += 1
+        held[0] = held[0] or asked[0] > 1
+        return held[0]
+
+    standby.leader = wins_mid_cycle
+    standby.remediator.leader = wins_mid_cycle
+    run(fleet, standby, 3)
+    assert fleet.alive("wedged-c") and fleet.alive("wedged-d")
+    assert any("cluster budget used: 2 deletions" in msg for _, msg in fleet.events("StalledPodDeletionDeferred"))
 
 
 def test_eviction_mode_defers_on_a_pdb_and_never_falls_back_to_delete(fleet: Fleet) -> None:

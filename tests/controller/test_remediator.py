@@ -519,6 +519,23 @@ def test_a_lost_removal_applied_later_is_reported_once(api: EmulatorServer, kube
     assert len(api.list_events(NS)) == 2
 
 
+def test_a_lost_removal_whose_pod_is_merely_no_longer_watched_is_not_reported(api: EmulatorServer,
+                                                                               kube_client: KubeClient) -> None:
+    """Fresh-eyes finding: after a lost answer the tenant annotated its pod excluded; the pod dropped out of the
+    watched set and was reported deleted (Events, node escalation) while it still ran."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+
+    def unapplied(*args: Any) -> Any:
+        raise KubeError("delete pod", 500, "Internal Server Error")
+
+    kube = FakeKube(kube_client, delete_pod=unapplied)
+    rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics())
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "error"
+    rem.settle_gone(set())  # excluded: no longer watched, still there
+    rem.settle_gone(set())
+    assert api.list_events(NS) == [] and kube.calls["delete_pod"] == 1
+
+
 def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
 

@@ -40,8 +40,10 @@ def test_missing_data_is_an_empty_ledger() -> None:
     assert parse(None) == ([], None) and parse({}) == ([], None)
 
 
-def test_deletions_use_the_window_and_the_watched_namespaces() -> None:
+def test_deletions_use_the_window_whatever_namespace_they_name() -> None:
+    """Every entry of the release's own ledger counts (fresh-eyes finding: a namespace opted out and in again
+    across a restart freed the cluster budget)."""
     entries = [Entry(9_000.0, "a", "p1", "u1"), Entry(9_900.0, "b", "p2", "u2"), Entry(9_950.0, "c", "p3", "u3")]
-    got = deletions(entries, now=50.0, wall_now=10_000.0, window_s=W, namespaces={"a", "b"})
-    assert got == [(-50.0, "b", "u2")]  # u1 is 1,000 s old; c is another shard's namespace
+    got = deletions(entries, now=50.0, wall_now=10_000.0, window_s=W)
+    assert got == [(-50.0, "b", "u2"), (0.0, "c", "u3")]  # u1 is 1,000 s old
     assert json.loads(render(entries)[DATA_KEY])[0] == {"t": 9000.0, "namespace": "a", "pod": "p1", "uid": "u1"}

@@ -26,21 +26,45 @@ def decide(p: DeletionPolicy, uid: str = "u1", *, ns: str = "llm", mode: str = "
 
 
 RETRY = Decision("retry", "retry", "the answer to this pod's removal was lost and the pod is still there: sent again "
-                                   "(same UID precondition, already charged)")
+                                   "(same UID precondition, charged from this send)")
 
 
-def test_a_lost_answer_is_retried_by_the_leader_unpaused_only() -> None:
-    p = policy(max_deletions=5, max_deletions_per_namespace=5)
+def test_a_lost_answer_is_retried_only_while_every_rail_but_the_budgets_allows_it() -> None:
+    """Fresh-eyes finding: the retry skipped the breakers and the unknown budget (a webhook failing for an hour,
+    then fixed, removed every wedged pod at once)."""
+    p = policy(max_deletions=1, max_deletions_per_namespace=1)
     p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None)
     p.retry_later("u1", SERIES)
-    assert decide(p, now=T0 + 201) == RETRY
-    assert decide(p, now=T0 + 201, mode="dry-run") == RETRY  # charged already: not a new dry-run announcement
+    assert decide(p, now=T0 + 201) == RETRY  # the budgets (used by this very removal) do not hold it
+    assert decide(p, now=T0 + 201, mode="dry-run").action == "dry_run"  # flipped to dry-run: not sent again
     assert decide(p, now=T0 + 201, leader=False).rule == "not_leader"
+    p.begin_cycle(T0 + 201, watched=10, bad=0, namespaces={"llm": (3, 3)})
+    assert decide(p, now=T0 + 202).rule == "namespace_breaker"
+    p.begin_cycle(T0 + 202, watched=10, bad=5)
+    assert decide(p, now=T0 + 203).rule == "breaker"
+    p = policy(max_deletions=1, max_deletions_per_namespace=1)
+    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None)
+    p.retry_later("u1", SERIES)
+    p.forget_budget()
+    assert decide(p, now=T0 + 201).rule == "budget_unknown"
+    p.restore([])
+    assert decide(p, now=T0 + 201) == RETRY
     p.set_brake("brake")
     assert decide(p, now=T0 + 201) == Decision("defer", "paused", "the watchdog is paused (brake)")
     p.set_brake(None)
     p.record("u1", SERIES)
     assert decide(p, now=T0 + 201).rule == "episode"
+
+
+def test_a_retry_is_charged_from_its_own_send() -> None:
+    """Fresh-eyes finding: a retry's charge ran out one window after the FIRST send, so a removal sent again an
+    hour later counted nowhere and other pods were removed past the budget."""
+    p = policy(max_deletions=1, max_deletions_per_namespace=1, deletion_window_seconds=600.0)
+    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None)
+    p.recharge(T0 + 3600, uid="u1", namespace="llm")  # sent again an hour later
+    assert decide(p, "u2", ns="other", now=T0 + 3700).rule == "budget"
+    assert p.view(T0 + 3700)["budget"]["cluster"]["used"] == 1  # one entry per pod, never two
+    assert decide(p, "u2", ns="other", now=T0 + 4200).action == "delete"
 
 
 def test_without_a_ledger_an_earlier_replicas_removals_are_unknown_for_a_while() -> None:

@@ -162,25 +162,28 @@ class KubeClient:
         return self._count
 
     @contextlib.contextmanager
-    def _request(self, what: str) -> Iterator[None]:
+    def _request(self, what: str, *, tenant_refusable: bool = False) -> Iterator[None]:
         """One API request: counted, its answer told to :attr:`credentials`, and its failure as KubeError
-        (ApiException keeps its status)."""
+        (ApiException keeps its status). ``tenant_refusable``: a 403 may come from the tenant's own namespace (its
+        ResourceQuota, an admission webhook), not from this watchdog's credentials: such a 403 is not told."""
         with self._count_lock:
             self._count += 1
         try:
             yield
         except ApiException as e:
-            self.credentials.answered(what, e.status or 0)
+            if not (tenant_refusable and e.status == 403):
+                self.credentials.answered(what, e.status or 0)
             raise KubeError(what, e.status or 0, str(e.reason or "error"), _message(e.body)) from e
         except urllib3.exceptions.HTTPError as e:
             reason = getattr(e, "reason", None) or e
             raise KubeError(what, 0, f"{type(reason).__name__}: {reason}") from e
         self.credentials.answered(what, 200)
 
-    def _call(self, what: str, fn: Any, *args: Any, _read: Callable[[Any], bytes] | None = None, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Any, *args: Any, _read: Callable[[Any], bytes] | None = None,
+              _tenant_refusable: bool = False, **kwargs: Any) -> Any:
         """Run one API call; return the decoded JSON body (``_read``: the bytes it reads off the response instead).
         Raise KubeError (ApiException keeps its status)."""
-        with self._request(what):
+        with self._request(what, tenant_refusable=_tenant_refusable):
             resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
             try:
                 data = resp.data if _read is None else _read(resp)
@@ -281,7 +284,8 @@ class KubeClient:
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         """Create a core/v1 Event in ``namespace``; raises KubeError on failure (callers treat it as best effort)."""
-        self._call(f"create event in {namespace}", self._core.create_namespaced_event, namespace, body)
+        self._call(f"create event in {namespace}", self._core.create_namespaced_event, namespace, body,
+                   _tenant_refusable=True)  # a tenant's Event quota may refuse it: not a credentials refusal
 
     def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult:
         """Evict a pod (policy/v1 Eviction) only if its ``metadata.uid`` is still ``uid``.

@@ -177,10 +177,11 @@ class LeaderElector:
             leader = self.is_leader()
             delay = self.retry_period_s * (1.0 if leader else 1.0 + random.random() * JITTER)
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop campaigning; if we hold the Lease, give it up (empty holder, ``leaseDurationSeconds`` 1) so
-        another replica takes over at once. :meth:`is_leader` is False from the first line on. Waits for an
-        attempt in flight (at most about one request timeout). Never raises."""
+    def stop(self, timeout_s: float = 5.0, *, release: bool = True) -> None:
+        """Stop campaigning; if we hold the Lease and ``release`` (no write of ours can still be in flight), give it
+        up (empty holder, ``leaseDurationSeconds`` 1) so another replica takes over at once; else let it expire (the
+        others wait the lease duration). :meth:`is_leader` (and with it the fence) is False from the first line on.
+        Waits for an attempt in flight (at most about one request timeout). Never raises."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
@@ -188,8 +189,11 @@ class LeaderElector:
             with self._state_lock:
                 self._renewed_at = None
                 held = self._observed is not None and self._observed[0] == self.identity
-            if held:
+            if held and release:
                 self._release()
+            elif held:
+                log.warning("leader election %s/%s: not releasing the Lease (a write may still be in flight): "
+                            "another replica takes over once it expires", self.namespace, self.name)
 
     def _release(self) -> None:
         try:

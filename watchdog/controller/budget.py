@@ -8,7 +8,6 @@ every start and leader change then waits one deletion window before removing any
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.ledger import deletions as ledger_deletions
@@ -17,10 +16,10 @@ from watchdog.core.policy import DeletionPolicy
 log = logging.getLogger(__name__)
 
 
-def restore_budget(policy: DeletionPolicy, now: float, wall_now: float, namespaces: Collection[str],
-                   ledger: DeletionLedger | None) -> bool:
-    """Restore ``policy``'s deletion history in ``namespaces`` from ``ledger``. ``now``: monotonic seconds;
-    ``wall_now``: Unix seconds. False (logged; the caller tries again next cycle) when the ledger cannot be read."""
+def restore_budget(policy: DeletionPolicy, now: float, wall_now: float, ledger: DeletionLedger | None) -> bool:
+    """Restore ``policy``'s deletion history from ``ledger`` (every entry of it, whatever namespace). ``now``:
+    monotonic seconds; ``wall_now``: Unix seconds. False (logged; the caller tries again next cycle) when the ledger
+    cannot be read."""
     window = policy.rails.deletion_window_seconds
     if ledger is None:
         policy.restore([], blind_until=now + window)
@@ -30,7 +29,7 @@ def restore_budget(policy: DeletionPolicy, now: float, wall_now: float, namespac
     entries = ledger.read()
     if entries is None:
         return False
-    restored = ledger_deletions(entries, now=now, wall_now=wall_now, window_s=window, namespaces=namespaces)
+    restored = ledger_deletions(entries, now=now, wall_now=wall_now, window_s=window)
     policy.restore(restored)
     log.info("deletion budget restored from the ledger %s: %d removals in the last %g s (merged with this "
              "process's own)", ledger.ref, len(restored), window)

@@ -29,7 +29,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from watchdog.adapters.logs import counts, facts
 from watchdog.adapters.metrics import Metrics
@@ -165,7 +164,7 @@ class Watchdog:
     def _cycle(self) -> CycleReport:
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
-        found, namespaces, listed_at = self._discover(report)
+        found, listed_at = self._discover(report)
         records = {t.uid: self._record(t) for t in found.targets}
         readings = self._read(found.targets, records)
         tallies = BreakerTallies()
@@ -174,7 +173,7 @@ class Watchdog:
         for target, pod in judged:
             if target.uid in found.ready_uids and target.owner_key:
                 self.policy.owner_ready(target.owner_key, pod.first_seen)
-        self._rails_for_cycle(tallies, {str(n.get("metadata", {}).get("name")) for n in namespaces}, listed_at)
+        self._rails_for_cycle(tallies, listed_at)
         self.quarantine.run(judged, self.policy, self._was_leader)  # the gate first: it drains before any deletion
         for target, pod in judged:
             try:
@@ -189,9 +188,9 @@ class Watchdog:
                                leader=self._was_leader)
         return report
 
-    def _discover(self, report: CycleReport) -> tuple[Discovery, list[dict[str, Any]], float]:
-        """This cycle's pods (and the namespaces opted in, and the moment they were listed: the warm-up counts from
-        there); what is gone is forgotten."""
+    def _discover(self, report: CycleReport) -> tuple[Discovery, float]:
+        """This cycle's pods and the moment they were listed (the warm-up counts from there); what is gone is
+        forgotten."""
         namespaces = self.lister.list_namespaces(self.namespace_selector)
         pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
         listed_at = self.clock()  # before any sample of this cycle: the warm-up counts from here
@@ -210,7 +209,7 @@ class Watchdog:
                 self._warned.add((name, value))
                 log.warning("namespace %s has %s=\"%s\", which is neither \"true\" (enforce) nor \"dry-run\": "
                             "not watched", name, NAMESPACE_LABEL, value, extra=facts(namespace=name))
-        return found, namespaces, listed_at
+        return found, listed_at
 
     def _read(self, targets: Sequence[WatchedPod], records: Mapping[str, PodRecord]) -> dict[str, Reading]:
         """Every pod's reading, each from its target's source: every source started before any is waited for."""
@@ -238,14 +237,15 @@ class Watchdog:
         tallies.add(target.namespace, reading.parsed is not None, present)
         return True
 
-    def _rails_for_cycle(self, health: BreakerTallies, namespaces: set[str], listed_at: float) -> None:
+    def _rails_for_cycle(self, health: BreakerTallies, listed_at: float) -> None:
         now = self.clock()
         leader = self.leader()
         if leader and not self._was_leader:
             self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
         self._was_leader = leader
         if not self.policy.budget_known:
-            restore_budget(self.policy, now, self.wall_clock(), namespaces, self.ledger)
+            restore_budget(self.policy, now, self.wall_clock(), self.ledger)
+        self.remediator.cycle_leader = leader and self.policy.budget_known
         if self.brake is not None:
             self.policy.set_brake(self.brake.read())
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,

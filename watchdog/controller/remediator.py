@@ -114,6 +114,10 @@ class Remediator:
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
         self._unsettled: dict[str, tuple[WatchedPod, str, Say, str]] = {}
+        # Whether this replica led when the cycle began, i.e. when the budget was restored for it: a Lease won in
+        # the middle of a cycle acts from the next one (after reading the deletion ledger back), never on a
+        # standby's old budget.
+        self.cycle_leader = True  # set by the cycle before it remediates (True: no election, or not in a cycle)
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
@@ -139,7 +143,7 @@ class Remediator:
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
             uid=target.uid, series=series.key, namespace=target.namespace, namespace_mode=target.mode,
-            owner=target.owner_key, pod_age_s=age, now=now, leader=self.leader())
+            owner=target.owner_key, pod_age_s=age, now=now, leader=self.cycle_leader and self.leader())
         if decision.action == "skip":
             return Remediation("skip", decision.why)
         since = self._since(verdict, now)
@@ -208,9 +212,12 @@ class Remediator:
         if self.action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
             raise AssertionError(f"action {self.action!r} removes nothing")
         verb = "evict" if self.action == "evict" else "delete"
-        if not retry and self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
+        # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
+        if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
             return self._defer(target, key, "ledger", f"the deletion ledger {self.ledger.ref} could not be written: "
                                "nothing is removed without its durable record", evidence)
+        if retry:
+            self.policy.recharge(now, uid=target.uid, namespace=target.namespace)
         try:
             if verb == "evict":
                 result: str = self.actuator.evict_pod(target.namespace, target.name, target.uid, self.grace_period_s)
@@ -265,11 +272,20 @@ class Remediator:
         return self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone or terminating "
                              "since")
 
-    def settle_gone(self, live_uids: set[str]) -> None:
-        """Pods whose removal's answer was lost and that are no longer listed: the removal happened (the pod is
-        gone); report it as such, with its Events, once."""
-        for uid in [uid for uid in self._unsettled if uid not in live_uids]:
+    def settle_gone(self, watched_uids: set[str]) -> None:
+        """Pods whose removal's answer was lost and that are no longer watched: a GET says what became of them.
+        Gone, terminating or replaced: the removal happened; reported as such, with its Events, once. Still
+        there (unlisted by a label change, excluded, its namespace opted out): not ours to act on any more; dropped
+        without a word (its charge stays). Unreadable: asked again next cycle."""
+        for uid in [uid for uid in self._unsettled if uid not in watched_uids]:
             target, key, evidence, verb = self._unsettled[uid]
+            try:
+                pod = self.kube.get_pod(target.namespace, target.name)
+            except KubeError:
+                continue
+            if not fate_after_lost_answer(pod, uid):
+                del self._unsettled[uid]
+                continue
             outcome = self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone since")
             log.warning("remediation %s: %s", outcome.result, outcome.detail,
                         extra=facts(target, engine=key, result=outcome.result, reason=outcome.detail))

@@ -10,7 +10,8 @@ the Kubernetes client's :class:`~watchdog.adapters.kubeauth.Credentials`, also c
 
 SIGTERM/SIGINT stop it cleanly, logged at info: no new cycle starts, the HTTP server closes every connection,
 a cycle in progress gets up to :data:`STOP_WAIT_S` to finish (a deletion and its Events in flight), then the
-Lease is released and the scrapes still pending are cancelled; a cycle still stuck after that is left behind
+Lease is released — only if that cycle ended: a cycle still running may have a write in flight, so then the Lease
+is left to expire — and the scrapes still pending are cancelled; a cycle still stuck after that is left behind
 (the process exits 0 without joining its thread), well inside the chart's 30 s grace period.
 """
 
@@ -162,8 +163,8 @@ def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
         scheduler.shutdown(wait=False)
         server.shutdown()
         idle = runner.stop(STOP_WAIT_S)
-        if elector is not None:
-            elector.stop()  # releases the Lease so a standby takes over at once
+        if elector is not None:  # released (a standby takes over at once) only when no write can be in flight
+            elector.stop(release=idle)
         watchdog.close()
         server.server_close()
     if not idle:

@@ -11,7 +11,7 @@ oldest first, trimmed to the budget window and to :data:`MAX_ENTRIES` entries on
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,13 +72,14 @@ def without(entries: Sequence[Entry], uid: str) -> list[Entry]:
 
 
 def deletions(entries: Sequence[Entry], *, now: float, wall_now: float, window_s: float,
-              namespaces: Collection[str]) -> list[tuple[float, str, str]]:
+              ) -> list[tuple[float, str, str]]:
     """(monotonic time, namespace, pod UID) of each ledger entry that still counts against the budget: inside
-    ``window_s`` (wall clock: ``wall_now`` minus its time, never negative) and in a namespace this watchdog watches
-    (so shards do not charge each other). ``now``: monotonic seconds."""
+    ``window_s`` (wall clock: ``wall_now`` minus its time, never negative), whatever namespace it names — the ledger
+    is this release's own (shards have their own, by leaseName), and a namespace opted out and in again across a
+    restart must not free the cluster budget. ``now``: monotonic seconds."""
     out = []
     for e in entries:
         age = max(0.0, wall_now - e.t)
-        if age < window_s and e.namespace in namespaces:
+        if age < window_s:
             out.append((now - age, e.namespace, e.uid))
     return out

@@ -232,9 +232,13 @@ class DeletionPolicy:
         observing = self.rails.dry_run or s.namespace_mode != "enforce"
         if acted == "delete" or (acted == "dry_run" and observing):
             return Decision("skip", "episode", "already acted on this stall episode")
-        if acted == "retry" and self.paused_by is None and s.leader:
+        if acted == "retry":  # sent again only while every rail that is not a budget allows it
+            for rule in self._RETRY_HOLDS:
+                held = rule(self, s)
+                if held is not None:
+                    return held
             return Decision("retry", "retry", "the answer to this pod's removal was lost and the pod is still "
-                                              "there: sent again (same UID precondition, already charged)")
+                                              "there: sent again (same UID precondition, charged from this send)")
         return None
 
     def _leader_rule(self, s: _Stall) -> Decision | None:
@@ -336,6 +340,12 @@ class DeletionPolicy:
         _budget_unknown_rule, _budget_rule, _namespace_budget_rule, _owner_rule,
     )
 
+    #: The rules a ``retry`` must pass too: all but the budgets (it is charged already) and the warm-up/age rules
+    #: (passed when it was first sent).
+    _RETRY_HOLDS: ClassVar[tuple[Callable[[DeletionPolicy, _Stall], Decision | None], ...]] = (
+        _leader_rule, _dry_run_rule, _pause_rule, _breaker_rule, _namespace_breaker_rule, _budget_unknown_rule,
+    )
+
     # -- what happened ----------------------------------------------------------------------------------------
     def record(self, uid: str, series: str, action: str = "delete") -> None:
         """Remember that this stall episode was acted on: ``action`` "dry_run" (announced) or "delete"."""
@@ -344,9 +354,14 @@ class DeletionPolicy:
     def record_deletion(self, now: float, *, uid: str, series: str, namespace: str, owner: str | None) -> None:
         """A pod was deleted (or evicted): charge the budgets and block its owner until a replacement is Ready."""
         self.record(uid, series)
-        self._deletions.append((now, namespace, uid))
+        self.recharge(now, uid=uid, namespace=namespace)
         if owner is not None:
             self._blocked_owners[owner] = now
+
+    def recharge(self, now: float, *, uid: str, namespace: str) -> None:
+        """Charge the budgets for pod ``uid`` from ``now`` on: one entry per pod, its time moved to this send (a
+        removal sent again after a lost answer counts for a whole window from its last send, never less)."""
+        self._deletions = deque(sorted([d for d in self._deletions if d[2] != uid] + [(now, namespace, uid)]))
 
     def retry_later(self, uid: str, series: str) -> None:
         """A removal already charged (:meth:`record_deletion`) was not seen to happen (its answer was lost and the
