@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # node_kit, images, node_world
-sys.path.insert(0, str(HERE.parent))  # tests/tools.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # node_kit, images, node_world
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/tools.py
 
 import images
 import tools
@@ -29,6 +28,7 @@ from node_world import World
 
 from watchdog.demo.controlplane.locate import NotAvailable, binary_dir
 
+HERE = Path(__file__).resolve().parent
 NODE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 SESSION: dict[str, Any] = {}
 

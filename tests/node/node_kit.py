@@ -477,8 +477,8 @@ class Node:
         work = str(self.work.resolve())
         with open("/proc/self/mounts") as handle:
             points = [line.split()[1].encode().decode("unicode_escape") for line in handle]
-        for point in sorted((p for p in points if p.startswith(work + "/") or p.startswith("/run/containerd/")
-                             and self.netns in p), key=len, reverse=True):
+        for point in sorted((p for p in points if p.startswith(work + "/") or (p.startswith("/run/containerd/")
+                             and self.netns in p)), key=len, reverse=True):
             sh("umount", "-l", point, check=False)
 
     def _remove_cgroups(self) -> None:
