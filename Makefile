@@ -3,13 +3,21 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: test test-unit test-e2e lint lint-deadcode lint-imports check-helm-rbac manifests lint-dockerfile bench
+.PHONY: test test-fast test-unit test-e2e lint lint-deadcode lint-imports check-helm-rbac manifests lint-dockerfile bench
 
-test:            ## the whole test suite (unit + e2e)
+# The tiers that run on their own (make test-cluster/-prometheus/-engines/-node); pyproject's addopts leaves them out,
+# and a target that passes its own -m must leave them out too (a later -m replaces the addopts one).
+OWN_TIERS := not cluster and not prometheus and not engines and not node
+
+test:            ## the whole test suite (unit + e2e + chart + image), as the README's test command
 	$(PY) -m pytest
 
-test-unit:       ## unit tests only
-	$(PY) -m pytest -m "not e2e"
+test-fast:       ## core, config, adapters, controller, cli unit tests: in-process only (no e2e, chart, image), < 60 s
+	$(PY) -m pytest -q tests/core tests/config tests/adapters tests/controller tests/cli \
+		-m "not e2e and not chart and not image and $(OWN_TIERS)"
+
+test-unit:       ## every test but the e2e ones and the tiers that run on their own
+	$(PY) -m pytest -m "not e2e and $(OWN_TIERS)"
 
 test-e2e:        ## end-to-end tests only (emulator + simulated pods, separate processes)
 	$(PY) -m pytest -m e2e
@@ -33,14 +41,14 @@ MANIFESTS := .cache/manifests
 manifests:       ## helm lint --strict + template (default and production values) + kubernetes-validate 1.29/1.37
 	mkdir -p $(MANIFESTS)
 	$(HELM) lint --strict $(CHART)
-	$(HELM) lint --strict $(CHART) -f tests/helm_values/production.yaml
+	$(HELM) lint --strict $(CHART) -f tests/chart/helm_values/production.yaml
 	$(HELM) template vllm-stall-watchdog $(CHART) -n vllm-stall-watchdog > $(MANIFESTS)/default.yaml
-	$(HELM) template vllm-stall-watchdog $(CHART) -n vllm-stall-watchdog -f tests/helm_values/production.yaml \
+	$(HELM) template vllm-stall-watchdog $(CHART) -n vllm-stall-watchdog -f tests/chart/helm_values/production.yaml \
 		> $(MANIFESTS)/production.yaml
 	$(BIN)/kubernetes-validate --strict --quiet -k 1.29.0 -k 1.37.0 $(MANIFESTS)/default.yaml $(MANIFESTS)/production.yaml
 
 check-helm-rbac: ## the exact RBAC rules per feature flag (fails on any wildcard or extra verb)
-	$(PY) -m pytest -q tests/test_helm.py -k "rbac or wildcard or role"
+	$(PY) -m pytest -q tests/chart/test_helm.py -k "rbac or wildcard or role"
 
 lint-dockerfile: ## hadolint
 	$$($(PY) -c 'import sys; sys.path.insert(0, "tests"); import tools; print(tools.hadolint())') Dockerfile

@@ -1,15 +1,31 @@
 """Shared fixtures: a started Kubernetes API emulator (kmock-based, real HTTP; not a cluster), and the process's
-logging set-up put back after a test that configures it."""
+logging set-up put back after a test that configures it. Tests under tests/chart/ are marked ``chart`` and under
+tests/image/ ``image`` here, by folder (they run in the default suite; `make test-fast` leaves them out)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.demo.emulator import EmulatorServer
+
+HERE = Path(__file__).resolve().parent
+FOLDER_MARKERS = {"chart": pytest.mark.chart, "image": pytest.mark.image}  # tests/<folder>/ -> its marker
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `-m "not chart"` sees the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test by its folder (FOLDER_MARKERS)."""
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        if HERE in path.parents:
+            marker = FOLDER_MARKERS.get(path.relative_to(HERE).parts[0])
+            if marker is not None:
+                item.add_marker(marker)
 
 
 @pytest.fixture

@@ -99,7 +99,7 @@ def test_every_runbook_command_runs_against_the_real_control_plane(
             {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}]}})
         # What a cluster with leader election and the Prometheus operator has, for the commands about them: the
         # Lease a leader holds, and the operator's CRDs (schemaless here: the chart's objects are checked by
-        # kubernetes-validate in tests/test_helm.py; this checks the command and the chart render together).
+        # kubernetes-validate in tests/chart/test_helm.py; this checks the command and the chart render together).
         api.create("/apis/coordination.k8s.io/v1/namespaces/vllm-stall-watchdog/leases", {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "vllm-stall-watchdog"},
             "spec": {"holderIdentity": "vllm-stall-watchdog-abc12_1a2b3c", "leaseDurationSeconds": 15}})

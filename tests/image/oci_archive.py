@@ -8,7 +8,7 @@ Dockerfile's ``FROM python:3.11.x-slim-bookworm``: Debian bookworm's python3 is 
 base image's runtime packages (ca-certificates, netbase, tzdata), the same build context (the Dockerfile's COPY
 list: pyproject.toml, README.md, watchdog/), the same non-editable install into /opt/venv, and the same runtime
 config (:func:`image_config`: user 65532:65532, ``python -m watchdog run``, port 8080, the final stage's ENV over
-the base image's, its labels). ``tests/test_dockerfile.py`` compares these with the Dockerfile.
+the base image's, its labels). ``tests/image/test_dockerfile.py`` compares these with the Dockerfile.
 
 Steps: copy the build context into a scratch directory and ``pip wheel`` it and its dependencies on this machine
 (its pip, its certificates; never the checkout itself, whose build/ or egg-info could leak into the wheel);

@@ -6,7 +6,7 @@ property under ``config`` (type, minimum/maximum, enum, default, description; fo
 decimal string ``helm --set`` passes, held to the same bounds by a pattern), the install-time cross-setting rules
 the schema can express (``config.allOf``), and the ``profile``/``source`` enums of ``config.targets``. Everything
 else (image, resources, probes, the target item's other keys, ...) is the chart's own and kept as written.
-``python -m watchdog.config.schema [PATH]`` rewrites the file; tests/test_helm.py fails while it differs. Pure but
+``python -m watchdog.config.schema [PATH]`` rewrites the file; tests/chart/test_helm.py fails while it differs. Pure but
 for :func:`main`.
 """
 
@@ -33,7 +33,7 @@ _DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _LABEL_NAME = "^([a-zA-Z][a-zA-Z0-9_]*|_([a-zA-Z0-9][a-zA-Z0-9_]*)?)$"  # no "__" prefix: Prometheus reserves it
 _FILE = {"minLength": 1}
 # Single-setting rules the watchdog checks in code (watchdog/core/promql.py, names.py, taints.py), as schema
-# keywords so the chart refuses them at install time; tests/test_helm.py holds each to the watchdog's verdict.
+# keywords so the chart refuses them at install time; tests/chart/test_helm.py holds each to the watchdog's verdict.
 EXTRA: Mapping[str, Mapping[str, Any]] = {
     "prometheus_url": {"pattern": "^https?://[^@/?#]+(/[^?#]*)?$"},
     "prometheus_bearer_token_file": _FILE,

@@ -1,4 +1,4 @@
-"""The chart README's values table is what tests/chart_readme.py generates from values.yaml and its schema, and
+"""The chart README's values table is what tests/chart/chart_readme.py generates from values.yaml and its schema, and
 the generator reads the ``# --`` convention as documented."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_render_replaces_only_the_text_between_the_markers() -> None:
 
 def test_chart_readme_values_table_is_up_to_date() -> None:
     assert chart_readme.README.read_text() == chart_readme.generate(), (
-        "helm/vllm-stall-watchdog/README.md is out of date: run `.venv/bin/python tests/chart_readme.py`")
+        "helm/vllm-stall-watchdog/README.md is out of date: run `.venv/bin/python tests/chart/chart_readme.py`")
 
 
 def test_chart_readme_documents_every_top_level_value() -> None:

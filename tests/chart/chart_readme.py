@@ -1,7 +1,7 @@
 """The values table of helm/vllm-stall-watchdog/README.md, generated from values.yaml (helm-docs' convention: a
 ``# --`` comment, possibly continued on the following ``#`` lines, documents the key right below it) and
-values.schema.json (the type). ``python tests/chart_readme.py`` rewrites the table between the README's markers;
-tests/test_chart_readme.py fails while the README differs from what this produces.
+values.schema.json (the type). ``python tests/chart/chart_readme.py`` rewrites the table between the README's markers;
+tests/chart/test_chart_readme.py fails while the README differs from what this produces.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-CHART = Path(__file__).resolve().parents[1] / "helm" / "vllm-stall-watchdog"
+CHART = Path(__file__).resolve().parents[2] / "helm" / "vllm-stall-watchdog"
 README = CHART / "README.md"
 START, END = "<!-- values-table:start -->", "<!-- values-table:end -->"
 KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_]+):")

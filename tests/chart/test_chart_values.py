@@ -1,7 +1,7 @@
 """The chart's escape hatches and defaults that make it adaptable (extraArgs/Env/Volumes, security contexts,
 probes, spreading and the PodDisruptionBudget, ServiceMonitor placement and relabelings), fractional settings
 through plain ``--set``, the placeholder-image warning in NOTES.txt and Chart.yaml's metadata. Every value is
-rendered with the real helm (helpers of tests/test_helm.py) and the adapted render passes kubernetes-validate.
+rendered with the real helm (helpers of tests/chart/chart_kit.py) and the adapted render passes kubernetes-validate.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_helm import CHART, NAMESPACE, RELEASE, _validate, config_from, helm, objects, one, template, template_fails
+from chart_kit import CHART, NAMESPACE, RELEASE, config_from, helm, objects, one, template, template_fails, validate
 
 from watchdog.config.settings import BY_KEY, SETTINGS
 
@@ -120,7 +120,7 @@ def test_the_adapted_chart_passes_lint_and_kubernetes_validate(adapted_file: str
     assert lint.returncode == 0, lint.stdout + lint.stderr
     path = tmp_path / "adapted.yaml"
     path.write_text(adapted)
-    done = _validate(path)
+    done = validate(path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("passed for resource") == 2 * len([o for o in objects(adapted)
                                                                if o["kind"] != "ServiceMonitor"])

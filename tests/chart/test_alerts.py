@@ -1,7 +1,7 @@
 """The watchdog's alerts (helm/vllm-stall-watchdog/files/alerts.yaml) and Grafana dashboard (files/dashboard.json),
 checked with the real promtool and helm.
 
-- ``promtool check rules`` on the rules file, ``promtool test rules tests/alerts/*.yaml`` (every alert has a test
+- ``promtool check rules`` on the rules file, ``promtool test rules tests/chart/alerts/*.yaml`` (every alert has a test
   where it fires and one where it stays silent), and mutated copies of the rules that those unit tests must fail.
 - Every PromQL expression of the dashboard is parsed by promtool (one recording rule per expression).
 - Every metric name and label matcher used by the alerts and the dashboard is one the watchdog exports
@@ -29,12 +29,12 @@ from typing import Any, get_args
 import pytest
 import tools
 import yaml
-from test_helm import CHART, NAMESPACE, RELEASE, helm
+from chart_kit import CHART, NAMESPACE, RELEASE, helm
 
 REPO = tools.REPO
 RULES = CHART / "files" / "alerts.yaml"
 DASHBOARD = CHART / "files" / "dashboard.json"
-UNIT_TESTS = sorted((REPO / "tests" / "alerts").glob("*.yaml"))
+UNIT_TESTS = sorted((Path(__file__).resolve().parent / "alerts").glob("*.yaml"))
 RUNBOOK = (REPO / "RUNBOOK.md").read_text()
 RUNBOOK_URL = "https://github.com/vllm-stall-watchdog/vllm-stall-watchdog/blob/main/RUNBOOK.md"
 SEVERITIES = {"critical", "warning", "info"}
@@ -153,7 +153,7 @@ def test_every_alert_has_a_firing_and_a_silent_unit_test() -> None:
     silent = {name for _, name, fires in unit_test_cases() if not fires}
     assert firing == set(alert_names()) == silent
     for path in UNIT_TESTS:  # each runs against the shipped file, not a copy
-        assert yaml.safe_load(path.read_text())["rule_files"] == ["../../helm/vllm-stall-watchdog/files/alerts.yaml"]
+        assert yaml.safe_load(path.read_text())["rule_files"] == ["../../../helm/vllm-stall-watchdog/files/alerts.yaml"]
 
 
 def mutated(tmp_path: Path, alert: str, **changes: Any) -> list[Path]:

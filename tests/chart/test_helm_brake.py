@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_helm import (
+from chart_kit import (
+    CHART,
     NAMESPACE,
     PRODUCTION,
     RELEASE,
     assert_grants,
     config_from,
+    helm,
     objects,
     one,
     rbac_grants,
@@ -75,8 +77,6 @@ def test_no_other_config_map_and_no_write_anywhere() -> None:
 
 
 def test_notes_show_the_brake_and_status_for_this_release() -> None:
-    from test_helm import CHART, helm
-
     done = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
     assert done.returncode == 0, done.stderr
     notes = done.stdout.split("NOTES:", 1)[1]

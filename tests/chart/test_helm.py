@@ -6,7 +6,8 @@ refused setting refused either by the schema at install time or by the watchdog'
 ConfigMap, and that the ConfigMap the chart renders is read by the watchdog (watchdog.config.loader.load_config) as
 exactly what the values set (no drift between chart and code).
 
-helm is found or fetched by tests/tools.py. Rendered output is cached per module; the file runs in seconds.
+helm is found or fetched by tests/tools.py; chart_kit.py caches rendered output per argument list; the file runs in
+seconds.
 """
 
 from __future__ import annotations
@@ -16,13 +17,29 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tools
 import yaml
+from chart_kit import (
+    CHART,
+    NAMESPACE,
+    PRODUCTION,
+    RELEASE,
+    VALUES_DIR,
+    assert_grants,
+    config_from,
+    helm,
+    objects,
+    one,
+    rbac_grants,
+    roles_by_purpose,
+    template,
+    template_fails,
+    validate,
+)
 
 from watchdog.config import schema as chart_schema
 from watchdog.config.loader import ConfigError, load_config
@@ -30,13 +47,9 @@ from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, target_to_dict
 from watchdog.core.model import DEFAULT_TARGETS
 
 REPO = tools.REPO
-CHART = REPO / "helm" / "vllm-stall-watchdog"
-VALUES_DIR = REPO / "tests" / "helm_values"
-PRODUCTION = VALUES_DIR / "production.yaml"
-RELEASE, NAMESPACE = "vsw", "vllm-stall-watchdog"
 CONFIG_DIR = "/etc/vllm-stall-watchdog"
 # Settings the chart deliberately does not expose under `config:` (watchdog/config/schema.py says why;
-# pauseConfigMap: tests/test_helm_brake.py).
+# pauseConfigMap: tests/chart/test_helm_brake.py).
 NOT_IN_CHART = {BY_NAME[name].key for name in chart_schema.NOT_IN_CHART}
 # In the chart (values and schema, default false) but never turned on by the production example: demo/tests only.
 DEMO_ONLY = {"allowLoopbackPodIps"}
@@ -67,56 +80,9 @@ def ledger_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, 
     return {("", "configmaps", "create", ""), ("", "configmaps", "get", name), ("", "configmaps", "update", name)}
 
 
-def roles_by_purpose(rendered: str, kind: str = "Role") -> dict[str, dict[str, Any]]:
-    """Namespaced Roles (or RoleBindings) keyed by what they are for: "ledger", "brake" or "leader-election"."""
-    out = {}
-    for o in objects(rendered):
-        if o["kind"] == kind:
-            name = o["metadata"]["name"]
-            out[next((p for p in ("ledger", "brake") if name.endswith(f"-{p}")), "leader-election")] = o
-    return out
-
-
 def lease_rbac(lease: str = "vllm-stall-watchdog") -> set[tuple[str, str, str, str]]:
     return {("coordination.k8s.io", "leases", "create", ""), ("coordination.k8s.io", "leases", "get", lease),
             ("coordination.k8s.io", "leases", "update", lease)}
-
-
-@cache
-def helm_bin() -> str:
-    try:
-        return tools.helm()
-    except tools.ToolMissing as exc:
-        pytest.fail(str(exc))
-
-
-def helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm_bin(), *args], capture_output=True, text=True, timeout=120)
-
-
-@cache
-def template(*args: str) -> str:
-    """``helm template`` output (cached per argument list); fails the test on a non-zero exit."""
-    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def template_fails(*args: str) -> str:
-    """Run ``helm template`` expecting failure; return its stderr."""
-    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *args)
-    assert done.returncode != 0, f"helm template {' '.join(args)} should have failed:\n{done.stdout[:2000]}"
-    return done.stderr
-
-
-def objects(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if d]
-
-
-def one(text: str, kind: str) -> dict[str, Any]:
-    found = [o for o in objects(text) if o["kind"] == kind]
-    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
-    return found[0]
 
 
 def kinds(text: str) -> list[str]:
@@ -157,21 +123,12 @@ def test_helm_lint_strict(values: tuple[str, ...]) -> None:
     assert "0 chart(s) failed" in done.stdout
 
 
-def _validate(path: Path) -> subprocess.CompletedProcess[str]:
-    from kubernetes_validate.utils import latest_version
-
-    return subprocess.run(
-        [tools.kubernetes_validate(), "--strict", "-k", "1.29.0", "-k", latest_version(), str(path)],
-        capture_output=True, text=True, timeout=120,
-    )
-
-
 @pytest.mark.parametrize("values", VARIANTS)
 def test_rendered_manifests_pass_kubernetes_validate_strict(values: tuple[str, ...], tmp_path: Path) -> None:
     rendered = template(*values)
     path = tmp_path / "rendered.yaml"
     path.write_text(rendered)
-    done = _validate(path)
+    done = validate(path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ERROR" not in done.stdout
     # Every built-in object was validated against both versions; only the ServiceMonitor CRD has no schema.
@@ -186,30 +143,11 @@ def test_kubernetes_validate_really_rejects_an_unknown_field(default: str, tmp_p
     deployment["spec"]["template"]["spec"]["containers"][0]["readOnlyRootFileSystem"] = True  # wrong case
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(deployment))
-    done = _validate(path)
+    done = validate(path)
     assert done.returncode != 0 and "readOnlyRootFileSystem" in done.stdout
 
 
 # --- RBAC -----------------------------------------------------------------------------------------------
-
-
-def rbac_grants(role: dict[str, Any], names_allowed: bool = False) -> set[tuple[str, str, str, str]]:
-    """Every (apiGroup, resource, verb, resourceName) the role grants; resourceNames only where allowed."""
-    fields = {"apiGroups", "resources", "verbs"} | ({"resourceNames"} if names_allowed else set())
-    grants = set()
-    for rule in role["rules"]:
-        assert set(rule) <= fields, f"unexpected rule fields (resourceNames? nonResourceURLs?): {rule}"
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                for verb in rule["verbs"]:
-                    for name in rule.get("resourceNames") or [""]:
-                        grants.add((group, resource, verb, name))
-    assert not [g for g in grants if any("*" in part for part in g)], "wildcards are never granted"
-    return grants
-
-
-def assert_grants(got: set[tuple[str, str, str, str]], want: set[tuple[str, str, str, str]]) -> None:
-    assert got == want, f"extra: {sorted(got - want)}, missing: {sorted(want - got)}"
 
 
 EVICT, NODES, LEADER = ("--set", "config.action=evict"), ("--set", "config.nodeEscalation=true"), (
@@ -243,7 +181,7 @@ def test_rbac_is_exactly_the_least_privilege_set_per_feature(
     roles = roles_by_purpose(rendered)
     if str(PRODUCTION) not in values:  # production.yaml turns the ledger off (to exercise the Events read-back)
         assert_grants(rbac_grants(roles.pop("ledger"), names_allowed=True), ledger_rbac())
-    roles.pop("brake")  # the run-time brake's Role, always there: tests/test_helm_brake.py
+    roles.pop("brake")  # the run-time brake's Role, always there: tests/chart/test_helm_brake.py
     if not lease:
         assert roles == {}, "no leader-election Role without leader election"
         return
@@ -368,7 +306,7 @@ def test_pod_namespace_comes_from_the_downward_api(values: tuple[str, ...]) -> N
 @pytest.mark.parametrize("values", VARIANTS)
 def test_pod_security_is_restricted(values: tuple[str, ...]) -> None:
     """Pod Security "restricted" with no fixed UID (the image's numeric USER applies; UID-range platforms such as
-    OpenShift assign their own). tests/test_chart_values.py overrides these values."""
+    OpenShift assign their own). tests/chart/test_chart_values.py overrides these values."""
     pod = one(template(*values), "Deployment")["spec"]["template"]["spec"]
     assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = pod["containers"]
@@ -559,13 +497,6 @@ def test_every_values_key_is_documented(schema: dict[str, Any]) -> None:
 
 
 # --- no drift between the chart's ConfigMap and what the watchdog reads ---------------------------------
-
-
-def config_from(rendered: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
-    text = one(rendered, "ConfigMap")["data"]["config.yaml"]
-    path = tmp_path / "config.yaml"
-    path.write_text(text)
-    return load_config(file=str(path), env={}), yaml.safe_load(text)
 
 
 def test_watchdog_reads_exactly_the_values_the_chart_was_given(
