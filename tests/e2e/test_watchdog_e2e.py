@@ -145,8 +145,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         try:
             _build(world)
             port = free_port()
-            # The safety rails are proven in tests/test_rails_e2e.py; here they are opened wide so that each
-            # scenario of this world is judged on its own (5 of 9 watched pods look bad on purpose).
+            # The safety rails are proven in tests/controller/test_rails.py and tests/core/test_policy.py; here they
+            # are opened wide so that each scenario of this world is judged on its own (5 of 9 watched pods look bad
+            # on purpose).
             config = write_config(tmp / "config.yaml", **{**FAST_SETTINGS, **OPEN_RAILS,
                                                           "listenAddress": f"127.0.0.1:{port}"})
             kubeconfig = write_kubeconfig(tmp / "kubeconfig", api.base_url)

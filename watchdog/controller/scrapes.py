@@ -56,14 +56,20 @@ class ScrapeSource:
         try:
             body = await (self.scraper.fetch_async(pod.url) if deadline_s is None
                           else self.scraper.fetch_async(pod.url, deadline_s=deadline_s))
-            reading = self._parse(pod, body)
+            parsed = parse_exposition(body, self.profiles[pod.target_name])
+            del body
+            if not parsed.overrun:
+                if parsed.dropped_series:
+                    self.metrics.series_dropped.inc(parsed.dropped_series)
+                return Reading("ok", parsed, t=self.clock(), seconds=time.perf_counter() - start)
+            failed = self._overrun(pod, parsed.overrun)
         except ScrapeError as exc:
-            reading = self._failed(pod, exc, record.timeouts if deadline_s is not None else None)
+            failed = self._failed(pod, exc, record.timeouts if deadline_s is not None else None)
         except Exception as exc:  # one pod's unexpected trouble is its own unknown, never the others' (one batch)
             log.exception("scrape of %s failed unexpectedly", pod.ref, extra=facts(pod))
-            reading = self._failed(pod, ScrapeError("connection", f"scrape failed unexpectedly: "
-                                                                  f"{type(exc).__name__}: {exc}"[:300]))
-        return Reading(reading.outcome, reading.parsed, reading.detail, reading.what, t=self.clock(),
+            failed = self._failed(pod, ScrapeError("connection", f"scrape failed unexpectedly: "
+                                                                 f"{type(exc).__name__}: {exc}"[:300]))
+        return Reading(failed.outcome, None, failed.detail, failed.what, t=self.clock(),
                        seconds=time.perf_counter() - start)
 
     def _failed(self, pod: WatchedPod, exc: ScrapeError, shortened_after: int | None = None) -> Reading:
@@ -78,10 +84,14 @@ class ScrapeSource:
 
     def _parse(self, pod: WatchedPod, body: bytes) -> Reading:
         parsed = parse_exposition(body, self.profiles[pod.target_name])
-        if parsed.overrun:  # over the parse bounds: unknown, never evidence (and no partial result)
-            log.info("pod %s: %s: its engines are unknown this cycle", pod.ref, parsed.overrun,
-                     extra=facts(pod, result="parse", reason=parsed.overrun))
-            return Reading("parse", detail=parsed.overrun, what=f"scrape of {pod.url}")
+        if parsed.overrun:
+            return self._overrun(pod, parsed.overrun)
         if parsed.dropped_series:
             self.metrics.series_dropped.inc(parsed.dropped_series)
         return Reading("ok", parsed)
+
+    def _overrun(self, pod: WatchedPod, overrun: str) -> Reading:
+        """Over the parse bounds: unknown, never evidence (and no partial result)."""
+        log.info("pod %s: %s: its engines are unknown this cycle", pod.ref, overrun,
+                 extra=facts(pod, result="parse", reason=overrun))
+        return Reading("parse", detail=overrun, what=f"scrape of {pod.url}")
