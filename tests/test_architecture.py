@@ -1,7 +1,8 @@
 """The architecture, checked: ``import watchdog`` is this project; the layers only import downwards (the
 import-linter contracts in pyproject.toml); the pure core imports no I/O and reads no clock; there is no import
 cycle anywhere in the package (``TYPE_CHECKING`` imports included); one statement a line; the
-offline verbs never load the Kubernetes client or the scheduler."""
+offline verbs never load the Kubernetes client or the scheduler; no module under tests/ imports a test module (what
+tests share lives in helper modules: builders.py, fakes.py, chart/chart_kit.py, controller/cycle_kit.py, ...)."""
 
 from __future__ import annotations
 
@@ -177,6 +178,47 @@ def test_the_write_check_sees_a_write_outside_the_actuator(tmp_path: Path) -> No
     sneaky.write_text("def f(self):\n    self.kube.delete_pod('ns', 'p', 'u', None)\n"
                       "    self.actuator.delete_pod('ns', 'p', 'u', None)\n")
     assert write_calls(sneaky) == ["2: self.kube.delete_pod"]
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """``line: name`` for every ``test_*`` module (any dotted part) or name that ``path`` imports: ``import``,
+    ``from ... import`` (relative too), ``importlib.import_module("...")`` and ``__import__("...")``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            # `from tests.controller import test_cycle`, `from . import test_x`: the module is an imported name
+            # (a test function imported by name would be collected twice too)
+            names = [node.module or "", *(alias.name for alias in node.names)]
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("import_module", "__import__")
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            names = [node.args[0].value]
+        found += [f"{node.lineno}: {name}" for name in names
+                  if any(part.startswith("test_") for part in name.split("."))]
+    return sorted(found, key=lambda line: int(line.split(":")[0]))
+
+
+def test_no_test_module_imports_another_test_module() -> None:
+    """A test module imported by another ties one file's tests to another's internals (and, imported as
+    ``tests.controller.test_cycle``, is loaded a second time beside pytest's ``test_cycle``): shared helpers live in
+    helper modules that are not test modules (tests/builders.py, tests/fakes.py, tests/*/*_kit.py)."""
+    offenders = {str(p.relative_to(TESTS)): found for p in sorted(TESTS.rglob("*.py"))
+                 if ".venv" not in p.parts and (found := imported_test_modules(p))}
+    assert offenders == {}
+
+
+def test_the_test_import_check_sees_each_form(tmp_path: Path) -> None:
+    sneaky = tmp_path / "test_sneaky.py"
+    sneaky.write_text("import test_a\nfrom test_b import x\nfrom tests.controller.test_c import y\n"
+                      "from . import test_d\nimport importlib\nimportlib.import_module('test_e')\n"
+                      "from tests.controller import test_f\nimport builders, testing_kit\nfrom fakes import Fake\n")
+    assert imported_test_modules(sneaky) == ["1: test_a", "2: test_b", "3: tests.controller.test_c", "4: test_d",
+                                             "6: test_e", "7: test_f"]
 
 
 def test_modules_stay_unpacked() -> None:

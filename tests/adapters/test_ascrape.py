@@ -14,18 +14,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from tests.adapters.test_scrape import (  # noqa: F401  (serve: the loopback server fixture, a parameter below)
+from loopback_kit import (  # noqa: F401  (serve: the loopback server fixture, a parameter below)
     BODY,
     Handler,
     Seen,
-    _read_request,
     answer,
     http,
     never_answer,
+    read_request,
     reason_of,
     serve,
 )
+
 from watchdog.adapters import ascrape, httpanswer
 from watchdog.adapters.ascrape import MAX_HEAD, AsyncScraper
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
@@ -127,7 +127,7 @@ def test_fetch_from_the_loop_itself_is_refused() -> None:
 
 def test_a_response_head_above_the_bound_is_a_connection_error(serve: Callable[[Handler], str]) -> None:
     def huge_head(conn: socket.socket, stop: threading.Event) -> None:
-        _read_request(conn)
+        read_request(conn)
         conn.sendall(b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"y" * (2 * MAX_HEAD) + b"\r\n\r\n" + BODY)
 
     error = reason_of(AsyncScraper(), serve(huge_head))
@@ -251,7 +251,7 @@ def test_closed_before_any_answer_is_retried_as_a_reset(serve: Callable[[Handler
     def close_then_answer(conn: socket.socket, stop: threading.Event) -> None:
         n = seen.connections
         seen.connections += 1
-        _read_request(conn)
+        read_request(conn)
         if n > 0:
             conn.sendall(http("200 OK", BODY))
         # the first connection: closed (FIN, no RST) without a byte of answer, as http.client's RemoteDisconnected
@@ -264,7 +264,7 @@ def flood(head: bytes, piece: bytes) -> Handler:
     """A pod that answers ``head`` and then ``piece`` (a 1-byte chunk, an endless 1xx) as fast as it can."""
 
     def handler(conn: socket.socket, stop: threading.Event) -> None:
-        _read_request(conn)
+        read_request(conn)
         conn.sendall(head)
         block = piece * 4096
         try:

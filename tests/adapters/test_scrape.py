@@ -7,132 +7,32 @@ import contextlib
 import gzip
 import socket
 import ssl
-import struct
 import threading
 import time
 import tracemalloc
 import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from loopback_kit import (
+    BODY,
+    Handler,
+    Seen,
+    answer,
+    http,
+    never_answer,
+    read_request,
+    reason_of,
+    respond,
+    serve,
+)
 
 from watchdog.adapters import connect
 from watchdog.adapters.ascrape import AsyncScraper as Scraper
-from watchdog.adapters.scrape_errors import REASONS, ScrapeError, ScrapeLimits
+from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 
-BODY = b'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
-
-
-def reason_of(scraper: Scraper, url: str) -> ScrapeError:
-    with pytest.raises(ScrapeError) as info:
-        scraper.fetch(url)
-    assert info.value.reason in REASONS and "\n" not in str(info.value)
-    return info.value
-
-
-# ---------------------------------------------------------------- loopback servers
-
-Handler = Callable[[socket.socket, threading.Event], None]
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Handler], str]]:
-    """Start a raw TCP server on 127.0.0.1 (ephemeral port); each connection runs ``handler(conn, stop)``."""
-    stop = threading.Event()
-    servers: list[socket.socket] = []
-
-    def start(handler: Handler) -> str:
-        server = socket.socket()
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        server.settimeout(0.2)
-        servers.append(server)
-
-        def accept_loop() -> None:
-            while not stop.is_set():
-                try:
-                    conn, _ = server.accept()
-                except OSError:
-                    continue
-                threading.Thread(target=_run, args=(handler, conn, stop), daemon=True).start()
-
-        threading.Thread(target=accept_loop, daemon=True).start()
-        return f"http://127.0.0.1:{server.getsockname()[1]}/metrics"
-
-    yield start
-    stop.set()
-    for server in servers:
-        server.close()
-
-
-def _run(handler: Handler, conn: socket.socket, stop: threading.Event) -> None:
-    with conn, contextlib.suppress(OSError):
-        handler(conn, stop)
-
-
-def _read_request(conn: socket.socket) -> None:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(4096)
-        if not chunk:
-            return
-        data += chunk
-
-
-def respond(body: bytes, headers: str = "") -> Handler:
-    def handler(conn: socket.socket, stop: threading.Event) -> None:
-        while True:  # keep-alive: answer every request on this connection
-            _read_request(conn)
-            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{headers}\r\n".encode() + body)
-            if stop.is_set():
-                return
-
-    return handler
-
-
-@dataclass
-class Seen:
-    """What a loopback server received: one request head (request line + headers) per request."""
-
-    requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
-    connections: int = 0
-
-
-def _read_head(conn: socket.socket) -> tuple[str, dict[str, str]] | None:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(4096)
-        if not chunk:
-            return None
-        data += chunk
-    line, *lines = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    return line, {k.strip().lower(): v.strip() for k, v in (h.split(":", 1) for h in lines)}
-
-
-def answer(seen: Seen, *responses: bytes | None) -> Handler:
-    """Record each request; the n-th connection gets ``responses[n]`` (the last one repeats), None = a reset."""
-
-    def handler(conn: socket.socket, stop: threading.Event) -> None:
-        n = seen.connections
-        seen.connections += 1
-        head = _read_head(conn)
-        if head is None:
-            return
-        seen.requests.append(head)
-        response = responses[min(n, len(responses) - 1)]
-        if response is None:  # an RST instead of an answer
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            return
-        conn.sendall(response)
-
-    return handler
-
-
-def http(status: str, body: bytes = b"", headers: str = "") -> bytes:
-    return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n{headers}\r\n".encode() + body
-
+__all__ = ["serve"]  # the loopback server fixture (loopback_kit.py), a parameter below
 
 # ---------------------------------------------------------------- HTTP contract
 
@@ -254,13 +154,9 @@ def test_error_reasons_are_checked() -> None:
         ScrapeLimits(deadline_s=0)
 
 
-def never_answer(conn: socket.socket, stop: threading.Event) -> None:
-    stop.wait(10)
-
-
 def drip(headers_first: bool) -> Handler:
     def handler(conn: socket.socket, stop: threading.Event) -> None:
-        _read_request(conn)
+        read_request(conn)
         head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
         if headers_first:
             conn.sendall(head)
@@ -326,7 +222,7 @@ def test_ten_megabyte_body_is_too_large(serve: Callable[[Handler], str]) -> None
 def stalls_after(sent: int) -> Handler:
     """Promises 10 MiB, sends ``sent`` bytes of it, then nothing."""
     def handler(conn: socket.socket, stop: threading.Event) -> None:
-        _read_request(conn)
+        read_request(conn)
         conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {10 * 1024 * 1024}\r\n\r\n".encode() + b"#" * sent)
         stop.wait(10)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cycle_kit import NS, Rig, make_config, remediated, sample
 from fakes import FakeKube
-from test_cycle import NS, Rig, make_config, remediated, sample
 
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.controller.brake import Brake

@@ -10,8 +10,8 @@ from typing import Any
 
 import builders
 import pytest
+from cycle_kit import NS, STEP, make_config
 
-from tests.controller.test_cycle import NS, STEP, make_config
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.podcache import PodCache
 from watchdog.controller.wiring import wire

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_cycle import Rig, make_config
+from cycle_kit import Rig, make_config
 
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cycle_kit import NS, Rig, make_config, remediated, sample, states
 
-from tests.controller.test_cycle import NS, Rig, make_config, remediated, sample, states
 from tests.promfake import FakePrometheus
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.config.loader import ConfigError, load_config

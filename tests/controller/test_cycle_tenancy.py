@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cycle import NS, Rig, make_config, remediated
+from cycle_kit import NS, Rig, make_config, remediated
 
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits

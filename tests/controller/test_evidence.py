@@ -10,7 +10,7 @@ from typing import Any
 import builders
 import pytest
 from fakes import FakeKube
-from test_remediator import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
+from remediator_kit import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
 
 from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError

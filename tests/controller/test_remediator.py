@@ -12,6 +12,17 @@ from typing import Any
 import builders
 import pytest
 from fakes import FakeClock, FakeKube
+from remediator_kit import (
+    NS,
+    SIGNALS,
+    SNAP,
+    VERDICT,
+    WALL,
+    Rescrape,
+    api,
+    open_policy,
+    target_of,
+)
 
 from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError
@@ -20,21 +31,14 @@ from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.core.confirm import not_confirmed
-from watchdog.core.detector import Verdict
 from watchdog.core.discovery import discover
 from watchdog.core.events import MAX_MESSAGE, event_body
-from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
+from watchdog.core.model import Target
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.policy import DeletionPolicy, Rails
-from watchdog.core.profiles import Selector
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import pod_manifest, seed_deployment, seed_statefulset
 
-NS = "ml"
-#: The progress signals of these tests' snapshots, in EngineSnapshot.progress order.
-SIGNALS = (Selector("generation_tokens"), Selector("prompt_tokens"), Selector("heartbeat"))
-SNAP = EngineSnapshot(labels=(("engine", "0"), ("model_name", "llama")), running=21.0, waiting=0.0,
-                      progress=(456789.0, 1234567.0, 30200.0))
+__all__ = ["api"]  # the fixture, shared with test_evidence.py through remediator_kit.py
 
 
 def vary(base: EngineSnapshot = SNAP, **changes: float | None) -> EngineSnapshot:
@@ -56,60 +60,15 @@ def prompt(snap: EngineSnapshot) -> float:
 
 def beat(snap: EngineSnapshot) -> float:
     return snap.progress[2] or 0.0
-VERDICT = Verdict("stalled", True, 130.0, "stalled: 21 requests running (0 waiting), progress signals unchanged "
-                  "(generation_tokens=456789, prompt_tokens=1234567, heartbeat=30200) for 130 s over 9 busy samples "
-                  "(window 120 s)", t=130.0, running=21.0, busy_samples=9, waiting=0.0,
-                  frozen=(("generation_tokens", 456789.0), ("prompt_tokens", 1234567.0), ("heartbeat", 30200.0)),
-                  window_s=120.0)
 #: What every Event message about VERDICT says after "<what> pod NS/NAME": the facts, in the on-call order.
 FACTS = (f' engine {{{SNAP.key}}}: no progress for 130 s, 21 requests running (0 waiting), frozen '
          "generation_tokens=456789 prompt_tokens=1234567 heartbeat=30200 since ")
-
-
-class Rescrape:
-    """A rescrape callable that returns ``answer`` (default: the same frozen snapshot) and counts calls."""
-
-    def __init__(self, answer: EngineSnapshot | None = SNAP, before: Callable[[], None] | None = None) -> None:
-        self.answer, self.before, self.calls = answer, before, 0
-
-    def __call__(self, target: WatchedPod, key: str) -> EngineSnapshot | None:
-        self.calls += 1
-        assert key == SNAP.key
-        if self.before is not None:
-            self.before()
-        return self.answer
 
 
 def results(m: Metrics) -> dict[str, float]:
     out = {r: m.registry.get_sample_value("vllm_watchdog_remediations_total", {"result": r})
            for r in DELETION_RESULTS}
     return {r: v for r, v in out.items() if v}
-
-
-@pytest.fixture
-def api(emulator: EmulatorServer) -> EmulatorServer:
-    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
-    emulator.create_namespace("obs", {NAMESPACE_LABEL: "dry-run"})
-    return emulator
-
-
-def target_of(api: EmulatorServer, pod: dict[str, Any]) -> WatchedPod:
-    """The WatchedPod discovery makes of ``pod`` (as stored by the emulator)."""
-    meta = pod["metadata"]
-    stored = api.get_pod(meta["namespace"], meta["name"])
-    assert stored is not None
-    found = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])])
-    [target] = found.targets
-    return target
-
-
-def open_policy(**kw: Any) -> DeletionPolicy:
-    """A policy past warm-up whose rails are all open unless ``kw`` (Rails fields) narrows them; the rails
-    themselves are tested in test_policy.py and test_rails.py."""
-    rails = Rails(**{"min_pod_age_seconds": 0.0, "max_deletions": 100, "max_deletions_per_namespace": 100, **kw})
-    policy = DeletionPolicy(rails, started=-1e9)
-    policy.begin_cycle(-1e9, watched=1, bad=0)
-    return policy
 
 
 def remediator(kube: Any, rescrape: Rescrape | None = None, *, require_controller: bool = True,
@@ -781,7 +740,6 @@ def test_the_event_message_names_the_window_once(api: EmulatorServer, kube_clien
 # -- what on-call reads: Event messages lead with the facts, log lines carry them as fields ------------------------
 #: Monotonic 140 s, the verdict's sample at 130 s after 130 s without progress: the stall clock started at
 #: monotonic 0, i.e. 140 s before this wall-clock time.
-WALL = dt.datetime(2026, 12, 1, 5, 14, 20, tzinfo=dt.UTC).timestamp()
 SINCE = "2026-12-01T05:12:00Z"
 
 

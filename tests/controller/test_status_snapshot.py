@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cycle import NS, Rig, make_config
+from cycle_kit import NS, Rig, make_config
 
 from watchdog.controller import status
 from watchdog.controller.state import EngineState, PodRecord

@@ -8,35 +8,16 @@ back (one GET; Events are never read back) and defers the third stall instead of
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from process_kit import run_watchdog
 
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
 from watchdog.demo.simpod import SimPod
 
 pytestmark = pytest.mark.e2e
-
-
-def run_watchdog(config: Path, kubeconfig: Path, log: Path, until: float, done: object) -> str:
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "--config", str(config),
-                                 "--kubeconfig", str(kubeconfig)], stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        try:
-            deadline = time.monotonic() + until
-            while time.monotonic() < deadline and proc.poll() is None and not done():  # type: ignore[operator]
-                time.sleep(0.25)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(10)
-    return log.read_text()
 
 
 def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer, tmp_path: Path) -> None:

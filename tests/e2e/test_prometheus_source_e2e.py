@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from process_kit import run_watchdog
 
-from tests.e2e.test_budget_restart_e2e import run_watchdog
 from tests.promfake import FakePrometheus
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
