@@ -24,7 +24,7 @@ FAST_RATES = Rates(prompt_tokens=1e7, generation_tokens=1e6, steps=1e5)  # count
 
 def make_config(tmp_path: Path, **overrides: Any) -> Settings:
     # The fake clock moves, the wall clock barely does: pods are seconds old, so the minimum-age rail is off here
-    # (it is tested in test_policy.py and test_rails_e2e.py).
+    # (it is tested in test_policy.py and test_rails.py).
     path = write_config(tmp_path / "config.yaml", **{**FAST_SETTINGS, "minPodAgeSeconds": 0, **overrides})
     return load_config(str(path), env={})
 

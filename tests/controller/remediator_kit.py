@@ -67,7 +67,7 @@ def target_of(api: EmulatorServer, pod: dict[str, Any]) -> WatchedPod:
 
 def open_policy(**kw: Any) -> DeletionPolicy:
     """A policy past warm-up whose rails are all open unless ``kw`` (Rails fields) narrows them; the rails
-    themselves are tested in test_policy.py and test_rails_e2e.py."""
+    themselves are tested in test_policy.py and test_rails.py."""
     rails = Rails(**{"min_pod_age_seconds": 0.0, "max_deletions": 100, "max_deletions_per_namespace": 100, **kw})
     policy = DeletionPolicy(rails, started=-1e9)
     policy.begin_cycle(-1e9, watched=1, bad=0)
