@@ -77,7 +77,8 @@ class FakePrometheus:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # poll_interval: shutdown() waits up to one interval (0.5 s by default, in every test's teardown)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def __enter__(self) -> FakePrometheus:
         self.thread.start()

@@ -75,7 +75,7 @@ class TokenApi:
             self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
 
     def __enter__(self) -> TokenApi:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

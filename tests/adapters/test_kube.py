@@ -305,7 +305,7 @@ def answering(status: int, body: dict[str, Any]) -> tuple[http.server.ThreadingH
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     return server, seen
 
 

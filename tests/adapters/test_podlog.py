@@ -81,7 +81,7 @@ def test_a_log_that_falls_silent_is_cut_at_the_deadline_with_what_arrived() -> N
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{server.server_address[1]}",
                                                      request_timeout_s=0.5))
@@ -111,7 +111,7 @@ def serve(status: int, body: bytes) -> tuple[http.server.ThreadingHTTPServer, li
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     return server, paths
 
 

@@ -43,7 +43,7 @@ def server() -> Iterator[str]:
     _Handler.bodies = {"/metrics": V1.read_bytes(), "/other": (FIXTURES / "llamacpp.prom").read_bytes()}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
@@ -95,6 +95,7 @@ def test_profile_option(server: str, capsys: pytest.CaptureFixture[str]) -> None
     ]  # fmt: skip
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_stdin_in_a_subprocess() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "watchdog", "check", "--format", "json", "-"],

@@ -78,6 +78,7 @@ def test_unreadable_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert rc == 2 and "missing.csv: cannot read: No such file or directory" in err
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_bad_flag_value_exits_2_without_traceback() -> None:
     proc = subprocess.run([sys.executable, "-m", "watchdog", "replay", "example:seed-incident", "--window", "-5"],
                           capture_output=True, text=True)
@@ -85,6 +86,7 @@ def test_bad_flag_value_exits_2_without_traceback() -> None:
     assert "Traceback" not in proc.stderr and "must be > 0 seconds" in proc.stderr
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_stdin_and_help() -> None:
     proc = subprocess.run([sys.executable, "-m", "watchdog", "replay", "-"], capture_output=True, text=True,
                           input="t,running,generation_tokens,prompt_tokens\n0,0,1,1\n")
@@ -95,6 +97,7 @@ def test_stdin_and_help() -> None:
         assert word in helptext
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
     # `true` exits without reading: replay's writes hit a closed pipe (EPIPE) every time.
     proc = subprocess.run(f"{sys.executable} -m watchdog replay example:seed-incident | true", shell=True,
@@ -133,6 +136,7 @@ def test_a_byte_that_is_not_utf8_is_reported_on_its_own_line_and_column(
                            "byte); save the trace as UTF-8 text")
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_a_bad_byte_on_the_first_line_and_on_stdin() -> None:
     proc = subprocess.run([sys.executable, "-m", "watchdog", "replay", "-"], capture_output=True,
                           input=b"t,running,generation_tokens,prompt_tokens\n0,0,1,1\n15,\xff,1,1\n")

@@ -131,7 +131,7 @@ def test_an_answer_that_is_not_the_watchdogs_is_one_line(status: int, body: byte
             pass
 
     with ThreadingHTTPServer(("127.0.0.1", 0), Handler) as other:
-        threading.Thread(target=other.serve_forever, daemon=True).start()
+        threading.Thread(target=other.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         try:
             assert main(["status", "--url", f"127.0.0.1:{other.server_address[1]}"]) == 2
         finally:

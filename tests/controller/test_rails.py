@@ -27,6 +27,7 @@ from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, pod_manifest, write_config
 from watchdog.demo.simpod import Rates, SimPod
+from watchdog.demo.simpod.server import SimServer
 
 STEP = 15.0
 FAST = Rates(prompt_tokens=1e7, generation_tokens=1e6, steps=1e5)
@@ -80,7 +81,11 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(emulator: EmulatorServer, tmp_path: Path) -> Iterator[Fleet]:
+def fleet(emulator: EmulatorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fleet]:
+    # Up to 40 pods share one simulated engine and are scraped at once: with socketserver's listen backlog of 5 the
+    # kernel drops the surplus connection attempts and each one waits out a 1 s SYN retransmit (14 s for 8 cycles).
+    # A real engine's server (uvicorn) listens with a backlog of 2048.
+    monkeypatch.setattr(SimServer, "request_queue_size", 2048)
     f = Fleet(emulator, tmp_path)
     yield f
     f.close()

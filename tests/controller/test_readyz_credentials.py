@@ -128,6 +128,7 @@ def test_readyz_is_503_naming_refused_credentials_while_cycles_complete(emulator
         wd.close()
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_run_with_refused_credentials_is_not_ready_counts_them_and_stays_alive(tmp_path: Path) -> None:
     """The same through ``run``: the token of the kubeconfig is refused; /readyz says so, the metrics count the
     refusals and raise the gauge the alert reads (VllmWatchdogApiCredentialsRefused)."""

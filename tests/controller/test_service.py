@@ -61,6 +61,7 @@ def cluster(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Emulator
 
 
 # -- exit codes, as a separate process --------------------------------------------------------------------------
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_run_once_does_one_cycle_and_exits_0(cluster: tuple[EmulatorServer, Path, Path]) -> None:
     api, kubeconfig, config = cluster
     done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config))
@@ -75,6 +76,7 @@ def test_run_once_does_one_cycle_and_exits_0(cluster: tuple[EmulatorServer, Path
     assert api.emulator.count_requests(verb="delete") == 0
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_dry_run_banner_is_logged(cluster: tuple[EmulatorServer, Path, Path]) -> None:
     _, kubeconfig, config = cluster
     done = run("--once", "--dry-run", "--kubeconfig", str(kubeconfig), "--config", str(config))
@@ -83,6 +85,7 @@ def test_dry_run_banner_is_logged(cluster: tuple[EmulatorServer, Path, Path]) ->
     assert len(banner) == 1 and "WARNING" in banner[0] and "nothing will be deleted" in banner[0]
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_bad_configuration_exits_2_with_every_problem_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("logFormat: text\nwindowSecond: 300\n")
@@ -96,6 +99,7 @@ def test_bad_configuration_exits_2_with_every_problem_in_one_line(tmp_path: Path
     assert done.stdout == ""
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_unreachable_api_with_once_exits_1_without_traceback(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{closed_port()}")
     config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
@@ -105,6 +109,7 @@ def test_unreachable_api_with_once_exits_1_without_traceback(tmp_path: Path) -> 
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_unusable_kubeconfig_exits_2(tmp_path: Path) -> None:
     config = write_config(tmp_path / "config.yaml", **FAST_SETTINGS)
     done = run("--once", "--kubeconfig", str(tmp_path / "missing"), "--config", str(config))
@@ -144,6 +149,7 @@ def rest_of(lines: queue.Queue[str]) -> list[str]:
     return rest
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 @pytest.mark.parametrize("address", ["127.0.0.1:0", "[::1]:0"])
 def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[EmulatorServer, Path, Path],
                                                                address: str) -> None:
@@ -171,6 +177,7 @@ def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[Em
     assert not any("Traceback" in line for line in rest)
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 @pytest.mark.parametrize("deadline_s", [3.0, 50.0], ids=["cycle-ends-within-the-wait", "cycle-stuck-past-it"])
 def test_sigterm_during_a_cycle_is_a_clean_stop(emulator: EmulatorServer, tmp_path: Path, deadline_s: float) -> None:
     """Two pods that never answer, one scrape worker: SIGTERM arrives while the first scrape hangs and the second
@@ -333,6 +340,7 @@ def test_safe_cycle_logs_and_counts_a_failure(tmp_path: Path) -> None:
         wd.close()
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 @pytest.mark.parametrize("content", [None, "this: is: not: kubeconfig", "clusters: 5", "[1, 2]", "context: 7"])
 def test_an_unusable_kubeconfig_is_one_line_and_exit_2(tmp_path: Path, content: str | None) -> None:
     kubeconfig = tmp_path / "kubeconfig"
@@ -347,6 +355,7 @@ def test_an_unusable_kubeconfig_is_one_line_and_exit_2(tmp_path: Path, content: 
         assert line.endswith("no such file")
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_a_listen_address_in_use_is_one_line_and_exit_2(cluster: tuple[EmulatorServer, Path, Path]) -> None:
     _, kubeconfig, config = cluster
     with socket.socket() as busy:
@@ -358,6 +367,7 @@ def test_a_listen_address_in_use_is_one_line_and_exit_2(cluster: tuple[EmulatorS
     assert f"cannot listen on 127.0.0.1:{port} (listenAddress): Address already in use" in done.stderr
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_typo_in_an_env_var_is_warned_about(cluster: tuple[EmulatorServer, Path, Path]) -> None:
     _, kubeconfig, config = cluster
     done = run("--once", "--kubeconfig", str(kubeconfig), "--config", str(config),
@@ -367,6 +377,7 @@ def test_typo_in_an_env_var_is_warned_about(cluster: tuple[EmulatorServer, Path,
         in done.stderr
 
 
+@pytest.mark.e2e  # a `watchdog` process of its own
 def test_empty_cluster_and_meaningless_opt_in_values_are_explained(emulator: EmulatorServer, tmp_path: Path) -> None:
     emulator.create_namespace("llm", {NAMESPACE_LABEL: "yes"})
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.base_url)
