@@ -817,11 +817,11 @@ def test_runbook_links_and_section_numbers_resolve() -> None:
 
 
 def test_runbook_documents_every_deferral_rule() -> None:
-    from watchdog.adapters.metrics import DEFERRAL_RULES, DELETION_RESULTS
+    from watchdog.adapters.metrics import DEFERRAL_RULES, REMEDIATION_RESULTS
 
     section = RUNBOOK.split("## 5 Safety rails", 1)[1].split("\n## ", 1)[0]
     assert [r for r in DEFERRAL_RULES if f"`{r}`" not in section] == []
-    assert [r for r in DELETION_RESULTS if f"`{r}`" not in RUNBOOK] == []
+    assert [r for r in REMEDIATION_RESULTS if f"`{r}`" not in RUNBOOK] == []
     untaint = f"kubectl taint nodes NODE {BY_KEY['nodeTaint'].default}-"  # the default taint, removed
     for text in ("--field-selector reason=StalledPodDeletionDeferred", "StalledNodeTainted", untaint,
                  f"Lease `{BY_KEY['leaseName'].default}`"):

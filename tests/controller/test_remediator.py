@@ -26,7 +26,7 @@ from remediator_kit import (
 
 from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError
-from watchdog.adapters.metrics import DELETION_RESULTS, Metrics, new_metrics
+from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.remediator import Remediation, Remediator
@@ -35,6 +35,7 @@ from watchdog.core.discovery import discover
 from watchdog.core.events import MAX_MESSAGE, event_body
 from watchdog.core.model import Target
 from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.vocab import REMEDIATION_RESULTS
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import pod_manifest, seed_deployment, seed_statefulset
 
@@ -67,7 +68,7 @@ FACTS = (f' engine {{{SNAP.key}}}: no progress for 130 s, 21 requests running (0
 
 def results(m: Metrics) -> dict[str, float]:
     out = {r: m.registry.get_sample_value("vllm_watchdog_remediations_total", {"result": r})
-           for r in DELETION_RESULTS}
+           for r in REMEDIATION_RESULTS}
     return {r: v for r, v in out.items() if v}
 
 

@@ -33,7 +33,6 @@ from watchdog.core.vocab import (
     RemovalAction,
 )
 
-DELETION_RESULTS = REMEDIATION_RESULTS  # the label values of vllm_watchdog_remediations_total{result}
 REMOVAL_ACTIONS: tuple[RemovalAction, ...] = get_args(RemovalAction)  # of vllm_watchdog_deletions_total{action}
 API_AUTH_STATUSES = ("401", "403")  # of vllm_watchdog_api_auth_failures_total{status}: the refusals, no other
 

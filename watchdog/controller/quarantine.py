@@ -35,7 +35,6 @@ from watchdog.core.model import WatchedPod
 from watchdog.core.policy import DeletionPolicy, ambiguous
 from watchdog.core.quarantine import (
     GATE_CONDITION,
-    Change,
     Fleet,
     OwnerShare,
     QuarantineRails,
@@ -45,6 +44,7 @@ from watchdog.core.quarantine import (
     read_fleet,
     wanted,
 )
+from watchdog.core.vocab import QuarantineChange
 
 log = logging.getLogger("watchdog.controller.quarantine")
 
@@ -139,7 +139,7 @@ class Quarantine:
         self.metrics.quarantine_held.labels(rule).inc()
         log.info("quarantine of %s held back: %s", target.ref, why, extra=facts(target, rule=rule, reason=why))
 
-    def _write(self, target: WatchedPod, change: Change, evidence: str) -> str:
+    def _write(self, target: WatchedPod, change: QuarantineChange, evidence: str) -> str:
         """Patch the gate: "written", "lost" (no answer or 5xx: it may have been applied), or "not_written" (a
         refusal, or the pod gone or replaced: not an error). Raises Fenced when the fence holds it back."""
         if change == "quarantined":

@@ -49,8 +49,7 @@ from watchdog.core.confirm import is_paused, known, known_all, live_evidence, lo
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import EngineState
 
-State = EngineState
-__all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "DetectorState", "Sample", "State", "Verdict", "detect",
+__all__ = ["DEFAULT_MIN_SAMPLES", "DEFAULT_WINDOW_S", "DetectorState", "Sample", "Verdict", "detect",
            "window_reached", "window_slack"]
 
 DEFAULT_WINDOW_S = 120.0
@@ -102,7 +101,7 @@ class Verdict:
     judged by: the completion-only window when that applied).
     """
 
-    state: State
+    state: EngineState
     stalled: bool
     stalled_for_s: float
     reason: str

@@ -44,8 +44,7 @@ from watchdog.core.model import (
 from watchdog.core.profiles import get_profile
 from watchdog.core.vocab import NamespaceMode
 
-Mode = NamespaceMode
-__all__ = ["Discovery", "Mode", "OwnerRef", "WatchedPod", "controller_of", "discover", "has_gate", "invalid_opt_ins",
+__all__ = ["Discovery", "OwnerRef", "WatchedPod", "controller_of", "discover", "has_gate", "invalid_opt_ins",
            "namespace_modes"]
 
 
@@ -56,7 +55,7 @@ class Discovery:
     targets: list[WatchedPod]
     ready_uids: set[str]
     skipped: Counter[str]
-    modes: dict[str, Mode] = field(default_factory=dict)  # opted-in namespace -> mode
+    modes: dict[str, NamespaceMode] = field(default_factory=dict)  # opted-in namespace -> mode
 
 
 def invalid_opt_ins(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -77,10 +76,10 @@ def terminating(namespace: Mapping[str, Any]) -> bool:
     return bool(meta.get("deletionTimestamp")) or (namespace.get("status") or {}).get("phase") == "Terminating"
 
 
-def namespace_modes(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, Mode]:
+def namespace_modes(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, NamespaceMode]:
     """Namespace name -> mode, for namespaces that opted in with a valid label value (and are not being
     deleted)."""
-    modes: dict[str, Mode] = {}
+    modes: dict[str, NamespaceMode] = {}
     for ns in namespaces:
         meta = ns.get("metadata") or {}
         name = meta.get("name")
@@ -160,7 +159,7 @@ def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
     return get_profile(target.profile).default_port
 
 
-def _skip_reason(pod: Mapping[str, Any], mode: Mode | None, ever_ready: bool, require_controller: bool,
+def _skip_reason(pod: Mapping[str, Any], mode: NamespaceMode | None, ever_ready: bool, require_controller: bool,
                  allow_loopback: bool = False) -> str | None:
     """Why discovery skips ``pod`` (the first rule that does, in order), or None when it is watched."""
     if mode is None:

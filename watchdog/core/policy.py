@@ -50,8 +50,6 @@ from typing import Any, ClassVar
 from watchdog.core.detector import window_reached
 from watchdog.core.vocab import DecisionAction
 
-Action = DecisionAction
-
 #: The run-time brake: ``vllm-watchdog.io/paused: "true"`` on the ConfigMap named by the ``pauseConfigMap``
 #: setting (the chart's own config ConfigMap), read every cycle.
 PAUSE_ANNOTATION = "vllm-watchdog.io/paused"
@@ -62,7 +60,7 @@ class Decision:
     """``action``: delete | dry_run | defer | skip; ``rule``: short machine name of the rule that decided
     (e.g. ``budget``, ``breaker``); ``why``: one human phrase for logs and Events."""
 
-    action: Action
+    action: DecisionAction
     rule: str
     why: str
 

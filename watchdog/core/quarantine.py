@@ -38,7 +38,6 @@ REASON_PROGRESSING = "EngineProgressing"
 REASON_QUARANTINED = "EngineStalled"
 
 Want = Literal["drain", "release", "hold"]
-Change = QuarantineChange
 
 
 @dataclass(frozen=True)
@@ -167,7 +166,7 @@ def drain_hold(rails: QuarantineRails, *, namespace_mode: str, paused_by: str | 
     return None
 
 
-def change_for(want: Want, condition: str | None) -> Change | None:
+def change_for(want: Want, condition: str | None) -> QuarantineChange | None:
     """The write that moves the gate from ``condition`` towards ``want``, or None when nothing is to be done. An
     absent condition is admitted only on good evidence; only an admitted pod (True) is drained: without the
     condition the pod is not Ready anyway."""
@@ -180,7 +179,7 @@ def change_for(want: Want, condition: str | None) -> Change | None:
     return None
 
 
-def gate_condition(change: Change, message: str, stamp: str) -> dict[str, str]:
+def gate_condition(change: QuarantineChange, message: str, stamp: str) -> dict[str, str]:
     """The pod condition (``status.conditions[]`` entry) a change writes, ``stamp`` as lastTransitionTime."""
     drained = change == "quarantined"
     return {"type": GATE_CONDITION, "status": "False" if drained else "True",
