@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cluster_kit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/tools.py
@@ -150,9 +151,15 @@ def watchdogs(request: pytest.FixtureRequest, control_plane: ControlPlane,
     """``watchdogs(release, scenario_name, name="wd", env={...})`` starts a watchdog process (stopped after the
     test; its log is printed when the test failed)."""
     procs: list[WatchdogProcess] = []
+    fresh: set[str] = set()
 
     def start(release: Release, scenario: str, name: str = "wd", env: dict[str, str] | None = None,
               ) -> WatchdogProcess:
+        if release.namespace not in fresh:  # each test starts from an empty deletion ledger of its release:
+            fresh.add(release.namespace)  # every entry of a release's own ledger counts, whatever namespace
+            lease = (yaml.safe_load(release.config_yaml or "{}") or {}).get("leaseName", "vllm-stall-watchdog")
+            assert control_plane.api is not None
+            control_plane.api.delete(f"/api/v1/namespaces/{release.namespace}/configmaps/{lease}-ledger")
         proc = WatchdogProcess(control_plane, release, tmp_path, name, scenario_env(scenario, env))
         procs.append(proc)
         return proc.start()
