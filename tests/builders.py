@@ -47,8 +47,8 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, actuator:
                evidence: Any = None, **kw: Any) -> Any:
     """The remediator with what a test leaves out built as the watchdog would without its settings: an unfenced
     actuator, an Event recorder and an evidence keeper on it (clocks as given)."""
-    from watchdog.adapters.actuator import Actuator
     from watchdog.adapters.events import EventRecorder
+    from watchdog.controller.actuator import Actuator
     from watchdog.controller.evidence import EvidenceKeeper
     from watchdog.controller.remediator import Remediator
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from fakes import FakeKube
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.nodes import NodeEscalator
+from watchdog.controller.actuator import Actuator
 from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.taints import parse_taint
 from watchdog.demo.emulator import EmulatorServer

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fakes import FakeKube
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.events import MAX_OWNERS_CACHED, OWNER_RETRY_SECONDS, EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
+from watchdog.controller.actuator import Actuator
 from watchdog.core.model import OwnerRef, WatchedPod
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import seed_deployment

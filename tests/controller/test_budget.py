@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.events import event_body

@@ -12,9 +12,9 @@ import pytest
 from fakes import FakeKube
 from remediator_kit import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.remediator import Remediator
 from watchdog.controller.state import PodRecord

@@ -9,8 +9,8 @@ import json
 import pytest
 from fakes import FakeKube
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.ledger import DATA_KEY

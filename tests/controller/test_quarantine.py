@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fakes import FakeClock, FakeKube
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.metrics import Metrics, new_metrics
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.core.detector import DetectorState, Verdict

@@ -17,11 +17,11 @@ import builders
 import pytest
 from fakes import FakeKube
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.leader import LeaderElector
 from watchdog.config.loader import load_config
 from watchdog.config.settings import Settings
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.cycle import CycleReport, Watchdog
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer

@@ -24,9 +24,9 @@ from remediator_kit import (
     target_of,
 )
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import Metrics, new_metrics
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.remediator import Remediation, Remediator

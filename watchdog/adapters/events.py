@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-from watchdog.adapters.actuator import Actuator, Fenced
-from watchdog.adapters.kube import KubeError
+from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.adapters.metrics import Metrics
 from watchdog.core.discovery import controller_of
 from watchdog.core.events import escape_controls, event_body
@@ -31,6 +30,13 @@ class EventApi(Protocol):
     """The read the recorder makes (adapters.kube.KubeClient has it); it writes through the actuator."""
 
     def get_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class EventSink(Protocol):
+    """Where Events are written: the actuator (watchdog.controller.actuator), behind the leadership fence."""
+
+    def post_event(self, namespace: str, body: dict[str, Any]) -> None: ...
+
 
 log = logging.getLogger("watchdog.adapters.events")
 
@@ -51,7 +57,7 @@ def _shown(ref: OwnerRef) -> str:
 class EventRecorder:
     """Writes one Event per object per decision through ``kube``; counts failures in ``metrics``."""
 
-    def __init__(self, kube: EventApi, actuator: Actuator, metrics: Metrics, *,
+    def __init__(self, kube: EventApi, actuator: EventSink, metrics: Metrics, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.kube, self.actuator, self.metrics = kube, actuator, metrics
         self.instance = socket.gethostname()
@@ -121,7 +127,7 @@ class EventRecorder:
     def _create(self, namespace: str, obj: dict[str, str], reason: str, message: str, action: str) -> None:
         body = event_body(namespace, obj, reason, message, self.instance, dt.datetime.now(dt.UTC), action=action)
         try:
-            self.actuator.create_event(namespace, body)
+            self.actuator.post_event(namespace, body)
         except Fenced:  # a standby (or a leader that lost touch) writes no Event: not a failure
             return
         except Exception as exc:  # best effort by design

@@ -45,6 +45,14 @@ class KubeError(Exception):
         super().__init__(" ".join(text.split())[:300])
 
 
+class Fenced(Exception):
+    """A write was not sent: this replica's Lease may not outlast it (a standby, or a leader that lost touch).
+    Raised by the actuator (watchdog.controller.actuator) before the request leaves."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} not sent: this replica's leader Lease may not outlast the request")
+
+
 @dataclass(frozen=True)
 class KubeSettings:
     """How to reach the API server.

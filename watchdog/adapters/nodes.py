@@ -23,10 +23,10 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal, Protocol
 
-from watchdog.adapters.actuator import Actuator, Fenced
-from watchdog.adapters.kube import KubeClient, KubeError
+from watchdog.adapters.events import EventSink
+from watchdog.adapters.kube import Fenced, KubeClient, KubeError
 from watchdog.core.escalation import REASON_NODE_TAINTED, NodeStallHistory
 from watchdog.core.events import NODE_EVENT_NAMESPACE, event_body
 from watchdog.core.taints import DEFAULT_TAINT, parse_taint
@@ -36,6 +36,12 @@ log = logging.getLogger("watchdog.adapters.nodes")
 Outcome = Literal["tainted", "already_tainted", "below_threshold", "dry_run", "no_node", "error"]
 
 
+class NodeWriter(EventSink, Protocol):
+    """What node escalation writes, through the actuator (watchdog.controller.actuator): the taint and its Event."""
+
+    def taint_node(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]: ...
+
+
 class NodeEscalator:
     """Taints a node once :class:`NodeStallHistory` says stalls repeat there (see the module docstring).
 
@@ -43,7 +49,7 @@ class NodeEscalator:
     never read or write the Node. ``clock``: monotonic seconds for the history.
     """
 
-    def __init__(self, kube: KubeClient, actuator: Actuator, history: NodeStallHistory, taint: str = DEFAULT_TAINT,
+    def __init__(self, kube: KubeClient, actuator: NodeWriter, history: NodeStallHistory, taint: str = DEFAULT_TAINT,
                  dry_run: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.kube, self.actuator, self.history, self.dry_run, self.clock = kube, actuator, history, dry_run, clock
         self.taint = parse_taint(taint)
@@ -71,7 +77,7 @@ class NodeEscalator:
             if any(t.get("key") == self.taint["key"] and t.get("effect") == self.taint["effect"] for t in taints):
                 return "already_tainted"
             meta = node.get("metadata") or {}
-            self.actuator.patch_node_taints(node_name, [*taints, dict(self.taint)],
+            self.actuator.taint_node(node_name, [*taints, dict(self.taint)],
                                             str(meta.get("resourceVersion", "")))
         except (KubeError, ValueError, Fenced) as exc:
             log.warning("node escalation: could not taint node %s (not retried; the next stall there decides "
@@ -91,6 +97,6 @@ class NodeEscalator:
         body = event_body(NODE_EVENT_NAMESPACE, {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": uid},
                           REASON_NODE_TAINTED, message, self.instance, dt.datetime.now(dt.UTC), action="Taint")
         try:
-            self.actuator.create_event(NODE_EVENT_NAMESPACE, body)
+            self.actuator.post_event(NODE_EVENT_NAMESPACE, body)
         except Exception as exc:  # best effort by design
             log.warning("could not record %s Event on node %s: %s", REASON_NODE_TAINTED, node_name, exc)

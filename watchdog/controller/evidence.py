@@ -9,8 +9,8 @@ import logging
 import time
 from collections.abc import Iterable
 
-from watchdog.adapters.actuator import Actuator
 from watchdog.adapters.logs import facts
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.ports import Clock
 from watchdog.core.detector import Verdict
 from watchdog.core.evidence import Entry, build_record, evidence_id, log_tail, snapshot_values
@@ -53,7 +53,7 @@ class EvidenceKeeper:
         if self.log_lines <= 0:
             return "log not kept (evidenceLogLines is 0)", False
         try:
-            raw = self.actuator.read_pod_log(target.namespace, target.name, target.container, self.log_lines,
+            raw = self.actuator.read_log(target.namespace, target.name, target.container, self.log_lines,
                                          self.log_bytes + 1)  # one byte more: the record can tell a cut
         except Exception as exc:  # KubeError: 403 without the RBAC, no kubelet, a timeout; anything else alike
             return f"log unavailable: {exc}", False

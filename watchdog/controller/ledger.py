@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from watchdog.adapters.actuator import Actuator, Fenced
-from watchdog.adapters.kube import KubeError
+from watchdog.adapters.kube import Fenced, KubeError
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.ports import Clock, KubeApi
 from watchdog.core.ledger import Entry, add, parse, render, without
 from watchdog.core.model import COMPONENT
@@ -79,13 +79,13 @@ class DeletionLedger:
     def _write(self, change: Callable[[list[Entry]], list[Entry]]) -> None:
         obj = self.kube.get_config_map(self.namespace, self.name)
         if obj is None:
-            self.actuator.create_config_map(self.namespace, self._body(render(change([]))))
+            self.actuator.save_config_map(self.namespace, self._body(render(change([]))))
             return
         entries, problem = parse(obj.get("data"))
         if problem is not None:  # never overwrite what cannot be read: the budget it held would be lost
             raise KubeError(f"update {self.ref}", 0, "unusable", problem)
         body = self._body(render(change(entries)), str((obj.get("metadata") or {}).get("resourceVersion") or ""))
-        self.actuator.replace_config_map(self.namespace, self.name, body)
+        self.actuator.save_config_map(self.namespace, body)
 
     def _body(self, data: dict[str, str], resource_version: str = "") -> dict[str, Any]:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,

@@ -23,7 +23,7 @@ Clock = Callable[[], float]
 
 class KubeApi(Protocol):
     """The Kubernetes calls the watchdog makes (adapters.kube.KubeClient); only the actuator
-    (adapters.actuator) calls the writes among them."""
+    (controller.actuator) calls the writes among them."""
 
     @property
     def api_requests(self) -> int: ...

@@ -23,11 +23,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from watchdog.adapters.actuator import Actuator, Fenced
 from watchdog.adapters.events import EventRecorder
-from watchdog.adapters.kube import KubeError
+from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.ports import Clock
 from watchdog.controller.state import PodRecord
 from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
@@ -148,7 +148,7 @@ class Quarantine:
             message = f"Engine idle or progressing ({evidence})"
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         try:
-            result = self.actuator.patch_pod_condition(target.namespace, target.name, target.uid, condition)
+            result = self.actuator.set_pod_condition(target.namespace, target.name, target.uid, condition)
         except KubeError as exc:
             lost = ambiguous(exc.status)
             if lost and change == "quarantined":

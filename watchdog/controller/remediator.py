@@ -19,7 +19,7 @@
    the removal, rule ``ledger``), then deletes (or, with ``action: evict``, evicts through the Eviction API so
    PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete) with ``preconditions.uid`` (a
    pod re-created under the same name is never hit) and the pod's own grace period unless configured, through
-   the actuator (:mod:`watchdog.adapters.actuator`: the leadership fence is checked right before each write).
+   the actuator (:mod:`watchdog.controller.actuator`: the leadership fence is checked right before each write).
    404 and 409 mean nothing to do and a refused request (4xx) is not retried: their ledger intent is withdrawn.
    A LOST answer (timeout, 5xx: the server may have applied it) is charged to the budgets first (fail closed)
    and resolved with a GET: gone or terminating means removed, with its Events; still there (or unreadable)
@@ -40,11 +40,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from watchdog.adapters.actuator import Actuator, Fenced
 from watchdog.adapters.events import EventRecorder
-from watchdog.adapters.kube import KubeError
+from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
@@ -219,10 +219,8 @@ class Remediator:
         if retry:
             self.policy.recharge(now, uid=target.uid, namespace=target.namespace)
         try:
-            if verb == "evict":
-                result: str = self.actuator.evict_pod(target.namespace, target.name, target.uid, self.grace_period_s)
-            else:
-                result = self.actuator.delete_pod(target.namespace, target.name, target.uid, self.grace_period_s)
+            result: str = self.actuator.remove_pod(target.namespace, target.name, target.uid, self.grace_period_s,
+                                                   evict=verb == "evict")
         except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
             return self._defer(target, key, "not_leader", str(exc), evidence)
         except KubeError as exc:

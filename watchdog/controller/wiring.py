@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from watchdog.adapters.actuator import Actuator, unfenced
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient
@@ -23,6 +22,7 @@ from watchdog.adapters.podcache import PodCache
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.adapters.scrape_errors import ScrapeLimits
 from watchdog.config.settings import Settings
+from watchdog.controller.actuator import Actuator, unfenced
 from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog, confirmation, rails_from
 from watchdog.controller.evidence import EvidenceKeeper

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from watchdog.adapters.kube import DeleteResult, EvictResult, PatchResult
+from watchdog.adapters.kube import DeleteResult, EvictResult, Fenced, PatchResult
 from watchdog.core.model import FENCE_MARGIN_S
 
 log = logging.getLogger(__name__)
@@ -50,16 +50,11 @@ class Writes(Protocol):
     def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes: ...
 
 
-class Fenced(Exception):
-    """A write was not sent: this replica's Lease may not outlast it (a standby, or a leader that lost touch)."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{what} not sent: this replica's leader Lease may not outlast the request")
-
-
 class Actuator:
     """Every write through ``kube`` behind ``fence``; ``write_timeout_s``: one API request's timeout
-    (the setting ``apiTimeoutSeconds``), the time a write may take."""
+    (the setting ``apiTimeoutSeconds``), the time a write may take. Its callers say what they want done (remove
+    a pod, set its gate, taint a node, save a ConfigMap, post an Event, read a log); only this class turns that
+    into the API's requests (a test holds every other module to it)."""
 
     def __init__(self, kube: Writes, *, fence: Fence = unfenced, write_timeout_s: float = 10.0) -> None:
         self.kube, self.fence, self.write_timeout_s = kube, fence, write_timeout_s
@@ -73,35 +68,35 @@ class Actuator:
             log.info("%s held back by the leadership fence", what)
             raise Fenced(what)
 
-    def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult:
-        self._fenced(f"delete pod {namespace}/{name}")
+    def remove_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None, *,
+                   evict: bool) -> DeleteResult | EvictResult:
+        """DELETE the pod (``evict``: through the Eviction API, so PodDisruptionBudgets hold), UID precondition."""
+        self._fenced(f"{'evict' if evict else 'delete'} pod {namespace}/{name}")
+        if evict:
+            return self.kube.evict_pod(namespace, name, uid, grace_period_s)
         return self.kube.delete_pod(namespace, name, uid, grace_period_s)
 
-    def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult:
-        self._fenced(f"evict pod {namespace}/{name}")
-        return self.kube.evict_pod(namespace, name, uid, grace_period_s)
-
-    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
+    def set_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
         self._fenced(f"readiness gate of pod {namespace}/{name}")
         return self.kube.patch_pod_condition(namespace, name, uid, condition)
 
-    def patch_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
+    def taint_node(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
         self._fenced(f"taint of node {name}")
         return self.kube.patch_node_taints(name, taints, resource_version)
 
-    def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._fenced(f"create configmap {namespace}/{body.get('metadata', {}).get('name')}")
+    def save_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the ConfigMap, or replace it when ``body`` carries the ``resourceVersion`` it was read at."""
+        name = str(body["metadata"]["name"])
+        self._fenced(f"configmap {namespace}/{name}")
+        if body["metadata"].get("resourceVersion"):
+            return self.kube.replace_config_map(namespace, name, body)
         return self.kube.create_config_map(namespace, body)
 
-    def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._fenced(f"replace configmap {namespace}/{name}")
-        return self.kube.replace_config_map(namespace, name, body)
-
-    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+    def post_event(self, namespace: str, body: dict[str, Any]) -> None:
         self._fenced(f"Event {body.get('reason')} in {namespace}")
         self.kube.create_event(namespace, body)
 
-    def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
+    def read_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
         """The evidence's log tail: a read, not fenced, but here so that its place in a decision (before the
         fence of the write it precedes, never between) is visible in one module."""
         return self.kube.read_pod_log(namespace, name, container, lines, limit_bytes)
