@@ -1,10 +1,11 @@
 """Typed test doubles shared by the tests.
 
 - :class:`FakeKube`: the Kubernetes calls of ``watchdog.adapters.kube.KubeClient`` with their real signatures
-  (so mypy checks every use against ``watchdog.controller.ports.KubeApi``), forwarding to a real client (over
-  HTTP to the emulator) unless a call is replaced (``overrides``) or made to fail (``fail``); every call of a
-  replaced or failing method is counted in ``calls``. No ``__getattr__``: a typo or a missing method fails
-  when the test is type-checked or collected, not halfway through a run.
+  (so mypy checks every use against ``watchdog.controller.ports.Cluster``: the reads and the actuator's
+  writes), forwarding to a real client (over HTTP to the emulator) unless a call is replaced (``overrides``)
+  or made to fail (``fail``); every call of a replaced or failing method is counted in ``calls``. No
+  ``__getattr__``: a typo or a missing method fails when the test is type-checked or collected, not halfway
+  through a run.
 - :class:`FakeClock`: a monotonic clock the test moves by hand.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from watchdog.adapters.kube import DeleteResult, EvictResult, KubeClient, PatchResult
-from watchdog.controller.ports import KubeApi
+from watchdog.controller.ports import Cluster
 
 
 class FakeKube:
@@ -125,6 +126,6 @@ class FakeClock:
         return self.now
 
 
-def as_kube_api(fake: FakeKube) -> KubeApi:
+def as_kube_api(fake: FakeKube) -> Cluster:
     """Type-checked proof (``make lint`` runs mypy --strict on this file) that FakeKube satisfies the port."""
     return fake

@@ -28,7 +28,7 @@ from watchdog.controller.cycle import Watchdog, confirmation, rails_from
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.ledger import DeletionLedger
-from watchdog.controller.ports import AsyncFetcher, Clock, Escalation, KubeApi, Listing, Querier, Source
+from watchdog.controller.ports import AsyncFetcher, Clock, Cluster, Escalation, Listing, Querier, Source
 from watchdog.controller.promsource import PrometheusSource
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.remediator import Remediator
@@ -88,7 +88,7 @@ def _elector(config: Settings, kube: KubeClient, pod_namespace: str | None) -> L
     return elector
 
 
-def build(config: Settings, kube: KubeApi, *, metrics: Metrics | None = None, scraper: AsyncFetcher | None = None,
+def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, scraper: AsyncFetcher | None = None,
           prometheus: Querier | None = None, clock: Clock = time.monotonic, wall_clock: Clock = time.time,
           leader: Callable[[], bool] = lambda: True, actuator: Actuator | None = None,
           escalation: Escalation | None = None, own_namespace: str = "default", brake: Brake | None = None,
