@@ -148,19 +148,24 @@ def scenario(request: pytest.FixtureRequest, control_plane: ControlPlane, kubele
 @pytest.fixture
 def watchdogs(request: pytest.FixtureRequest, control_plane: ControlPlane,
               tmp_path: Path) -> Iterator[Callable[..., WatchdogProcess]]:
-    """``watchdogs(release, scenario_name, name="wd", env={...})`` starts a watchdog process (stopped after the
-    test; its log is printed when the test failed)."""
+    """``watchdogs(release, scenario_name, name="wd", env={...}, server=None)`` starts a watchdog process (stopped
+    after the test; its log is printed when the test failed); ``server``: the URL its kubeconfig names instead of
+    the API server's (the fault proxy)."""
     procs: list[WatchdogProcess] = []
     fresh: set[str] = set()
 
     def start(release: Release, scenario: str, name: str = "wd", env: dict[str, str] | None = None,
-              ) -> WatchdogProcess:
+              server: str | None = None) -> WatchdogProcess:
         if release.namespace not in fresh:  # each test starts from an empty deletion ledger of its release:
             fresh.add(release.namespace)  # every entry of a release's own ledger counts, whatever namespace
             lease = (yaml.safe_load(release.config_yaml or "{}") or {}).get("leaseName", "vllm-stall-watchdog")
             assert control_plane.api is not None
             control_plane.api.delete(f"/api/v1/namespaces/{release.namespace}/configmaps/{lease}-ledger")
         proc = WatchdogProcess(control_plane, release, tmp_path, name, scenario_env(scenario, env))
+        if server is not None:
+            kubeconfig = yaml.safe_load(proc.kubeconfig.read_text())
+            kubeconfig["clusters"][0]["cluster"]["server"] = server
+            proc.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
         procs.append(proc)
         return proc.start()
     yield start

@@ -16,17 +16,16 @@ deletion ledger ConfigMap, Events) and, where a request never reached it, what t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from cluster_kit import Scenario, scenario_env
+from cluster_kit import Scenario
 from faultproxy import FaultProxy, Rule
 
 from watchdog.demo.controlplane.api import wait_for
@@ -62,35 +61,10 @@ def proxy(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iterat
 
 
 @pytest.fixture
-def proxied(request: pytest.FixtureRequest, control_plane: ControlPlane, tmp_path: Path,
-            proxy: FaultProxy) -> Iterator[Callable[..., WatchdogProcess]]:
+def proxied(proxy: FaultProxy, watchdogs: Callable[..., WatchdogProcess]) -> Callable[..., WatchdogProcess]:
     """``proxied(release, scenario_name, name=..., env=...)``: a watchdog process (as the release's ServiceAccount)
-    whose kubeconfig names the fault proxy instead of the API server; stopped after the test, its log printed
-    when the test failed."""
-    procs: list[WatchdogProcess] = []
-    fresh: set[str] = set()
-
-    def start(release: Release, scenario: str, name: str = "wd", env: dict[str, str] | None = None,
-              ) -> WatchdogProcess:
-        if release.namespace not in fresh:  # each test from an empty ledger (every entry of it counts)
-            fresh.add(release.namespace)
-            assert control_plane.api is not None
-            control_plane.api.delete(f"/api/v1/namespaces/{release.namespace}/configmaps/{LEDGER}")
-        proc = WatchdogProcess(control_plane, release, tmp_path, name, scenario_env(scenario, env))
-        kubeconfig = yaml.safe_load(proc.kubeconfig.read_text())
-        kubeconfig["clusters"][0]["cluster"]["server"] = proxy.url
-        proc.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
-        procs.append(proc)
-        return proc.start()
-    yield start
-    for proc in procs:
-        proc.stop()
-    failed = getattr(request.node, "rep_call", None)
-    if failed is not None and failed.failed:
-        for proc in procs:
-            print(f"\n===== watchdog {proc.name} log (last 80 lines) =====")
-            print("\n".join(proc.log().splitlines()[-80:]))
-        print("\n===== control plane =====\n" + control_plane.log_report(15))
+    whose kubeconfig names the fault proxy instead of the API server (conftest's ``watchdogs``)."""
+    return functools.partial(watchdogs, server=proxy.url)
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------------

@@ -5,20 +5,14 @@ cycle completing from a cache, and through ``run`` against a stand-in API server
 from __future__ import annotations
 
 import json
-import os
-import queue
 import signal
-import subprocess
-import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import builders
 import pytest
+from run_kit import get, rest_of, serving_address, start_run
 
 from tests.tokenapi import TokenApi
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
@@ -27,48 +21,6 @@ from watchdog.controller import http
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, write_config
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def get(base: str, path: str) -> tuple[int, str, bytes]:
-    try:
-        with urllib.request.urlopen(base + path, timeout=5) as resp:
-            return resp.status, resp.headers.get("Content-Type", ""), resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type", ""), e.read()
-
-
-def start_run(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    """``python -m watchdog run ARGS`` in the background; its stderr lines arrive on the queue ("" at the end)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
-    proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", *args], cwd=REPO, stderr=subprocess.PIPE,
-                            text=True, env=clean)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.put(line)
-        lines.put("")
-
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines
-
-
-def serving_address(lines: queue.Queue[str]) -> str:
-    while True:
-        line = lines.get(timeout=20)
-        assert line, "the watchdog ended before serving"
-        if "serving /metrics /healthz /readyz /status on " in line:
-            return line.rsplit(" on ", 1)[1].strip()
-
-
-def rest_of(lines: queue.Queue[str]) -> list[str]:
-    rest = []
-    while (line := lines.get(timeout=10)) != "":
-        rest.append(line)
-    return rest
 
 
 class Cached:

@@ -5,16 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from pathlib import Path
@@ -22,6 +17,7 @@ from typing import Any
 
 import builders
 import pytest
+from run_kit import REPO, clean_env, get, rest_of, serving_address, start_run
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.cli import run as run_verb
@@ -34,14 +30,11 @@ from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
 from watchdog.demo.simpod import SimPod
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m watchdog run ARGS`` with no WATCHDOG_* variables from the outside."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
     return subprocess.run([sys.executable, "-m", "watchdog", "run", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, env={**clean, **(env or {})})
+                          text=True, timeout=60, env={**clean_env(), **(env or {})})
 
 
 def closed_port() -> int:
@@ -115,38 +108,6 @@ def test_unusable_kubeconfig_exits_2(tmp_path: Path) -> None:
     done = run("--once", "--kubeconfig", str(tmp_path / "missing"), "--config", str(config))
     assert done.returncode == 2
     assert "cannot set up the Kubernetes client" in done.stderr and "Traceback" not in done.stderr
-
-
-def start_run(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    """``python -m watchdog run ARGS`` in the background; its stderr lines arrive on the queue."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("WATCHDOG_")}
-    proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", *args], cwd=REPO, stderr=subprocess.PIPE,
-                            text=True, env=clean)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.put(line)
-        lines.put("")  # EOF
-
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines
-
-
-def serving_address(lines: queue.Queue[str]) -> str:
-    while True:
-        line = lines.get(timeout=20)
-        assert line, "the watchdog ended before serving"
-        if "serving /metrics /healthz /readyz /status on " in line:
-            return line.rsplit(" on ", 1)[1].strip()
-
-
-def rest_of(lines: queue.Queue[str]) -> list[str]:
-    rest = []
-    while (line := lines.get(timeout=10)) != "":
-        rest.append(line)
-    return rest
 
 
 @pytest.mark.e2e  # a `watchdog` process of its own
@@ -259,14 +220,6 @@ def test_run_help_lists_every_env_var_and_flag(monkeypatch: pytest.MonkeyPatch) 
 
 
 # -- HTTP endpoints --------------------------------------------------------------------------------------------
-def get(base: str, path: str) -> tuple[int, str, bytes]:
-    try:
-        with urllib.request.urlopen(base + path, timeout=5) as resp:
-            return resp.status, resp.headers.get("Content-Type", ""), resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type", ""), e.read()
-
-
 @pytest.fixture
 def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Watchdog, str, Any]]:
     emulator.create_namespace("inference", {NAMESPACE_LABEL: "true"})
