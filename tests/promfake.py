@@ -27,6 +27,9 @@ from urllib.parse import parse_qs
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from watchdog.core.profiles import Profile
+from watchdog.core.promql import PodReading, Reading, plan
+
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?")
 _AGGREGATE = re.compile(r"(sum|max|min) (by|without) \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
 _NEWEST_OF_GROUP = re.compile(r"(.*) >= ignoring\(([a-zA-Z0-9_, ]*)\) group_left (.*)")
@@ -168,6 +171,20 @@ def evaluate(query: str, at: float, items: list[Item]) -> list[tuple[dict[str, s
     if _SELECTOR.fullmatch(query):
         return _select(query, at, _LOOKBACK_S, items, stamp=False, instant=True)
     return None
+
+
+def pod_reading(profile: Profile, items: list[Item], at: float, pod: tuple[str, str] = ("n", "p"),
+                ) -> PodReading | None:
+    """What the Prometheus source reads for ``pod`` (namespace, name) at ``at`` from the stored ``items``: every
+    query of the profile's plan evaluated here and fed to :class:`~watchdog.core.promql.Reading`, as
+    ``fleet_reads`` feeds the answers of a real Prometheus; None when the pod has no reading."""
+    queries = plan(profile, 60, "namespace", "pod")
+    reading = Reading(profile, queries)
+    for query in queries.queries():
+        rows = evaluate(query, at, items)
+        assert rows is not None, query
+        reading.add(query, [(tuple(labels.get(n) for n in queries.labels_of(query)), value) for labels, value in rows])
+    return reading.pods().get(pod)
 
 
 def _top_level_and(query: str) -> tuple[str, str] | None:

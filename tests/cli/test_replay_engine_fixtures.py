@@ -19,12 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.promfake import FakePrometheus, evaluate
+from tests.promfake import FakePrometheus, pod_reading
 from watchdog.cli.main import main
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DetectorState
-from watchdog.core.profiles import Profile, get_profile
-from watchdog.core.promql import PodReading, Reading, plan
+from watchdog.core.profiles import get_profile
 
 ENGINES = Path(__file__).parents[1] / "fixtures" / "engines"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((ENGINES / "expected.json").read_text())
@@ -46,17 +45,6 @@ def bodies(case: str) -> Iterator[tuple[float, str]]:
         yield float(path.stem), path.read_text()
 
 
-def read(profile: Profile, items: list[Any], at: float) -> PodReading | None:
-    queries = plan(profile, 60, "namespace", "pod")
-    reading = Reading(profile, queries)
-    for query in queries.queries():
-        rows = evaluate(query, at, items)
-        assert rows is not None, query
-        reading.add(query, [(tuple(labels.get(n) for n in queries.labels_of(query)), value)
-                            for labels, value in rows])
-    return reading.pods().get(("n", "p"))
-
-
 def rows_by_prometheus(case: str) -> list[tuple[float, dict[str, str], str]]:
     spec = EXPECTED[case]
     profile, window = get_profile(spec["profile"]), float(spec["window"])
@@ -65,7 +53,7 @@ def rows_by_prometheus(case: str) -> list[tuple[float, dict[str, str], str]]:
     with FakePrometheus() as prom:
         for t, body in bodies(case):
             prom.feed(body, TARGET, EPOCH + t)
-            reading = read(profile, list(prom.series.items()), EPOCH + t + 1.0)
+            reading = pod_reading(profile, list(prom.series.items()), EPOCH + t + 1.0)
             if reading is None or reading.t is None:
                 continue  # no series of the profile in Prometheus yet: nothing to judge, as a scrape of it
             stamps = {labels: None if labels in reading.moved else stamp - EPOCH

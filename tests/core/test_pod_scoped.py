@@ -13,11 +13,10 @@ import math
 
 import pytest
 
-from tests.promfake import FakePrometheus, Item, evaluate
+from tests.promfake import FakePrometheus, pod_reading
 from watchdog.core.detector import DetectorState, Sample
 from watchdog.core.parsing import EngineSnapshot, parse_exposition
-from watchdog.core.profiles import Profile, custom_profile, get_profile
-from watchdog.core.promql import PodReading, Reading, plan
+from watchdog.core.profiles import custom_profile, get_profile
 
 VLLM = get_profile("vllm")
 PAUSES = ["vllm:rl_weight_update_operations_in_flight", "vllm:sleep_mode_operations_in_flight"]
@@ -154,24 +153,14 @@ def test_a_pod_scoped_label_set_with_running_is_an_engine_and_alone_is_the_only_
 
 # ---- the Prometheus source: the same rule, through the queries' rows ------------------------------------------
 
-def read(profile: Profile, items: list[Item], at: float) -> PodReading:
-    queries = plan(profile, 60, "namespace", "pod")
-    reading = Reading(profile, queries)
-    for query in queries.queries():
-        rows = evaluate(query, at, items)
-        assert rows is not None, query
-        reading.add(query, [(tuple(labels.get(n) for n in queries.labels_of(query)), value)
-                            for labels, value in rows])
-    return reading.pods()[("n", "p")]
-
-
 @pytest.mark.parametrize("pause", PAUSES)
 def test_prometheus_a_pod_scoped_paused_gauge_pauses_every_engine_of_the_pod(pause: str) -> None:
     with FakePrometheus() as prom:
         for t in (29, 30):
             prom.feed(body(t, pause), TARGET, 1000.0 + t)
         items = list(prom.series.items())
-    reading = read(VLLM, items, 1030.5)
+    reading = pod_reading(VLLM, items, 1030.5)
+    assert reading is not None
     assert [(s.key, s.paused) for s in reading.parsed.series] == [('engine="0",model_name="m"', 1.0),
                                                                   ('engine="1",model_name="m"', 1.0)]
     assert reading.parsed.series == parse_exposition(body(30, pause), VLLM).series  # as a scrape of its body
@@ -185,7 +174,8 @@ def test_prometheus_an_engine_paused_longer_than_the_window_is_paused_never_stal
     with FakePrometheus() as prom:
         for t in times:
             prom.feed(body(t, pause), TARGET, 1000.0 + t)
-            reading = read(VLLM, list(prom.series.items()), 1000.0 + t + 0.5)
+            reading = pod_reading(VLLM, list(prom.series.items()), 1000.0 + t + 0.5)
+            assert reading is not None
             assert set(reading.times.values()) == {1000.0 + t}
             readings.append((float(t), reading.parsed.series))
     assert_paused_never_stalled(judge(readings), times)
