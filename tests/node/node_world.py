@@ -18,21 +18,13 @@ import yaml
 from images import ENGINE_IMAGE, VERSION
 from node_kit import Node
 
+from tests.cluster.cluster_kit import FAST_ENV  # the same short timings; the chart's probes stay as rendered
 from watchdog.demo.controlplane.api import Api, wait_for
 from watchdog.demo.controlplane.locate import chart_dir
 from watchdog.demo.controlplane.workloads import NAMESPACE_LABEL, VLLM_LABEL
 
 SCENARIO_LABEL = "node-test.vllm-watchdog.io/scenario"
 ENGINE_PORT = 8000
-# Short timings (as the cluster tier's FAST_ENV); the chart's probes stay as rendered (period 10 s).
-FAST_ENV = {
-    "WATCHDOG_SCRAPE_INTERVAL_SECONDS": "1",
-    "WATCHDOG_WINDOW_SECONDS": "6",
-    "WATCHDOG_SCRAPE_DEADLINE_SECONDS": "0.8",
-    "WATCHDOG_CONNECT_TIMEOUT_SECONDS": "0.3",
-    "WATCHDOG_JITTER_SECONDS": "0",
-    "WATCHDOG_MIN_POD_AGE_SECONDS": "0",
-}
 # Mutation knob, to see a scenario fail with its rule broken (README): probe-path, grace-0, gate-ignored.
 BREAK = os.environ.get("NODE_TIER_BREAK", "")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
