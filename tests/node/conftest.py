@@ -69,10 +69,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     work = tmp_path_factory.mktemp("node")
     t0 = time.monotonic()
-    archive = images.fresh_archive()
+    reuse = os.environ.get("NODE_TIER_REUSE_IMAGE") == "1" and os.environ.get("CI", "").lower() != "true"
+    archive = images.fresh_archive(reuse)
     if archive is None or os.environ.get("NODE_TIER_REBUILD_IMAGE") == "1":
         archive, SESSION["image_build_s"] = images.build_watchdog_archive()
     SESSION["watchdog_archive"] = archive
+    if reuse and archive != images.fresh_archive():
+        SESSION["image_stale"] = True
     the_node = Node(binary_dir(), work)
     try:
         the_node.start()
@@ -129,6 +132,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write(f"node tier: node Ready in {SESSION['node_ready_s']:.1f} s (control plane + containerd "
           f"{node.timings.get('node_start_s', 0):.1f} s, image imports {SESSION['import_s']:.1f} s"
           + (f", watchdog image built in {SESSION['image_build_s']:.0f} s" if "image_build_s" in SESSION else "")
-          + f"); watchdog image from {SESSION['watchdog_archive']}")
+          + f"); watchdog image from {SESSION['watchdog_archive']}"
+          + (" (NODE_TIER_REUSE_IMAGE=1: older than its inputs)" if SESSION.get("image_stale") else ""))
     for line in SESSION.get("watchdog_pods", []):
         write(f"node tier: {line}")

@@ -33,14 +33,18 @@ WATCHDOG_ARCHIVE = REPO / ".cache" / "node" / "vllm-stall-watchdog.oci.tar"
 ENGINE_PATH = "/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def fresh_archive() -> Path | None:
+def fresh_archive(reuse: bool = False) -> Path | None:
     """The newest watchdog archive newer than every input of the image (the Dockerfile, the builder, pyproject.toml,
-    README.md, watchdog/): ``.cache/image/`` (what ``.ci/run`` built just before) or this tier's own; else None."""
+    README.md, watchdog/): ``.cache/image/`` (what ``.ci/run`` built just before) or this tier's own; else None.
+    ``reuse``: the newest archive however old (``NODE_TIER_REUSE_IMAGE=1``, for repeated local runs while the tree
+    is being edited; never in CI)."""
+    archives = [p for p in (REPO / ".cache" / "image" / "vllm-stall-watchdog.oci.tar", WATCHDOG_ARCHIVE) if p.is_file()]
+    if reuse:
+        return max(archives, key=lambda p: p.stat().st_mtime, default=None)
     inputs = [REPO / "Dockerfile", REPO / "tests" / "image" / "oci_archive.py", REPO / "pyproject.toml",
               REPO / "README.md", *(p for p in (REPO / "watchdog").rglob("*.py") if "demo" not in p.parts)]
     newest_input = max(p.stat().st_mtime for p in inputs if p.is_file())
-    candidates = [p for p in (REPO / ".cache" / "image" / "vllm-stall-watchdog.oci.tar", WATCHDOG_ARCHIVE)
-                  if p.is_file() and p.stat().st_mtime > newest_input]
+    candidates = [p for p in archives if p.stat().st_mtime > newest_input]
     return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
 
 

@@ -25,8 +25,25 @@ from watchdog.demo.controlplane.workloads import NAMESPACE_LABEL, VLLM_LABEL
 
 SCENARIO_LABEL = "node-test.vllm-watchdog.io/scenario"
 ENGINE_PORT = 8000
-# Mutation knob, to see a scenario fail with its rule broken (README): probe-path, grace-0, gate-ignored.
+# Mutation knob, to see a scenario fail with its rule broken (README's table): each value breaks one rule in what
+# the harness hands the chart or the cluster, never in the product.
+BREAKS = {
+    "probe-path": "the chart's readinessProbe at /nope (test_watchdog_pod_ready_from_the_project_image)",
+    "grace-1": "config gracePeriodSeconds: 1, not the pod's own 15 s (0 is refused by the config: minimum 1) "
+               "(test_wedged_engine_deleted_sigterm_within_grace_replaced)",
+    "dryrun-ignored": "the namespace's dry-run opt-in not passed: labelled 'true' "
+                      "(test_dry_run_records_and_never_deletes)",
+    "evict-as-delete": "config action: delete where the scenario asks for evict (test_evict_with_a_pdb)",
+    "gate-ignored": "engines without the readiness gate (test_quarantine_gate_and_endpoints)",
+    "evidence-0": "config evidenceLogLines: 0 (test_evidence_holds_a_real_log_tail)",
+    "ledger-off": "config budgetLedger: false (test_rollout_of_the_watchdog_keeps_the_budget_and_the_engines)",
+}
+BROKEN_CONFIG: dict[str, dict[str, Any]] = {"grace-1": {"gracePeriodSeconds": 1},
+                                             "evidence-0": {"evidenceLogLines": 0},
+                                             "ledger-off": {"budgetLedger": False}}
 BREAK = os.environ.get("NODE_TIER_BREAK", "")
+if BREAK and BREAK not in BREAKS:
+    raise ValueError(f"NODE_TIER_BREAK={BREAK!r}: expected one of {', '.join(BREAKS)}")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -90,8 +107,11 @@ class NodeScenario:
                   **({"config": self.config} if self.config else {}), **self.values}
         if BREAK == "probe-path":
             values["readinessProbe"] = {"httpGet": {"path": "/nope", "port": "http-metrics"}, "periodSeconds": 5}
-        if BREAK == "grace-0":
-            values["config"] = {**values.get("config", {}), "gracePeriodSeconds": 0}
+        broken_config = dict(BROKEN_CONFIG.get(BREAK, {}))
+        if BREAK == "evict-as-delete" and values.get("config", {}).get("action") == "evict":
+            broken_config = {"action": "delete"}
+        if broken_config:
+            values["config"] = {**values.get("config", {}), **broken_config}
         path = self.world.work / f"values-{self.release}.yaml"
         path.write_text(yaml.safe_dump(values))
         done = subprocess.run([self.world.helm_bin, "install", self.release, str(chart_dir()), "--namespace",
@@ -131,6 +151,8 @@ class NodeScenario:
     # -- engines -----------------------------------------------------------------------------------------------
     def namespace(self, suffix: str, mode: str | None = "true") -> str:
         name = f"{self.name}-{suffix}"
+        if BREAK == "dryrun-ignored" and mode == "dry-run":
+            mode = "true"
         labels = {SCENARIO_LABEL: self.name, **({NAMESPACE_LABEL: mode} if mode else {})}
         self.api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                "metadata": {"name": name, "labels": labels}})
