@@ -12,8 +12,8 @@ OWN_TIERS := not cluster and not prometheus and not engines and not node
 test:            ## the whole test suite (unit + e2e + chart + image), as the README's test command
 	$(PY) -m pytest
 
-test-fast:       ## core, config, adapters, controller, cli unit tests: in-process only (no e2e, chart, image), ~75 s on 2 cores
-	$(PY) -m pytest -q tests/core tests/config tests/adapters tests/controller tests/cli \
+test-fast:       ## core, config, adapters, controller, cli unit tests: in-process only (no e2e, chart, image), 4 workers (pytest-xdist)
+	$(PY) -m pytest -q -n 4 tests/core tests/config tests/adapters tests/controller tests/cli \
 		-m "not e2e and not chart and not image and $(OWN_TIERS)"
 
 test-unit:       ## every test but the e2e ones and the tiers that run on their own
