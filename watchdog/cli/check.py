@@ -14,7 +14,6 @@ import math
 import sys
 from typing import Any
 
-from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.scrape import redact
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.cli import check_prometheus
@@ -147,12 +146,14 @@ def run_check(args: argparse.Namespace) -> int:
 def _read_target(target: str, deadline_s: float, max_bytes: int) -> bytes:
     """The body of ``target``; raises ScrapeError (URLs) or OSError (files, stdin, too large)."""
     if "://" in target:
+        from watchdog.controller.wiring import one_scraper  # the composition root, loaded for a URL only: a file
+        # or stdin is read without it (and without the Kubernetes client its other collaborators import)
         limits = ScrapeLimits(
             connect_timeout_s=min(ScrapeLimits.connect_timeout_s, deadline_s),
             deadline_s=deadline_s,
             max_bytes=max_bytes,
         )
-        scraper = AsyncScraper(limits)  # the cycle's transport: its loop starts here and stops with close()
+        scraper = one_scraper(limits)  # the cycle's transport: its loop starts here and stops with close()
         try:
             return scraper.fetch(target)
         finally:

@@ -11,9 +11,8 @@ import json
 import sys
 import time
 
-from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
+from watchdog.adapters.prometheus import PrometheusLimits
 from watchdog.config.settings import BY_NAME
-from watchdog.controller.promsource import PrometheusSource
 from watchdog.core.profiles import Profile
 from watchdog.core.promql import pod_labels_problem, reading_outcome
 
@@ -51,16 +50,17 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
     if problem := pod_labels_problem(args.namespace_label, args.pod_label):
         print(f"{PROG}: --namespace-label/--pod-label: {problem}", file=sys.stderr)
         return 2
+    from watchdog.controller.wiring import one_pod_source  # the composition root (see check._read_target)
+
     try:
-        client = PrometheusClient(PrometheusLimits(
+        source = one_pod_source(PrometheusLimits(
             args.prometheus, timeout_s=args.deadline, max_bytes=args.max_bytes,
             bearer_token_file=args.bearer_token_file, ca_file=args.ca_file, username_file=args.username_file,
-            password_file=args.password_file,
-            tenant=args.tenant))
+            password_file=args.password_file, tenant=args.tenant),
+            args.staleness, args.namespace_label, args.pod_label)
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    source = PrometheusSource(client, args.staleness, args.namespace_label, args.pod_label, args.deadline)
     reading = source.read_pod(profile, namespace, name, time.time())
     if isinstance(reading, str):
         print(f"{PROG}: {reading}", file=sys.stderr)

@@ -137,6 +137,18 @@ def _sources(config: Settings, profiles: dict[str, Profile], metrics: Metrics, f
     return {t.name: built[config.source_of(t)] for t in config.targets}
 
 
+def one_scraper(limits: ScrapeLimits) -> AsyncScraper:
+    """The bounded scraper alone (``check``): the cycle's transport, called synchronously; ``close()`` it."""
+    return AsyncScraper(limits)
+
+
+def one_pod_source(limits: PrometheusLimits, staleness_s: float, namespace_label: str,
+                   pod_label: str) -> PrometheusSource:
+    """The Prometheus source alone (``check --prometheus``), its queries bounded together by ``limits.timeout_s``;
+    raises ValueError (one line) on a bad URL, credentials or tenant."""
+    return PrometheusSource(PrometheusClient(limits), staleness_s, namespace_label, pod_label, limits.timeout_s)
+
+
 def prometheus_limits(config: Settings) -> PrometheusLimits:
     """The bounds of the Prometheus client of ``config`` (prometheusUrl must be set)."""
     return PrometheusLimits(
