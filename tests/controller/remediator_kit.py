@@ -26,7 +26,7 @@ SNAP = EngineSnapshot(labels=(("engine", "0"), ("model_name", "llama")), running
                       progress=(456789.0, 1234567.0, 30200.0))
 
 
-VERDICT = Verdict("stalled", True, 130.0, "stalled: 21 requests running (0 waiting), progress signals unchanged "
+VERDICT = Verdict("stalled", 130.0, "stalled: 21 requests running (0 waiting), progress signals unchanged "
                   "(generation_tokens=456789, prompt_tokens=1234567, heartbeat=30200) for 130 s over 9 busy samples "
                   "(window 120 s)", t=130.0, running=21.0, busy_samples=9, waiting=0.0,
                   frozen=(("generation_tokens", 456789.0), ("prompt_tokens", 1234567.0), ("heartbeat", 30200.0)),

@@ -39,7 +39,7 @@ def target(uid: str, mode: str = "enforce") -> WatchedPod:
 
 def record(state: str, for_s: float = 0.0) -> PodRecord:
     pod = PodRecord(0, 0.0)
-    verdict = Verdict(state, state == "stalled", for_s, state, running=21.0)  # type: ignore[arg-type]
+    verdict = Verdict(state, for_s, state, running=21.0)  # type: ignore[arg-type]
     pod.engines["model_name=m"] = EngineState(DetectorState(120.0), 0.0, verdict=verdict)
     return pod
 

@@ -336,7 +336,7 @@ def test_property_detect_is_the_incremental_fold(
     samples: list[core_detector.Sample], window_s: float, min_samples: int, count_waiting: bool
 ) -> None:
     state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting, signals=SIGNALS)
-    last = Verdict("unknown", False, 0.0, "no evidence: no samples")
+    last = Verdict("unknown", 0.0, "no evidence: no samples")
     for s in samples:
         last = state.observe(s)
     assert detect(samples, window_s, min_samples=min_samples, count_waiting=count_waiting) == last

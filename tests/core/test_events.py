@@ -83,7 +83,7 @@ def test_the_message_leads_with_the_facts_in_the_on_call_order(outcome: str, rul
 
 
 def test_unknown_waiting_an_unlabelled_engine_and_no_since_are_left_out() -> None:
-    verdict = Verdict("stalled", True, 200.0, "", running=3.0, busy_samples=5, frozen=(("heartbeat", 7.0),),
+    verdict = Verdict("stalled", 200.0, "", running=3.0, busy_samples=5, frozen=(("heartbeat", 7.0),),
                       window_s=180.0)
     assert stall_message("deleted", "ml/p", "", verdict, None) == (
         "Deleted pod ml/p: no progress for 200 s, 3 requests running, frozen heartbeat=7. Why: stalled past the "
@@ -91,12 +91,12 @@ def test_unknown_waiting_an_unlabelled_engine_and_no_since_are_left_out() -> Non
 
 
 def test_a_stall_that_reached_the_window_within_its_slack_says_so() -> None:
-    verdict = Verdict("stalled", True, 119.4, "", running=3.0, busy_samples=9, frozen=(("heartbeat", 7.0),),
+    verdict = Verdict("stalled", 119.4, "", running=3.0, busy_samples=9, frozen=(("heartbeat", 7.0),),
                       window_s=120.0)
     assert stall_message("deleted", "ml/p", "", verdict, None) == (
         "Deleted pod ml/p: no progress for 119 s, 3 requests running, frozen heartbeat=7. Why: stalled past the "
         "120 s window (less its 1 s slack) over 9 busy samples.")
-    short = Verdict("stalled", True, 29.8, "", running=1.0, busy_samples=4, window_s=30.0)
+    short = Verdict("stalled", 29.8, "", running=1.0, busy_samples=4, window_s=30.0)
     assert "past the 30 s window (less its 0.3 s slack) over 4" in stall_message("deleted", "ml/p", "", short, None)
 
 
@@ -110,7 +110,7 @@ def test_a_long_engine_key_is_cut_so_the_facts_stay_in_the_head() -> None:
 
 
 def test_a_message_over_1_kib_is_cut_at_the_tail() -> None:
-    verdict = Verdict("stalled", True, 130.0, "", running=2.0, busy_samples=9, window_s=120.0,
+    verdict = Verdict("stalled", 130.0, "", running=2.0, busy_samples=9, window_s=120.0,
                       frozen=tuple((f"signal_{i}_{'x' * 40}", float(i)) for i in range(40)))
     body = event_body("ml", POD, "StalledPodDeleted", stall_message("deleted", "ml/p", 'engine="0"', verdict, NOW),
                       "wd-0", NOW)

@@ -82,7 +82,7 @@ def test_log_tail_of_tenant_text_is_decoded_and_escaped_when_logged() -> None:
     assert "\\u001b[31mred\\rforged" in line
 
 
-VERDICT = Verdict("stalled", True, 130.0, "stalled: ...", t=130.0, running=21.0, busy_samples=9, waiting=3.0,
+VERDICT = Verdict("stalled", 130.0, "stalled: ...", t=130.0, running=21.0, busy_samples=9, waiting=3.0,
                   frozen=(("generation_tokens", 456789.0),), window_s=120.0)
 
 

@@ -91,7 +91,7 @@ class Sample:
 class Verdict:
     """What the detector concludes after one sample.
 
-    ``state``: idle | progressing | suspect | stalled | unknown. ``stalled``: ``state == "stalled"``.
+    ``state``: idle | progressing | suspect | stalled | unknown (the property ``stalled``: ``state == "stalled"``).
     ``stalled_for_s``: seconds since the stall clock started (0 unless suspect/stalled). ``reason``: one
     human sentence with the evidence, for log lines (Event messages are composed from the structured fields:
     :func:`watchdog.core.events.stall_message`). ``t``: the sample's time; ``running``: the running gauge of the
@@ -102,7 +102,6 @@ class Verdict:
     """
 
     state: EngineState
-    stalled: bool
     stalled_for_s: float
     reason: str
     t: float | None = None
@@ -111,6 +110,10 @@ class Verdict:
     waiting: float | None = None
     frozen: tuple[tuple[str, float], ...] = ()
     window_s: float = 0.0
+
+    @property
+    def stalled(self) -> bool:
+        return self.state == "stalled"
 
 
 def _fmt(value: float | None) -> str:
@@ -173,7 +176,7 @@ class DetectorState:
         values = known_all(sample.progress)
         missing = missing_among(running, values)
         if missing is not None and (running is None or (load(sample, self.count_waiting) or 0.0) > 0):
-            return Verdict("unknown", False, 0.0, f"no evidence: {missing} missing or invalid in this scrape",
+            return Verdict("unknown", 0.0, f"no evidence: {missing} missing or invalid in this scrape",
                            t=sample.t)
 
         if self._last_t is not None and sample.t < self._last_t:
@@ -186,17 +189,17 @@ class DetectorState:
         if is_paused(sample):
             self._clock_start = None
             self._busy_samples = 0
-            return Verdict("paused", False, 0.0, f"paused: the engine reports it is paused or sleeping "
+            return Verdict("paused", 0.0, f"paused: the engine reports it is paused or sleeping "
                            f"({_fmt(running)} running)", t=sample.t, running=running)
         if (load(sample, self.count_waiting) or 0.0) <= 0:
             self._clock_start = None
             self._busy_samples = 0
-            return Verdict("idle", False, 0.0, "idle: no requests running", t=sample.t, running=running)
+            return Verdict("idle", 0.0, "idle: no requests running", t=sample.t, running=running)
 
         window_s = self.window_s
         if not progressed and not live_evidence(sample, self.signals):
             if self.completion_window_s is None:
-                return Verdict("unknown", False, 0.0, f"no evidence: {_fmt(running)} running and only "
+                return Verdict("unknown", 0.0, f"no evidence: {_fmt(running)} running and only "
                                "completion-only progress signals (they move when a request finishes; see the "
                                "setting completionOnlyWindowSeconds)", t=sample.t, running=running)
             window_s = max(window_s, self.completion_window_s)
@@ -208,7 +211,7 @@ class DetectorState:
         if progressed:
             what = "a counter reset (engine restart)" if reset else f"{progressed} moving"
             return Verdict(
-                "progressing", False, 0.0, f"progressing: {_fmt(running)} running, {what}",
+                "progressing", 0.0, f"progressing: {_fmt(running)} running, {what}",
                 t=sample.t, running=running, busy_samples=1,
             )
 
@@ -223,13 +226,13 @@ class DetectorState:
         )
         if window_reached(stalled_for, window_s) and self._busy_samples >= self.min_samples:
             return Verdict(
-                "stalled", True, stalled_for, f"stalled: {evidence}",
+                "stalled", stalled_for, f"stalled: {evidence}",
                 t=sample.t, running=running, busy_samples=self._busy_samples,
                 waiting=waiting, frozen=frozen, window_s=window_s,
             )
         why = "first busy sample, no progress seen yet" if first_ever else "busy without progress"
         return Verdict(
-            "suspect", False, stalled_for, f"suspect ({why}): {evidence}",
+            "suspect", stalled_for, f"suspect ({why}): {evidence}",
             t=sample.t, running=running, busy_samples=self._busy_samples,
             waiting=waiting, frozen=frozen, window_s=window_s,
         )
@@ -268,7 +271,7 @@ def detect(
     """
     state = DetectorState(window_s, min_samples=min_samples, count_waiting=count_waiting, signals=signals,
                           completion_window_s=completion_window_s)
-    verdict = Verdict("unknown", False, 0.0, "no evidence: no samples")
+    verdict = Verdict("unknown", 0.0, "no evidence: no samples")
     for sample in samples:
         verdict = state.observe(sample)
     return verdict
