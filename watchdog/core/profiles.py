@@ -317,26 +317,35 @@ def _gauge(where: str, value: object) -> Selector:
     return selector
 
 
+def _selectors(where: str, key: str, value: object) -> tuple[Selector, ...]:
+    """A list of series selectors (one string is a list of one): progress signals, else gauges."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Sequence) or isinstance(items, bytes):
+        raise ValueError(f"{where} must be a list of series selectors, got {value!r}")
+    selectors = tuple(_selector(where, item) if key == "progress" else _gauge(where, item) for item in items)
+    if key == "progress" and not selectors:
+        raise ValueError(f"{where} must name at least one progress signal")
+    return selectors
+
+
+def _label_names(where: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{where} must be a list of label names, got {value!r}")
+    for label in value:
+        if not isinstance(label, str) or label_name_problem(label):
+            raise ValueError(f"{where}: {label!r} is not a valid label name")
+    return tuple(dict.fromkeys(value))
+
+
 def _check_field(where: str, key: str, value: object) -> object:
     if key == "running":
         return _gauge(where, value)
     if key == "waiting":
         return None if value in (None, "") else _gauge(where, value)
     if key in ("progress", "waiting_ignored", "paused", "awake"):
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, Sequence) or isinstance(items, bytes):
-            raise ValueError(f"{where} must be a list of series selectors, got {value!r}")
-        selectors = tuple(_selector(where, item) if key == "progress" else _gauge(where, item) for item in items)
-        if key == "progress" and not selectors:
-            raise ValueError(f"{where} must name at least one progress signal")
-        return selectors
+        return _selectors(where, key, value)
     if key in ("engine_labels", "collapse_labels"):
-        if isinstance(value, str) or not isinstance(value, (list, tuple)):
-            raise ValueError(f"{where} must be a list of label names, got {value!r}")
-        for label in value:
-            if not isinstance(label, str) or label_name_problem(label):
-                raise ValueError(f"{where}: {label!r} is not a valid label name")
-        return tuple(dict.fromkeys(value))
+        return _label_names(where, value)
     if key == "metrics_path":
         if not isinstance(value, str) or not value.startswith("/") or "//" in value or ".." in value:
             raise ValueError(f"{where} must be an absolute URL path like /metrics, got {value!r}")
