@@ -238,3 +238,14 @@ def test_sglang_flavor_prints_split_series_as_sglang_does() -> None:
 def test_unknown_flavor_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown flavor 'tgi'"):
         SimPod("127.0.0.2", 0, "idle", flavor="tgi")
+
+
+def test_listen_any_is_an_explicit_opt_in() -> None:
+    """Loopback is the default; any address only with ``listen_any`` (for a container's own network namespace,
+    which the node tier's engine image binds; not bound here: a host test stays on loopback)."""
+    with pytest.raises(ValueError, match="listen_any=True"):
+        SimPod("0.0.0.0", 0)
+    with pytest.raises(ValueError, match="loopback"):
+        SimPod("10.244.0.5", 8000)
+    assert SimPod("0.0.0.0", 8000, listen_any=True).url == "http://0.0.0.0:8000"
+    assert SimPod("10.244.0.5", 8000, listen_any=True).address == "10.244.0.5"

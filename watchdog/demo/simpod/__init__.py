@@ -1,6 +1,8 @@
 """Simulated vLLM pods (``engine``: counters per mode; ``pod``: the exposition; ``sglang``: SGLang's instead;
 ``server``: HTTP; ``fleet``; ``__main__``): HTTP servers on loopback addresses serving vLLM V1-shaped (or,
-with ``flavor="sglang"``, SGLang-shaped) ``/metrics`` and ``/health``.
+with ``flavor="sglang"``, SGLang-shaped) ``/metrics`` and ``/health``. Loopback is the default and the rule on a host;
+``SimPod(..., listen_any=True)`` (``python -m watchdog.demo.simpod --listen-any``) opts in to any address, for a
+container whose pod IP lives in the pod's own network namespace (the node tier's simulated-engine image).
 
 The exposition is produced by prometheus_client (as vLLM does), with vLLM V1 family names, types, HELP texts
 and labels (``engine`` = data-parallel rank "0".."N-1", ``model_name``), including the ``*_created`` gauges.

@@ -17,6 +17,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Serve a simulated vLLM (or SGLang) pod's /metrics and /health "
                                                  "on loopback.")
     parser.add_argument("--address", default="127.0.0.2", help="loopback address to bind (127.0.0.0/8)")
+    parser.add_argument("--listen-any", action="store_true",
+                        help="accept any --address (0.0.0.0 included): only inside a container's own network "
+                             "namespace, where the pod IP lives")
     parser.add_argument("--port", type=int, default=8000, help="port (0: any free port, printed)")
     parser.add_argument("--mode", choices=MODES, default="progressing")
     parser.add_argument("--wedge-after", type=float, default=5.0, help="seconds of progress before wedging")
@@ -25,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flavor", choices=FLAVORS, default="vllm", help="whose metrics to serve")
     args = parser.parse_args(argv)
     pod = SimPod(args.address, args.port, args.mode, engines=args.engines, model_name=args.model_name,
-                 wedge_after_s=args.wedge_after, flavor=args.flavor)
+                 wedge_after_s=args.wedge_after, flavor=args.flavor, listen_any=args.listen_any)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -1,5 +1,6 @@
 """One simulated vLLM pod: vLLM V1-shaped ``/metrics`` (produced by prometheus_client, as vLLM does) served
-on a loopback address."""
+on a loopback address (or, opted in with ``listen_any``, on any address of a container's own network
+namespace)."""
 
 from __future__ import annotations
 
@@ -33,15 +34,22 @@ class SimPod:
 
     ``port=0`` picks a free port (read ``.port`` after start). ``engines`` > 1 emits one series per engine.
     ``flavor="sglang"`` serves SGLang's split series instead (:mod:`watchdog.demo.simpod.sglang`).
-    Raises ValueError for a non-loopback address or an unknown mode; OSError when the port is taken.
+    Raises ValueError for a non-loopback address (unless ``listen_any``) or an unknown mode; OSError when the port
+    is taken.
+
+    ``listen_any=True`` is the one opt-in out of loopback: any address, ``0.0.0.0`` (every address of the network
+    namespace) included. It exists for a container, where the pod IP lives inside the pod's own network
+    namespace (the node tier's simulated-engine image, ``watchdog/demo/node/engine.py``); on a host, where
+    the demo and the end-to-end tests run, the default (loopback only) stays.
     """
 
     def __init__(self, address: str = "127.0.0.2", port: int = 0, mode: str = "progressing", *,
                  engines: int = 1, model_name: str = DEFAULT_MODEL, wedge_after_s: float = 5.0,
                  running: int = 20, waiting: int = 2, wedged_running: int = 21, rates: Rates | None = None,
-                 flavor: str = "vllm") -> None:
-        if not ipaddress.ip_address(address).is_loopback:
-            raise ValueError(f"simulated pods bind loopback addresses only (127.0.0.0/8), got {address!r}")
+                 flavor: str = "vllm", listen_any: bool = False) -> None:
+        if not listen_any and not ipaddress.ip_address(address).is_loopback:
+            raise ValueError(f"simulated pods bind loopback addresses only (127.0.0.0/8), got {address!r} "
+                             "(listen_any=True: inside a container's own network namespace only)")
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         if flavor not in FLAVORS:
