@@ -51,6 +51,21 @@ app.kubernetes.io/component: watchdog
 {{- end }}
 {{- end }}
 
+{{/* The pod's imagePullSecrets: global.imagePullSecrets (a parent chart's), then imagePullSecrets, each entry a
+Secret name or a {name: ...} object, as a YAML list of {name: ...}, each name once; "" when there is none. */}}
+{{- define "vllm-stall-watchdog.imagePullSecrets" -}}
+{{- $names := list }}
+{{- $global := dig "imagePullSecrets" list (.Values.global | default dict) }}
+{{- range concat ($global | default list) (.Values.imagePullSecrets | default list) }}
+{{- $name := kindIs "string" . | ternary . "" }}
+{{- if kindIs "map" . }}{{ $name = .name }}{{ end }}
+{{- if and $name (not (has $name $names)) }}{{ $names = append $names $name }}{{ end }}
+{{- end }}
+{{- range $names }}
+- name: {{ . | quote }}
+{{- end }}
+{{- end }}
+
 {{/* Pod topology spread: the user's topologySpreadConstraints (each without a labelSelector gets this release's
 pod labels), else, with more than one replica and no podAntiAffinity of the user's, one constraint that puts the
 replicas on different nodes (a leader's node loss is what the standby covers). Nodes the pod cannot use (node
