@@ -2,7 +2,8 @@
 # Builds the node pieces the node test tier runs besides the control plane (kubelet, kube-proxy, kube-scheduler)
 # from the official Go module pinned in tests/node/kube/go.mod (the same k8s.io/kubernetes release as
 # tests/cluster/controlplane/kube/go.mod: checked), into the control plane's cache directory, keyed by version
-# (`tests/cluster/build_control_plane.sh --print-dir`). Idempotent; builds the control plane first.
+# (`tests/cluster/build_control_plane.sh --print-dir`), and the watchdog image archive if there is none. Idempotent;
+# builds the control plane first.
 #   bash tests/node/build_node.sh              (or: make node)
 #   bash tests/node/build_node.sh --print-dir
 set -euo pipefail
@@ -31,4 +32,12 @@ for name in kubelet kube-proxy kube-scheduler; do
     mv "$out.tmp" "$out"
     echo "node: $name built in $(( $(date +%s) - t0 ))s"
 done
+# The watchdog image's OCI archive (what the chart's Deployment runs on the node): built once if there is none
+# (.ci/run builds .cache/image/ before; the node tier rebuilds .cache/node/ when it is older than its inputs).
+if [ ! -f "$root/.cache/image/vllm-stall-watchdog.oci.tar" ] && [ ! -f "$root/.cache/node/vllm-stall-watchdog.oci.tar" ]; then
+    t0=$(date +%s)
+    echo "node: building the watchdog image archive (tests/image/oci_archive.py: mmdebstrap + wheels, needs root)"
+    "${PYTHON:-$root/.venv/bin/python}" "$root/tests/image/oci_archive.py" "$root/.cache/node/vllm-stall-watchdog.oci.tar"
+    echo "node: watchdog image archive built in $(( $(date +%s) - t0 ))s"
+fi
 echo "node: ready in $dir ($(( $(date +%s) - start ))s)"

@@ -1,7 +1,7 @@
-"""Fixtures of the ``node`` tier: one real node per session (``node_kit.Node``: control plane, containerd, runc,
-CNI, kubelet, kube-proxy inside a network namespace this session creates; the test process enters it), the
-images built here and imported into containerd, and the chart installed with real helm so that the watchdog runs
-as a Pod from the project's own image.
+"""Fixtures of the ``node`` tier: one real node per session (``watchdog.demo.node.kit.Node``: control plane,
+containerd, runc, CNI, kubelet, kube-proxy inside a network namespace this session creates; the test process
+enters it), the images built here and imported into containerd, and the chart installed with real helm so that
+the watchdog runs as a Pod from the project's own image.
 
 Without the binaries (``make node``) or the host packages every test of the tier is skipped with one reason;
 with ``CI=true`` that is an error instead, so CI cannot pass by not running the tier.
@@ -18,36 +18,24 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # node_kit, images, node_world
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # images, node_world
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/tools.py
 
 import images
 import tools
-from node_kit import Node, host_missing
 from node_world import World
 
-from watchdog.demo.controlplane.locate import NotAvailable, binary_dir
+from watchdog.demo.controlplane.locate import binary_dir
+from watchdog.demo.node import images as node_images
+from watchdog.demo.node.kit import Node, unavailable
 
 HERE = Path(__file__).resolve().parent
-NODE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 SESSION: dict[str, Any] = {}
 
 
 def _unavailable() -> str | None:
-    if os.geteuid() != 0:
-        return "the node tier needs root (network namespace, containerd, kubelet)"
-    try:
-        directory = binary_dir()
-    except NotAvailable as exc:
-        return str(exc)
-    missing = [name for name in NODE_BINARIES if not os.access(directory / name, os.X_OK)]
-    if missing:
-        return f"node not built ({', '.join(missing)} missing in {directory}): run `make node` (Go >= 1.25)"
-    tools_missing = host_missing()
-    if tools_missing:
-        return (f"host packages missing ({', '.join(tools_missing)}): apt-get install containerd runc "
-                "containernetworking-plugins iptables mmdebstrap umoci skopeo gcc")
-    return None
+    reason = unavailable()
+    return None if reason is None else f"the node tier cannot run: {reason}"
 
 
 UNAVAILABLE = _unavailable()
@@ -70,20 +58,20 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     work = tmp_path_factory.mktemp("node")
     t0 = time.monotonic()
     reuse = os.environ.get("NODE_TIER_REUSE_IMAGE") == "1" and os.environ.get("CI", "").lower() != "true"
-    archive = images.fresh_archive(reuse)
+    archive = node_images.watchdog_archive(fresh_only=not reuse)
     if archive is None or os.environ.get("NODE_TIER_REBUILD_IMAGE") == "1":
         archive, SESSION["image_build_s"] = images.build_watchdog_archive()
     SESSION["watchdog_archive"] = archive
-    if reuse and archive != images.fresh_archive():
+    if reuse and archive != node_images.watchdog_archive():
         SESSION["image_stale"] = True
     the_node = Node(binary_dir(), work)
     try:
         the_node.start()
         t1 = time.monotonic()
         SESSION["imports"] = [
-            images.import_image(the_node.ctr, images.pause_archive(work)),
-            images.import_image(the_node.ctr, archive, images.WATCHDOG_IMAGE.rsplit(":", 1)[0]),
-            images.import_image(the_node.ctr, images.engine_archive(archive, work)),
+            node_images.import_image(the_node.ctr, node_images.pause_archive(work)),
+            node_images.import_image(the_node.ctr, archive, node_images.WATCHDOG_IMAGE.rsplit(":", 1)[0]),
+            node_images.import_image(the_node.ctr, node_images.engine_archive(archive, work)),
         ]
         SESSION["import_s"] = time.monotonic() - t1
         the_node.start_node_agents()

@@ -9,22 +9,20 @@ import json
 import os
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from images import ENGINE_IMAGE, VERSION
-from node_kit import Node
 
 from tests.cluster.cluster_kit import FAST_ENV  # the same short timings; the chart's probes stay as rendered
 from watchdog.demo.controlplane.api import Api, wait_for
 from watchdog.demo.controlplane.locate import chart_dir
-from watchdog.demo.controlplane.workloads import NAMESPACE_LABEL, VLLM_LABEL
+from watchdog.demo.controlplane.workloads import NAMESPACE_LABEL, is_ready
+from watchdog.demo.node import workloads
+from watchdog.demo.node.kit import Node
 
 SCENARIO_LABEL = "node-test.vllm-watchdog.io/scenario"
-ENGINE_PORT = 8000
 # Mutation knob, to see a scenario fail with its rule broken (README's table): each value breaks one rule in what
 # the harness hands the chart or the cluster, never in the product.
 BREAKS = {
@@ -44,14 +42,6 @@ BROKEN_CONFIG: dict[str, dict[str, Any]] = {"grace-1": {"gracePeriodSeconds": 1}
 BREAK = os.environ.get("NODE_TIER_BREAK", "")
 if BREAK and BREAK not in BREAKS:
     raise ValueError(f"NODE_TIER_BREAK={BREAK!r}: expected one of {', '.join(BREAKS)}")
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    return (not pod["metadata"].get("deletionTimestamp") and status.get("phase") == "Running"
-            and bool(status.get("podIP"))
-            and any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []))
 
 
 @dataclass
@@ -101,10 +91,7 @@ class NodeScenario:
     # -- the watchdog, installed by helm -----------------------------------------------------------------------
     def install(self, wait_ready: bool = True) -> dict[str, Any] | None:
         env = {**FAST_ENV, "WATCHDOG_NAMESPACE_SELECTOR": f"{SCENARIO_LABEL}={self.name}", **self.env}
-        values = {"fullnameOverride": self.release,
-                  "image": {"repository": "vllm-stall-watchdog", "tag": VERSION, "pullPolicy": "Never"},
-                  "extraEnv": [{"name": k, "value": v} for k, v in env.items()],
-                  **({"config": self.config} if self.config else {}), **self.values}
+        values = {**workloads.chart_values(self.release, env, self.config), **self.values}
         if BREAK == "probe-path":
             values["readinessProbe"] = {"httpGet": {"path": "/nope", "port": "http-metrics"}, "periodSeconds": 5}
         broken_config = dict(BROKEN_CONFIG.get(BREAK, {}))
@@ -162,28 +149,10 @@ class NodeScenario:
         return name
 
     def engine_spec(self, grace_s: int = 10, mode: str = "progressing", gate: str | None = None) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "terminationGracePeriodSeconds": grace_s,
-            "automountServiceAccountToken": False,
-            "containers": [{
-                "name": "vllm", "image": ENGINE_IMAGE, "imagePullPolicy": "Never",
-                "args": ["--port", str(ENGINE_PORT), "--mode", mode],
-                "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
-                "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1},
-                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
-            }],
-        }
-        if gate and BREAK != "gate-ignored":
-            spec["readinessGates"] = [{"conditionType": gate}]
-        return spec
+        return workloads.engine_spec(grace_s, mode, None if BREAK == "gate-ignored" else gate)
 
     def deployment(self, ns: str, name: str, replicas: int, **spec_kw: Any) -> dict[str, Any]:
-        labels = {**VLLM_LABEL, "app": name}
-        created: dict[str, Any] = self.api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": self.engine_spec(**spec_kw)}}})
-        return created
+        return workloads.create_deployment(self.api, ns, name, replicas, self.engine_spec(**spec_kw))
 
     def pods(self, ns: str, app: str | None = None) -> list[dict[str, Any]]:
         params = {"labelSelector": f"app={app}"} if app else {}
@@ -199,9 +168,7 @@ class NodeScenario:
                         describe=lambda: self.world.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False))
 
     def set_mode(self, pod: dict[str, Any], mode: str) -> dict[str, Any]:
-        url = f"http://{pod['status']['podIP']}:{ENGINE_PORT}/sim/mode?mode={mode}"
-        with _NO_PROXY.open(urllib.request.Request(url, data=b"", method="POST"), timeout=5) as resp:
-            return dict(json.loads(resp.read()))
+        return workloads.set_mode(pod, mode)
 
     def events(self, ns: str, reason: str | None = None) -> list[dict[str, Any]]:
         items = self.api.get(f"/api/v1/namespaces/{ns}/events")["items"]

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 from conftest import SESSION
-from images import WATCHDOG_IMAGE
-from node_kit import GATEWAY, KUBERNETES_SERVICE_IP, POD_SUBNET
 
 from watchdog.demo.controlplane.api import wait_for
 from watchdog.demo.controlplane.locate import chart_dir
+from watchdog.demo.node.images import WATCHDOG_IMAGE
+from watchdog.demo.node.kit import GATEWAY, KUBERNETES_SERVICE_IP, POD_SUBNET
 
 pytestmark = pytest.mark.node
 

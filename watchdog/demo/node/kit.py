@@ -1,13 +1,15 @@
-"""A real one-node Kubernetes cluster inside a network namespace the test creates: etcd, kube-apiserver
+"""A real one-node Kubernetes cluster inside a network namespace it creates: etcd, kube-apiserver
 (Node,RBAC + NodeRestriction, client certificates, an audit log), kube-controller-manager, kube-scheduler,
 containerd (Debian 1.6, its own root/state/socket) with runc and the Debian CNI plugins (bridge + host-local),
 one kubelet (cgroupfs on cgroup v1, node credentials) and kube-proxy (iptables).
 
 Addresses: every one lives inside the namespace. The bridge ``cni0`` carries the gateway ``10.244.0.1/24``, which
 is also the node's InternalIP and the API server's advertise address (the ``kubernetes`` Service's endpoint), so
-pods reach the API through the ClusterIP ``10.96.0.1`` as in any cluster. The test process itself enters the
-namespace (``setns`` of its main thread) for the session, so its clients, kubectl and helm talk to the API server
-at ``https://10.244.0.1:6443`` and to pod IPs directly; it leaves it again in :meth:`Node.stop`.
+pods reach the API through the ClusterIP ``10.96.0.1`` as in any cluster. The process that starts it (the node
+test session, or ``demo --node real``) enters the namespace (``setns`` of its main thread), so its clients,
+kubectl and helm talk to the API server at ``https://10.244.0.1:6443`` and to pod IPs directly; it leaves it again
+in :meth:`Node.stop`. :func:`unavailable` says in one line what is missing to start one (root, ``make node``'s
+binaries, host packages).
 
 :meth:`Node.stop` undoes everything, also after a failed start: deletes the pods (the kubelet tears the
 sandboxes down through CNI), stops the processes, unmounts what is left under the work directory, removes the
@@ -33,7 +35,9 @@ from typing import Any
 import yaml
 
 from watchdog.demo.controlplane.api import Api, wait_for
+from watchdog.demo.controlplane.locate import NotAvailable, binary_dir
 from watchdog.demo.controlplane.plane import AUDIT_POLICY
+from watchdog.demo.node.images import PAUSE_IMAGE
 
 NODE_NAME = "node-1"
 POD_SUBNET = "10.244.0.0/24"
@@ -41,7 +45,6 @@ GATEWAY = "10.244.0.1"  # cni0's address: node InternalIP, API server advertise 
 SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 API_PORT = 6443
-PAUSE_IMAGE = "localhost/vllm-node/pause:1"
 CLONE_NEWNET = 0x40000000
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "garbage-collector-controller",
                "disruption-controller", "endpointslice-controller", "endpointslice-mirroring-controller",
@@ -51,6 +54,7 @@ CONTROLLERS = ("deployment-controller", "replicaset-controller", "garbage-collec
 # Start order; stop is the reverse.
 PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
              "kube-proxy")
+NODE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 HOST_TOOLS = ("containerd", "runc", "ctr", "iptables", "ip", "openssl", "gcc", "mmdebstrap", "umoci", "skopeo")
 CNI_DIR = Path("/usr/lib/cni")
 CGROUP_V1 = Path("/sys/fs/cgroup")
@@ -525,3 +529,22 @@ def host_missing() -> list[str]:
     if not (CNI_DIR / "bridge").is_file() or not (CNI_DIR / "host-local").is_file():
         missing.append(f"{CNI_DIR}/bridge,host-local (containernetworking-plugins)")
     return missing
+
+
+def unavailable(explicit_dir: str | os.PathLike[str] | None = None) -> str | None:
+    """Why a node cannot be started here, in one line naming how to get it (None: it can): root, the binaries
+    ``make node`` builds, the host packages."""
+    if os.geteuid() != 0:
+        return "a real node needs root (a network namespace, containerd, the kubelet; binaries from `make node`)"
+    try:
+        directory = binary_dir(explicit_dir)
+    except NotAvailable as exc:
+        return str(exc)
+    missing = [name for name in NODE_BINARIES if not os.access(directory / name, os.X_OK)]
+    if missing:
+        return f"node not built ({', '.join(missing)} missing in {directory}): run `make node` (Go >= 1.25)"
+    tools_missing = host_missing()
+    if tools_missing:
+        return (f"host packages missing ({', '.join(tools_missing)}): apt-get install containerd runc "
+                "containernetworking-plugins iptables mmdebstrap umoci skopeo gcc")
+    return None

@@ -1,5 +1,5 @@
 /* The node tier's pod sandbox ("pause") process: sleeps until SIGTERM/SIGINT and reaps every child it inherits
- * (PID namespace sharing). Built statically (gcc -static) into a one-layer OCI image by tests/node/images.py. */
+ * (PID namespace sharing). Built statically (gcc -static) into a one-layer OCI image by watchdog/demo/node/images.py. */
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
