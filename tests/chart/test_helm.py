@@ -1,5 +1,6 @@
 """The Helm chart, checked with the real tools (helm lint/template, kubernetes-validate) and by asserting on the
-rendered objects: RBAC exactly as specified per feature flag (action, nodeEscalation, leaderElection),
+rendered objects: RBAC exactly as specified per feature flag (action, nodeEscalation, leaderElection), none
+with rbac.create=false, and the chart README's table of rules equal to what the templates grant,
 PSS-restricted security context, one replica unless leader election is on, probes, the config checksum, the fail
 guards, the values schema (and that it is what watchdog/config/schema.py generates from the settings table), every
 refused setting refused either by the schema at install time or by the watchdog's start-up check on the rendered
@@ -16,7 +17,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,106 @@ def test_existing_service_account_needs_a_name() -> None:
     rendered = template("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing")
     assert "ServiceAccount" not in kinds(rendered)
     assert one(rendered, "ClusterRoleBinding")["subjects"][0]["name"] == "existing"
+
+
+# --- rbac.create=false, and the chart README's list of every rule ---------------------------------------
+
+RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+NO_RBAC = ("--set", "rbac.create=false")
+ALL_FLAGS = (*EVICT, *NODES, *LEADER, "--set", "config.quarantine=true", "--set", "config.evidenceLogLines=20")
+
+
+@pytest.mark.parametrize("values", [(), ALL_FLAGS, ("-f", str(PRODUCTION))], ids=["default", "every-flag",
+                                                                                   "production"])
+def test_rbac_create_false_renders_no_role_or_binding_and_nothing_else_changes(values: tuple[str, ...]) -> None:
+    with_rbac, without = objects(template(*values)), objects(template(*values, *NO_RBAC))
+    assert [o for o in without if o["kind"] in RBAC_KINDS] == []
+    assert {o["kind"] for o in with_rbac} & RBAC_KINDS  # there was something to leave out
+    assert without == [o for o in with_rbac if o["kind"] not in RBAC_KINDS]  # the rest, unchanged
+
+
+def test_rbac_create_false_notes_say_what_to_grant() -> None:
+    done = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client", *NO_RBAC)
+    assert done.returncode == 0, done.stderr
+    notes = done.stdout.split("NOTES:", 1)[1]
+    assert "RBAC is not created (rbac.create=false)" in notes and 'README lists under "RBAC"' in notes
+    assert f"--as=system:serviceaccount:{NAMESPACE}:{RELEASE}-vllm-stall-watchdog" in notes
+    default = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
+    assert "RBAC is not created" not in default.stdout
+
+
+CHART_README = CHART / "README.md"
+# The conditions the README's RBAC table may name, read from the config the watchdog loads.
+README_WHEN: dict[str, Callable[[Any], bool]] = {
+    "always": lambda c: True,
+    "`config.action=delete` (the default)": lambda c: c.action == "delete",
+    "`config.action=evict`": lambda c: c.action == "evict",
+    "`config.quarantine=true`": lambda c: c.quarantine,
+    "`config.evidenceLogLines` > 0": lambda c: c.evidence_log_lines > 0,
+    "`config.nodeEscalation=true`": lambda c: c.node_escalation,
+    "`config.budgetLedger=true` (the default)": lambda c: c.budget_ledger,
+    "`config.leaderElection=true`": lambda c: c.leader_election,
+}
+
+
+def readme_rbac_rows() -> list[list[str]]:
+    """The cells of each row of the chart README's RBAC table (between its rbac-rules markers)."""
+    text = CHART_README.read_text()
+    table = text.split("<!-- rbac-rules:start -->", 1)[1].split("<!-- rbac-rules:end -->", 1)[0]
+    lines = table.strip().splitlines()
+    assert lines[0].startswith("| Where |") and set(lines[1]) <= set("|-")
+    return [re.split(r"\s*\|\s*", line.strip().strip("|").strip()) for line in lines[2:]]
+
+
+def readme_rbac(config: Any, fullname: str) -> dict[str, set[tuple[str, str, str, str]]]:
+    """What the README says the chart grants for ``config``, per place: cluster-wide, release namespace, Lease
+    namespace."""
+    out: dict[str, set[tuple[str, str, str, str]]] = {"cluster-wide": set(), "release namespace": set(),
+                                                       "Lease namespace": set()}
+    for where, group, resources, verbs, name, when in readme_rbac_rows():
+        assert where in out and when in README_WHEN, f"unknown place or condition in the README: {where!r} {when!r}"
+        if not README_WHEN[when](config):
+            continue
+        (api_group,) = [g.strip('"') for g in re.findall(r"`([^`]*)`", group)]
+        names = re.findall(r"`([^`]*)`", name)[:1] or [""]
+        resource_name = names[0].replace("<fullname>", fullname).replace("<config.leaseName>", config.lease_name)
+        for resource in re.findall(r"`([^`]*)`", resources):
+            for verb in re.findall(r"`([^`]*)`", verbs):
+                out[where].add((api_group, resource, verb, resource_name))
+    return out
+
+
+@pytest.mark.parametrize(
+    "values",
+    [(), ALL_FLAGS, ("--set", "config.quarantine=true", "--set", "config.action=quarantine"),
+     ("-f", str(PRODUCTION)),
+     (*LEADER, "--set", "config.leaderElectionNamespace=ops-leases", "--set", "config.leaseName=watchdog-a",
+      "--set", "fullnameOverride=wd"),
+     ("--set", "config.budgetLedger=false")],
+    ids=["default", "every-flag", "action-quarantine", "production", "lease-elsewhere", "no-ledger"],
+)
+def test_the_chart_readmes_rbac_table_is_what_the_templates_grant(values: tuple[str, ...], tmp_path: Path) -> None:
+    """The README's list of rules (what rbac.create=false users must grant) is the rendered RBAC, row by row."""
+    rendered = template(*values)
+    config, _ = config_from(rendered, tmp_path)
+    want = readme_rbac(config, one(rendered, "Deployment")["metadata"]["name"])
+    assert_grants(rbac_grants(one(rendered, "ClusterRole")), want["cluster-wide"])
+    roles = roles_by_purpose(rendered)
+    lease = roles.pop("leader-election", None)
+    assert {r["metadata"]["namespace"] for r in roles.values()} == {NAMESPACE}
+    assert_grants(set().union(*(rbac_grants(r, names_allowed=True) for r in roles.values())),
+                  want["release namespace"])
+    if lease is None:
+        assert want["Lease namespace"] == set()
+    else:
+        assert lease["metadata"]["namespace"] == (config.leader_election_namespace or NAMESPACE)
+        assert_grants(rbac_grants(lease, names_allowed=True), want["Lease namespace"])
+
+
+def test_the_rbac_table_reader_sees_every_row() -> None:
+    rows = readme_rbac_rows()
+    assert len(rows) == 14 and all(len(row) == 6 for row in rows)
+    assert {row[5] for row in rows} == set(README_WHEN)  # every condition is used, none unknown
 
 
 # --- Deployment -----------------------------------------------------------------------------------------

@@ -51,6 +51,12 @@ app.kubernetes.io/component: watchdog
 {{- end }}
 {{- end }}
 
+{{/* "true" when the chart creates its RBAC objects (rbac.create, true when unset: values of an older chart reused
+by helm upgrade --reuse-values have no rbac key). "" when RBAC is managed elsewhere. */}}
+{{- define "vllm-stall-watchdog.createRbac" -}}
+{{- if dig "create" true (.Values.rbac | default dict) }}true{{ end }}
+{{- end }}
+
 {{/* The pod's imagePullSecrets: global.imagePullSecrets (a parent chart's), then imagePullSecrets, each entry a
 Secret name or a {name: ...} object, as a YAML list of {name: ...}, each name once; "" when there is none. */}}
 {{- define "vllm-stall-watchdog.imagePullSecrets" -}}
