@@ -938,3 +938,17 @@ def test_runbook_verbs_exist() -> None:
         with pytest.raises(SystemExit) as exit_info:
             main([verb, "--help"])
         assert exit_info.value.code == 0, verb
+
+
+def test_runbook_uninstall_deletes_what_the_watchdog_leaves_behind() -> None:
+    """Section 12 deletes the objects the watchdog (not Helm) creates: the deletion ledger ConfigMap and the Lease,
+    under the names the chart's Roles allow it to create (so uninstall leaves nothing behind)."""
+    section = RUNBOOK.split("## 12 Uninstall", 1)[1]
+    rendered = template(*LEADER)
+    roles = roles_by_purpose(rendered)
+    ledger = {n for g, r, v, n in rbac_grants(roles["ledger"], names_allowed=True) if r == "configmaps" and n}
+    lease = {n for g, r, v, n in rbac_grants(roles["leader-election"], names_allowed=True) if r == "leases" and n}
+    assert ledger == {f"{BY_KEY['leaseName'].default}-ledger"} and lease == {BY_KEY["leaseName"].default}
+    command = (f"kubectl -n {NAMESPACE} delete configmap/{ledger.pop()} lease/{lease.pop()} --ignore-not-found")
+    assert command in section  # --ignore-not-found: the Lease exists only with leader election
+    assert "never been applied to a real API server" not in RUNBOOK
