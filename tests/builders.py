@@ -6,12 +6,14 @@ as concurrently as the fan-out allows."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from watchdog.adapters.ascrape import AsyncScraper
-from watchdog.config.settings import Settings
-from watchdog.controller.cycle import Watchdog
+from watchdog.config.settings import Settings, defaults
+from watchdog.controller.cycle import Watchdog, rails_from
 from watchdog.controller.wiring import build
+from watchdog.core.policy import Rails
 
 
 class OnLoop(AsyncScraper):
@@ -57,3 +59,8 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, actuator:
     return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
                       events=events or EventRecorder(kube, actuator, metrics),
                       evidence=evidence or EvidenceKeeper(actuator, **clocks), **kw)
+
+
+def rails(**changes: Any) -> Rails:
+    """The policy's limits at the settings' defaults (their one source), with ``changes``."""
+    return dataclasses.replace(rails_from(defaults()), **changes)

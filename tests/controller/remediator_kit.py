@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from builders import rails
 
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import discover
 from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.policy import DeletionPolicy, Rails
+from watchdog.core.policy import DeletionPolicy
 from watchdog.core.profiles import Selector
 from watchdog.demo.emulator import EmulatorServer
 
@@ -68,7 +69,7 @@ def target_of(api: EmulatorServer, pod: dict[str, Any]) -> WatchedPod:
 def open_policy(**kw: Any) -> DeletionPolicy:
     """A policy past warm-up whose rails are all open unless ``kw`` (Rails fields) narrows them; the rails
     themselves are tested in test_policy.py and test_rails.py."""
-    rails = Rails(**{"min_pod_age_seconds": 0.0, "max_deletions": 100, "max_deletions_per_namespace": 100, **kw})
-    policy = DeletionPolicy(rails, started=-1e9)
+    limits = rails(**{"min_pod_age_seconds": 0.0, "max_deletions": 100, "max_deletions_per_namespace": 100, **kw})
+    policy = DeletionPolicy(limits, started=-1e9)
     policy.begin_cycle(-1e9, watched=1, bad=0)
     return policy

@@ -7,12 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+from builders import rails
+
 from watchdog.adapters.kube import KubeClient
 from watchdog.controller.actuator import Actuator
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.events import event_body
-from watchdog.core.policy import DeletionPolicy, Rails
+from watchdog.core.policy import DeletionPolicy
 from watchdog.demo.emulator import EmulatorServer
 
 NOW = 5000.0
@@ -38,7 +40,7 @@ def test_forged_events_never_use_up_the_budget(emulator: EmulatorServer, kube_cl
     emulator.create_namespace(WD)
     forge(emulator, "tenant-a", "p1")
     forge(emulator, "tenant-a", "p2")
-    policy = DeletionPolicy(Rails(max_deletions=2), started=-1e9, budget_known=False)
+    policy = DeletionPolicy(rails(max_deletions=2), started=-1e9, budget_known=False)
     led = DeletionLedger(kube_client, Actuator(kube_client), WD, f"{WD}-ledger", 600.0, time.time)
     assert restore_budget(policy, NOW, time.time(), led)
     assert decide(policy, "tenant-b") == "enforce"
@@ -48,7 +50,7 @@ def test_forged_events_never_use_up_the_budget(emulator: EmulatorServer, kube_cl
 def test_a_restore_merges_with_what_the_process_knows() -> None:
     """Issue 27 item 13: a leadership blip right after a removal whose ledger write never landed must not replace
     the in-memory charge with the (empty) ledger."""
-    policy = DeletionPolicy(Rails(max_deletions=5, max_deletions_per_namespace=1), started=-1e9)
+    policy = DeletionPolicy(rails(max_deletions=5, max_deletions_per_namespace=1), started=-1e9)
     policy.record_deletion(NOW - 10, uid="u1", series="s", namespace="a", owner=None)
     policy.forget_budget()  # stepped down and re-acquired the Lease
     assert decide(policy, "a") == "budget_unknown"
@@ -59,7 +61,7 @@ def test_a_restore_merges_with_what_the_process_knows() -> None:
 
 
 def test_without_a_ledger_one_deletion_window_is_held_back() -> None:
-    policy = DeletionPolicy(Rails(deletion_window_seconds=600.0), started=-1e9, budget_known=False)
+    policy = DeletionPolicy(rails(deletion_window_seconds=600.0), started=-1e9, budget_known=False)
     assert restore_budget(policy, NOW, time.time(), None)
     assert decide(policy, "a") == "budget_unknown"
     assert decide(policy, "a", NOW + 599) == "budget_unknown"

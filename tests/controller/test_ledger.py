@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import rails
 from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient, KubeError
@@ -14,7 +15,7 @@ from watchdog.controller.actuator import Actuator
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.ledger import DATA_KEY
-from watchdog.core.policy import DeletionPolicy, Rails
+from watchdog.core.policy import DeletionPolicy
 from watchdog.demo.emulator import EmulatorServer
 
 NS = "vllm-stall-watchdog"
@@ -38,7 +39,7 @@ def stored(api: EmulatorServer) -> list[dict[str, object]]:
 
 
 def restored(led: DeletionLedger) -> DeletionPolicy:
-    policy = DeletionPolicy(Rails(deletion_window_seconds=600.0), started=-1e6, budget_known=False)
+    policy = DeletionPolicy(rails(deletion_window_seconds=600.0), started=-1e6, budget_known=False)
     assert restore_budget(policy, 100.0, 10_000.0, led)
     return policy
 
@@ -101,7 +102,7 @@ def test_an_unusable_ledger_keeps_the_budget_unknown_and_is_never_overwritten(ap
     fake = FakeKube(kube_client)
     if break_it == "forbidden":
         fake.fail["get_config_map"] = KubeError("get configmap", 403, "Forbidden")
-    policy = DeletionPolicy(Rails(), budget_known=False)
+    policy = DeletionPolicy(rails(), budget_known=False)
     before = len(api.emulator.request_log)
     assert not restore_budget(policy, 100.0, 10_000.0, ledger(fake))
     assert not policy.budget_known

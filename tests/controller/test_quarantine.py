@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import rails as policy_rails
 from fakes import FakeClock, FakeKube
 
 from watchdog.adapters.events import EventRecorder
@@ -17,7 +18,7 @@ from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.model import GATE_CONDITION, OwnerRef, WatchedPod
-from watchdog.core.policy import DeletionPolicy, Rails
+from watchdog.core.policy import DeletionPolicy
 from watchdog.core.quarantine import QuarantineRails
 
 RS = OwnerRef("apps/v1", "ReplicaSet", "engine-7d9", "rs-uid")
@@ -62,7 +63,7 @@ class Rig:
                              get_object=lambda *a: {"metadata": {"name": RS.name, "uid": RS.uid}})
         self.metrics: Metrics = new_metrics()
         self.clock = FakeClock(1000.0)
-        self.policy = DeletionPolicy(Rails(), started=0.0)
+        self.policy = DeletionPolicy(policy_rails(), started=0.0)
         self.actuator = Actuator(self.kube, fence=lambda _s: self.is_leader)
         self.q = Quarantine(self.actuator, self.metrics, EventRecorder(self.kube, self.actuator, self.metrics),
                             rails or QuarantineRails(quarantine_after_seconds=60.0), enabled=True,

@@ -8,17 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import rails
 
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
-from watchdog.core.policy import PAUSE_ANNOTATION, CycleStatus, Decision, DeletionPolicy, Rails, brake_from
+from watchdog.core.policy import PAUSE_ANNOTATION, CycleStatus, Decision, DeletionPolicy, brake_from
 
 SERIES = 'engine="0",model_name="m"'
 T0 = 1000.0  # monotonic seconds at start
 
 
-def policy(**rails: Any) -> DeletionPolicy:
+def policy(**limits: Any) -> DeletionPolicy:
     """A policy past warm-up (started and first listing at T0, decisions at T0 + 200 and later)."""
-    p = DeletionPolicy(Rails(**rails), started=T0)
+    p = DeletionPolicy(rails(**limits), started=T0)
     p.begin_cycle(T0, watched=10, bad=0)
     return p
 
@@ -148,7 +149,7 @@ def test_the_fleet_breaker_holds_with_any_one_namespace_left_out(spread: dict[st
 
 
 def test_warm_up_needs_a_window_since_start_and_since_first_listing() -> None:
-    p = DeletionPolicy(Rails(window_seconds=120), started=T0)
+    p = DeletionPolicy(rails(window_seconds=120), started=T0)
     assert decide(p, now=T0 + 500).rule == "warm_up"  # never listed pods yet
     p.begin_cycle(T0 + 301, watched=1, bad=0, listed_at=T0 + 300)  # the API answered only at T0+300 (429s before)
     assert decide(p, now=T0 + 418.9).rule == "warm_up"
@@ -230,7 +231,7 @@ def test_what_the_brake_annotation_means(annotations: dict[str, str] | None, on:
 
 
 def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> None:
-    p = DeletionPolicy(Rails(window_seconds=120, max_deletions=3, max_deletions_per_namespace=1), started=T0)
+    p = DeletionPolicy(rails(window_seconds=120, max_deletions=3, max_deletions_per_namespace=1), started=T0)
     assert p.view(T0)["warm_up"] == {"done": False, "left_s": 120.0}  # never listed pods yet
     p.begin_cycle(T0 + 10, watched=10, bad=0)
     p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="team-a", owner="team-a/ReplicaSet/x")

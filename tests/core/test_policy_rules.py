@@ -6,15 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import rails
 
-from watchdog.core.policy import Decision, DeletionPolicy, Rails
+from watchdog.core.policy import Decision, DeletionPolicy
 
 SERIES = 'engine="0",model_name="m"'
 T0 = 1000.0
 
 
-def policy(**rails: Any) -> DeletionPolicy:
-    p = DeletionPolicy(Rails(**rails), started=T0)
+def policy(**limits: Any) -> DeletionPolicy:
+    p = DeletionPolicy(rails(**limits), started=T0)
     p.begin_cycle(T0, watched=10, bad=0)
     return p
 
@@ -182,7 +183,7 @@ def test_the_first_rule_that_applies_decides() -> None:
     assert decide(p, now=T0 + 700, **old).rule == "namespace_budget"  # a's removal is out of the window
     assert decide(p, ns="x", now=T0 + 700, **old).rule == "owner"
     assert decide(p, ns="x", now=T0 + 700).rule == "enforce"
-    fresh = DeletionPolicy(Rails(paused=True), started=T0)
+    fresh = DeletionPolicy(rails(paused=True), started=T0)
     assert decide(fresh, **young).rule == "paused"
-    fresh = DeletionPolicy(Rails(), started=T0)
+    fresh = DeletionPolicy(rails(), started=T0)
     assert decide(fresh, **young).rule == "warm_up"

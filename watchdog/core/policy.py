@@ -68,18 +68,19 @@ class Decision:
 @dataclass(frozen=True)
 class Rails:
     """The configurable limits (see RUNBOOK.md "Safety rails"). Each field is named as its setting, so the
-    controller fills it from the settings without renaming anything."""
+    controller fills it from the settings without renaming anything; their defaults are the settings' (one place:
+    watchdog/config/settings.py), none here."""
 
-    window_seconds: float = 120.0
-    dry_run: bool = False
-    paused: bool = False
-    max_deletions: int = 2
-    max_deletions_per_namespace: int = 1
-    deletion_window_seconds: float = 600.0
-    breaker_fraction: float = 0.3
-    breaker_min_pods: int = 3
-    breaker_cooldown_seconds: float = 300.0
-    min_pod_age_seconds: float | None = None  # None: the window
+    window_seconds: float
+    dry_run: bool
+    paused: bool
+    max_deletions: int
+    max_deletions_per_namespace: int
+    deletion_window_seconds: float
+    breaker_fraction: float
+    breaker_min_pods: int
+    breaker_cooldown_seconds: float
+    min_pod_age_seconds: float | None  # None: the window
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,8 @@ class DeletionPolicy:
     remediator did), :meth:`episode_over` and :meth:`forget_pods`.
     """
 
-    def __init__(self, rails: Rails | None = None, started: float = 0.0, *, budget_known: bool = True) -> None:
-        self.rails = rails or Rails()
+    def __init__(self, rails: Rails, started: float = 0.0, *, budget_known: bool = True) -> None:
+        self.rails = rails
         self.started = started
         # (uid, series) -> "dry_run" (announced) | "delete" | "retry" (charged, its answer lost, the pod still there)
         self._acted: dict[tuple[str, str], str] = {}
