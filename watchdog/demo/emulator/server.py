@@ -177,7 +177,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if request.namespace and namespaced:
             meta.setdefault("namespace", request.namespace)
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            # 10 hex digits: a kube-apiserver >= 1.32 retries a generated name that is taken (RetryGenerateName), so
+            # two creates never clash there; 5 did here (64 Events of one object: a 409 now and then)
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:10]
         if not meta.get("name"):
             return status_response(422, "Invalid", "metadata.name: Required value: name or generateName is required")
         data.setdefault("apiVersion", _api_version(request.resource))
