@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # vllm-stall-watchdog image: `python -m watchdog run` as UID/GID 65532 (numeric: the chart's runAsNonRoot checks it).
-#   docker build -t REGISTRY/vllm-stall-watchdog:0.2.0 .
+#   docker build -t REGISTRY/vllm-stall-watchdog:0.3.0 .
 # Two stages: the builder installs the package and its dependencies into a venv; the final image gets that venv
 # only (no pip cache, no build tools, no source tree). Both stages use the same pinned base, so the venv's
 # python symlink (/usr/local/bin/python3.11) resolves the same way in the final image.
@@ -21,7 +21,7 @@ RUN /opt/venv/bin/pip install --no-cache-dir /src
 FROM python:3.11.11-slim-bookworm
 LABEL org.opencontainers.image.title="vllm-stall-watchdog" \
       org.opencontainers.image.description="Deletes vLLM pods whose engine silently wedged" \
-      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.version="0.3.0" \
       org.opencontainers.image.licenses="Apache-2.0"
 # MALLOC_ARENA_MAX=2: glibc's per-thread malloc arenas (up to 8 per core) with the scrape workers cost ~20 MiB
 # of resident memory at 2,000 pods for no speed (docs/scaling.md).

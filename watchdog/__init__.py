@@ -4,5 +4,5 @@ The import name ``watchdog`` is also used by an unrelated PyPI package (filesyst
 depends on it, and ``tests/test_package.py`` checks that ``import watchdog`` resolves here.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 PROJECT_MARKER = "vllm-stall-watchdog"

@@ -439,7 +439,8 @@ def test_container_runs_the_watchdog_on_its_config_file(default: str) -> None:
     config_map = one(default, "ConfigMap")
     assert volume["configMap"]["name"] == config_map["metadata"]["name"]
     assert list(config_map["data"]) == ["config.yaml"]
-    assert container["image"] == "vllm-stall-watchdog:0.2.0"  # tag defaults to appVersion
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container["image"] == f"vllm-stall-watchdog:{app_version}"  # tag defaults to appVersion
 
 
 def test_image_digest_wins_over_tag(production: str, production_values: dict[str, Any]) -> None:
