@@ -5,9 +5,9 @@ PY := $(BIN)/python
 
 .PHONY: test test-fast test-unit test-e2e lint lint-deadcode lint-imports check-helm-rbac manifests lint-dockerfile bench
 
-# The tiers that run on their own (make test-cluster/-prometheus/-engines/-node); pyproject's addopts leaves them out,
+# The tiers that run on their own (make test-cluster/-prometheus/-engines/-node/-release); pyproject's addopts leaves them out,
 # and a target that passes its own -m must leave them out too (a later -m replaces the addopts one).
-OWN_TIERS := not cluster and not prometheus and not engines and not node
+OWN_TIERS := not cluster and not prometheus and not engines and not node and not release
 
 test:            ## the whole test suite (unit + e2e + chart + image), as the README's test command
 	$(PY) -m pytest
@@ -84,3 +84,11 @@ node:            ## build kubelet, kube-proxy, kube-scheduler (tests/node/kube/g
 
 test-node:       ## the node tier: real kubelet + containerd + runc + CNI + kube-proxy in a network namespace, the chart's watchdog Pod (root; needs `make node`)
 	$(PY) -m pytest -m node tests/node
+
+.PHONY: release test-release
+release:         ## push the image and the packaged chart to REGISTRY=host:port[/path] (reuses a fresh OCI archive, else builds it: root)
+	@test -n "$(REGISTRY)" || { echo "usage: make release REGISTRY=host:port[/path]  (e.g. registry.example.com/platform)"; exit 2; }
+	$(PY) tests/release/release.py --registry "$(REGISTRY)"
+
+test-release:    ## the release tier: make release into a real registry on loopback (Debian's docker-registry), helm install by name
+	$(PY) -m pytest -m release tests/release
