@@ -70,7 +70,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         t1 = time.monotonic()
         SESSION["imports"] = [
             node_images.import_image(the_node.ctr, node_images.pause_archive(work)),
-            node_images.import_image(the_node.ctr, archive, node_images.WATCHDOG_IMAGE.rsplit(":", 1)[0]),
+            node_images.import_watchdog_image(the_node.ctr, archive),
             node_images.import_image(the_node.ctr, node_images.engine_archive(archive, work)),
         ]
         SESSION["import_s"] = time.monotonic() - t1

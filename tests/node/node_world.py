@@ -18,6 +18,7 @@ import yaml
 from tests.cluster.cluster_kit import FAST_ENV  # the same short timings; the chart's probes stay as rendered
 from watchdog.demo.controlplane.api import Api, wait_for
 from watchdog.demo.controlplane.locate import chart_dir
+from watchdog.demo.controlplane.plane import audit
 from watchdog.demo.controlplane.workloads import NAMESPACE_LABEL, is_ready
 from watchdog.demo.node import workloads
 from watchdog.demo.node.kit import Node
@@ -35,6 +36,8 @@ BREAKS = {
     "gate-ignored": "engines without the readiness gate (test_quarantine_gate_and_endpoints)",
     "evidence-0": "config evidenceLogLines: 0 (test_evidence_holds_a_real_log_tail)",
     "ledger-off": "config budgetLedger: false (test_rollout_of_the_watchdog_keeps_the_budget_and_the_engines)",
+    "ledger-lost": "the ledger ConfigMap deleted with the watchdog Pod, so the new Pod starts without its "
+                   "predecessor's record (test_rollout_of_the_watchdog_keeps_the_budget_and_the_engines)",
 }
 BROKEN_CONFIG: dict[str, dict[str, Any]] = {"grace-1": {"gracePeriodSeconds": 1},
                                              "evidence-0": {"evidenceLogLines": 0},
@@ -57,6 +60,11 @@ class World:
         return self.node.api
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = 60) -> str:
+        if BREAK == "ledger-lost" and args[:2] == ("delete", "pod") and "-n" in args:
+            ns = args[args.index("-n") + 1]
+            for cm in self.api.get(f"/api/v1/namespaces/{ns}/configmaps")["items"]:
+                if cm["metadata"]["name"].endswith("-ledger"):
+                    self.api.delete(f"/api/v1/namespaces/{ns}/configmaps/{cm['metadata']['name']}")
         done = subprocess.run([self.kubectl_bin, "--kubeconfig", str(self.node.admin_kubeconfig), *args],
                               capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
@@ -179,15 +187,8 @@ class NodeScenario:
 
     def audit(self, verb: str | None = None, resource: str | None = None, namespace: str | None = None,
               subresource: str | None = None) -> list[dict[str, Any]]:
-        wanted = {"verb": verb, "resource": resource, "namespace": namespace, "subresource": subresource}
-        out = []
-        for event in self.world.node.audit_events():
-            if event.get("stage") != "ResponseComplete" or event["user"].get("username") != self.user:
-                continue
-            ref = {**(event.get("objectRef") or {}), "verb": event.get("verb")}
-            if all(v is None or ref.get(k) == v for k, v in wanted.items()):
-                out.append(event)
-        return out
+        return audit(self.world.node, self.user, verb=verb, resource=resource, namespace=namespace,
+                     subresource=subresource)
 
     def cleanup(self) -> None:
         if self.release in self.namespaces:

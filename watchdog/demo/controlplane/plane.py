@@ -27,7 +27,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 import yaml
@@ -78,6 +78,41 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError as exc:
         return f"(no log: {exc})"
+
+
+def kubeconfig_file(path: Path, server: str, ca_file: Path, user: dict[str, str], user_name: str,
+                    cluster: str) -> Path:
+    """A kubeconfig (mode 0600) for the API server at ``server`` (``ca_file`` inline) as ``user`` (a token or a
+    client certificate and key): this control plane's and the real node's (:mod:`watchdog.demo.node.kit`)."""
+    ca = base64.b64encode(ca_file.read_bytes()).decode()
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": cluster,
+        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": ca}}],
+        "users": [{"name": user_name, "user": user}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user_name}}],
+    }))
+    path.chmod(0o600)
+    return path
+
+
+def process_report(procs: dict[str, subprocess.Popen[bytes]], logs: dict[str, Path], lines: int) -> str:
+    """Each started process's state and the last ``lines`` lines of its log."""
+    parts = []
+    for name, path in logs.items():
+        proc = procs.get(name)
+        state = "running" if proc is not None and proc.poll() is None else f"exited {proc.returncode if proc else '?'}"
+        parts.append(f"--- {name} ({state}), last {lines} lines of {path}:\n{_tail(path, lines)}")
+    return "\n".join(parts)
+
+
+def read_audit(path: Path) -> list[dict[str, Any]]:
+    """Every event of a JSON audit log so far (lines that do not parse, e.g. one being written, are skipped)."""
+    out = []
+    with contextlib.suppress(FileNotFoundError), open(path) as handle:
+        for line in handle:
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out
 
 
 @dataclass
@@ -218,37 +253,22 @@ class ControlPlane:
     # -- helpers -----------------------------------------------------------------------------------------------
     def write_kubeconfig(self, path: Path, token: str, user: str) -> Path:
         """A kubeconfig for this API server (its CA inline) authenticating with bearer ``token``."""
-        ca = base64.b64encode(self.ca_file.read_bytes()).decode()
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "cluster-tier",
-            "clusters": [{"name": "cluster-tier", "cluster": {"server": self.base_url,
-                                                              "certificate-authority-data": ca}}],
-            "users": [{"name": user, "user": {"token": token}}],
-            "contexts": [{"name": "cluster-tier", "context": {"cluster": "cluster-tier", "user": user}}],
-        }))
-        path.chmod(0o600)
-        return path
+        return kubeconfig_file(path, self.base_url, self.ca_file, {"token": token}, user, "cluster-tier")
 
     def log_report(self, lines: int = 30) -> str:
-        parts = []
-        for name, path in self.logs.items():
-            proc = self.procs.get(name)
-            state = "running" if proc is not None and proc.poll() is None else \
-                f"exited {proc.returncode if proc else '?'}"
-            parts.append(f"--- {name} ({state}), last {lines} lines of {path}:\n{_tail(path, lines)}")
-        return "\n".join(parts)
+        return process_report(self.procs, self.logs, lines)
 
     def audit_events(self) -> list[dict[str, Any]]:
         """Every audit event logged so far (ServiceAccount requests only, see AUDIT_POLICY)."""
-        out = []
-        with contextlib.suppress(FileNotFoundError), open(self.audit_log) as handle:
-            for line in handle:
-                with contextlib.suppress(ValueError):
-                    out.append(json.loads(line))
-        return out
+        return read_audit(self.audit_log)
+
+class Audited(Protocol):
+    """A control plane whose API server writes an audit log (:class:`ControlPlane`, the real node's ``Node``)."""
+
+    def audit_events(self) -> list[dict[str, Any]]: ...
 
 
-def audit(plane: ControlPlane, user: str, *, verb: str | None = None, resource: str | None = None,
+def audit(plane: Audited, user: str, *, verb: str | None = None, resource: str | None = None,
           subresource: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
     """Audit events (stage ResponseComplete) of requests ``user`` made, filtered."""
     wanted = {"verb": verb, "resource": resource, "subresource": subresource, "namespace": namespace}

@@ -161,3 +161,25 @@ def import_image(ctr: Any, archive: Path, base_name: str | None = None) -> str:
         args += ["--base-name", base_name]
     done = ctr(*args, str(archive))
     return str(done.stdout) + str(done.stderr)
+
+
+def archive_ref(archive: Path) -> str:
+    """The ``org.opencontainers.image.ref.name`` of a one-manifest OCI archive (the watchdog's: its version)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        assert member is not None
+        index = json.loads(member.read())
+    return str(index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name", ""))
+
+
+def import_watchdog_image(ctr: Any, archive: Path) -> str:
+    """Import the watchdog archive as ``WATCHDOG_IMAGE`` (the chart's ``image.tag`` is this checkout's version):
+    an archive built from another version (reused however old) is tagged so too, and the output says so."""
+    base = WATCHDOG_IMAGE.rsplit(":", 1)[0]
+    out = import_image(ctr, archive, base)
+    ref = archive_ref(archive)
+    imported = ref if "/" in ref else f"{base}:{ref}"
+    if imported != WATCHDOG_IMAGE:
+        ctr("images", "tag", "--force", imported, WATCHDOG_IMAGE)
+        out += f"\n(built as {imported}; tagged {WATCHDOG_IMAGE})"
+    return out

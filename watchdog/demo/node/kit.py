@@ -19,7 +19,6 @@ node's namespace (its iptables rules and bridge go with it).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import ctypes
 import json
@@ -36,7 +35,7 @@ import yaml
 
 from watchdog.demo.controlplane.api import Api, wait_for
 from watchdog.demo.controlplane.locate import NotAvailable, binary_dir
-from watchdog.demo.controlplane.plane import AUDIT_POLICY
+from watchdog.demo.controlplane.plane import AUDIT_POLICY, die_with_parent, kubeconfig_file, process_report, read_audit
 from watchdog.demo.node.images import PAUSE_IMAGE
 
 NODE_NAME = "node-1"
@@ -82,13 +81,6 @@ def sh(*cmd: str, check: bool = True, timeout: float = 60, **kw: Any) -> subproc
     if check and done.returncode != 0:
         raise NodeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     return done
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError as exc:
-        return f"(no log: {exc})"
 
 
 class Pki:
@@ -371,7 +363,7 @@ class Node:
         with open(log, "wb") as out:
             self.procs[name] = subprocess.Popen([exe, *args], stdout=out, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                                preexec_fn=_die_with_parent)
+                                                preexec_fn=die_with_parent)
 
     def _alive(self, name: str) -> bool:
         proc = self.procs[name]
@@ -380,33 +372,13 @@ class Node:
         return True
 
     def write_kubeconfig(self, path: Path, user: dict[str, str], name: str) -> Path:
-        ca = base64.b64encode(self.ca_file.read_bytes()).decode()
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "node-tier",
-            "clusters": [{"name": "node-tier", "cluster": {"server": self.base_url,
-                                                           "certificate-authority-data": ca}}],
-            "users": [{"name": name, "user": user}],
-            "contexts": [{"name": "node-tier", "context": {"cluster": "node-tier", "user": name}}],
-        }))
-        path.chmod(0o600)
-        return path
+        return kubeconfig_file(path, self.base_url, self.ca_file, user, name, "node-tier")
 
     def log_report(self, lines: int = 25) -> str:
-        parts = []
-        for name, path in self.logs.items():
-            proc = self.procs.get(name)
-            state = "running" if proc is not None and proc.poll() is None else \
-                f"exited {proc.returncode if proc else '?'}"
-            parts.append(f"--- {name} ({state}), last {lines} lines of {path}:\n{_tail(path, lines)}")
-        return "\n".join(parts)
+        return process_report(self.procs, self.logs, lines)
 
     def audit_events(self) -> list[dict[str, Any]]:
-        out = []
-        with contextlib.suppress(FileNotFoundError), open(self.audit_log) as handle:
-            for line in handle:
-                with contextlib.suppress(ValueError):
-                    out.append(json.loads(line))
-        return out
+        return read_audit(self.audit_log)
 
     # -- teardown ----------------------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -516,11 +488,6 @@ class Node:
         for name in sorted(now - self._netns_before):  # the node's and the pods' (containerd's cni-*)
             if name == self.netns or name.startswith("cni-"):
                 sh("ip", "netns", "delete", name, check=False)
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        _libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def host_missing() -> list[str]:
