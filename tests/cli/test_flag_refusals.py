@@ -4,6 +4,7 @@ FAIL summary that hides the reason."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -48,3 +49,29 @@ def test_argtypes_bounds() -> None:
         with pytest.raises(argparse.ArgumentTypeError) as err:
             parse(text)
         assert len(str(err.value)) < 120
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["run", "--bogus"], "unrecognized arguments: --bogus"),
+    (["run", "--config"], "argument --config: expected one argument"),
+    (["run", "--once", "--dry-run=maybe"], "--dry-run"),
+])
+def test_a_refused_run_command_line_is_its_one_json_fatal_line(argv: list[str], needle: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30 item 6: a bad extraArgs flag of the chart's Deployment shows in kubectl logs as run's other fatal
+    start-up errors do (one JSON object, reason "usage"), not as argparse's usage text."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    record = json.loads(err[0])
+    assert (record["level"], record["reason"]) == ("error", "usage") and needle in record["msg"]
+
+
+def test_a_refused_run_command_line_follows_the_log_format_asked_for(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--log-format", "text", "--bogus"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "ERROR" in line and "command line refused: unrecognized arguments: --bogus" in line
+    assert not line.startswith("{")

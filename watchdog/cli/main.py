@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from watchdog import __version__
 
@@ -27,8 +28,25 @@ verbs:
 """
 
 
+class UsageError(Exception):
+    """A command line argparse refused: ``parser`` (whose usage applies) and the one-line ``message``."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`UsageError` instead of printing and exiting (its verbs' parsers too), so
+    :func:`main` says it the way the verb promises: ``run`` as its one fatal log line, the others as argparse
+    does."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vllm-watchdog",
         description="Finds vLLM inference pods whose engine silently wedged (requests running, token counters "
         "frozen for a window) and deletes them so their controller replaces them.",
@@ -48,7 +66,11 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the verb, return its exit status."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        _refuse(exc, argv)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return 2
@@ -59,6 +81,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `replay ... | head`: the reader left; no traceback, no further writes
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def _refuse(exc: UsageError, argv: list[str]) -> NoReturn:
+    """Exit (SystemExit 2, as argparse) for a refused command line. ``run`` says it as its other start-up errors:
+    one line on stderr in the log format asked for by --log-format or WATCHDOG_LOG_FORMAT (json by default:
+    "level": "error", "reason": "usage"), since that is what a Deployment's extraArgs mistake must show in
+    ``kubectl logs``; the other verbs, for a person at a terminal, print argparse's usage and the error."""
+    if next((a for a in argv if not a.startswith("-")), None) != "run":
+        exc.parser.print_usage(sys.stderr)
+        exc.parser.exit(2, f"{exc.parser.prog}: error: {exc}\n")
+    import logging
+
+    from watchdog.adapters.logs import setup_logging
+
+    setup_logging(_log_format(argv))
+    logging.getLogger("watchdog.cli.run").error("command line refused: %s (see: vllm-watchdog run --help)", exc,
+                                                extra={"reason": "usage"})
+    raise SystemExit(2)
+
+
+def _log_format(argv: list[str]) -> str:
+    """The log format the refused command line asked for, as far as it can be read."""
+    asked = os.environ.get("WATCHDOG_LOG_FORMAT", "json")
+    for i, arg in enumerate(argv):
+        if arg.startswith("--log-format="):
+            asked = arg.partition("=")[2]
+        elif arg == "--log-format" and i + 1 < len(argv):
+            asked = argv[i + 1]
+    return asked if asked in ("json", "text") else "json"
 
 
 if __name__ == "__main__":
