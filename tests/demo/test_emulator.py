@@ -117,7 +117,7 @@ def test_create_stamps_uid_resource_version_and_timestamp(srv: EmulatorServer) -
     assert int(patched["metadata"]["resourceVersion"]) == int(second["metadata"]["resourceVersion"]) + 1
     assert patched["metadata"]["uid"] == meta["uid"]
     generated = srv.create_object("/api/v1/namespaces/ns1/events", {"metadata": {"generateName": "p1."}})
-    assert re.fullmatch(r"p1\.[0-9a-f]{5}", generated["metadata"]["name"])
+    assert re.fullmatch(r"p1\.[0-9a-f]{10}", generated["metadata"]["name"])
     assert call(srv, "POST", "/api/v1/namespaces/ns1/pods", {"metadata": {}})[0] == 422
     assert call(srv, "POST", "/api/v1/namespaces/ns1/pods", {"metadata": {"name": "p1"}})[0] == 409
 
