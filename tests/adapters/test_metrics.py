@@ -25,6 +25,8 @@ AGREED = {
     "vllm_watchdog_quarantined", "vllm_watchdog_quarantine_changes_total", "vllm_watchdog_quarantine_held_total",
     # Refused credentials (issue 27).
     "vllm_watchdog_api_auth_failures_total", "vllm_watchdog_api_credentials_refused",
+    # Source health (issue 30 item 4): {source}, a series per source in use, labelled when the watchdog starts.
+    "vllm_watchdog_source_up", "vllm_watchdog_source_failed_cycles",
 }
 
 
@@ -92,3 +94,12 @@ def test_two_watchdogs_in_one_process_do_not_clash() -> None:
     first.stalls.inc()
     assert (first.registry.get_sample_value("vllm_watchdog_stalls_total"),
             second.registry.get_sample_value("vllm_watchdog_stalls_total")) == (1.0, 0.0)
+
+
+def test_source_health_has_a_series_only_for_the_sources_a_watchdog_uses() -> None:
+    """No source is pre-created: a ``source_up{source="prometheus"}`` of 1 on a watchdog that only scrapes would say
+    something untrue (the watchdog labels the sources in use at start: tests/controller/test_source_health.py)."""
+    m = new_metrics()
+    assert "vllm_watchdog_source_up{" not in text(m) and "vllm_watchdog_source_failed_cycles{" not in text(m)
+    m.source_up.labels("scrape").set(1)
+    assert 'vllm_watchdog_source_up{source="scrape"} 1.0' in text(m)

@@ -23,6 +23,7 @@ from prometheus_client import (
 )
 
 from watchdog import __version__
+from watchdog.core.sourcehealth import FAILED_CYCLES
 from watchdog.core.vocab import (
     DEFERRAL_RULES,
     ENGINE_STATES,
@@ -63,6 +64,8 @@ class Metrics:
     quarantine_held: Counter  # {rule}: wanted drains held back by a rail, once per pod and rule
     api_auth_failures: Counter  # {status}: API answers refusing the watchdog's credentials (401, 403)
     api_refused: Gauge  # 1 while the API server refuses the credentials (/readyz fails for it)
+    source_up: Gauge  # {source}: 0 while a source has read no pod for FAILED_CYCLES cycles (/readyz fails for it)
+    source_failed_cycles: Gauge  # {source}: its failed cycles in a row (core/sourcehealth.py)
 
     def on_credentials(self, status: int | None, refused: bool) -> None:
         """Listener of :class:`watchdog.adapters.kubeauth.Credentials`: a refusal (its status) or a change."""
@@ -121,6 +124,13 @@ def new_metrics() -> Metrics:
         api_refused=Gauge("vllm_watchdog_api_credentials_refused", "1 while the Kubernetes API server refuses the "
                           "watchdog's credentials: its last 3 answers were 401 or 403, none accepted since "
                           "(/readyz fails and names it).", registry=r),
+        source_up=Gauge("vllm_watchdog_source_up", "0 while a source (prometheus, or scrape: every scrape "
+                        f"together) has read no pod for {FAILED_CYCLES} cycles in a row although pods were due "
+                        "(/readyz fails and names it); 1 otherwise. Only the sources in use have a series.",
+                        ["source"], registry=r),
+        source_failed_cycles=Gauge("vllm_watchdog_source_failed_cycles", "Cycles in a row in which a source read "
+                                   "none of its due pods (every Prometheus query, or every scrape failed at the "
+                                   "transport); 0 after a cycle that read one.", ["source"], registry=r),
     )
     ProcessCollector(registry=r)
     m.build_info.labels(__version__, platform.python_version()).set(1)

@@ -50,6 +50,7 @@ from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import Profile
+from watchdog.core.sourcehealth import FAILED_CYCLES, SourceHealth
 from watchdog.core.vocab import ENGINE_STATES
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,11 @@ class Watchdog:
         if brake is not None:
             self.policy.set_brake(brake.why)
         self.metrics.paused.set(int(self.policy.paused_by is not None))
+        self.source_kind = {t.name: config.source_of(t) for t in config.targets}  # target name -> its source
+        self.source_health = {kind: SourceHealth() for kind in sorted(set(self.source_kind.values()))}
+        for kind in self.source_health:
+            self.metrics.source_up.labels(kind).set(1)
+            self.metrics.source_failed_cycles.labels(kind).set(0)
 
     def close(self) -> None:
         for source in {id(s): s for s in self.sources.values()}.values():
@@ -167,6 +173,7 @@ class Watchdog:
         found, listed_at = self._discover(report)
         records = {t.uid: self._record(t) for t in found.targets}
         readings = self._read(found.targets, records)
+        self._tally_sources(found.targets, readings)
         tallies = BreakerTallies()
         judged = [(target, records[target.uid]) for target in found.targets
                   if self._take(target, records[target.uid], readings[target.uid], report, tallies)]
@@ -192,7 +199,8 @@ class Watchdog:
         """This cycle's pods and the moment they were listed (the warm-up counts from there); what is gone is
         forgotten."""
         namespaces = self.lister.list_namespaces(self.namespace_selector)
-        pods_by_target = [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
+        watched = self.config.namespaces_watched  # namespace-only mode: pods listed in each of those alone
+        pods_by_target = [(t, self.lister.list_pods(t.pod_selector, watched)) for t in self.config.targets]
         listed_at = self.clock()  # before any sample of this cycle: the warm-up counts from here
         found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
                          require_controller=self.config.require_controller,
@@ -222,6 +230,30 @@ class Watchdog:
         for wait in waits:
             readings.update(wait())
         return readings
+
+    def _tally_sources(self, targets: Sequence[WatchedPod], readings: Mapping[str, Reading]) -> None:
+        """Each source's health after this cycle's reads (:mod:`watchdog.core.sourcehealth`); a change is logged."""
+        reads: dict[str, list[tuple[str, str]]] = {kind: [] for kind in self.source_health}
+        for t in targets:
+            r = readings[t.uid]
+            reads[self.source_kind[t.target_name]].append((r.outcome, f"{r.what}: {r.detail}" if r.what else r.detail))
+        for kind, before in self.source_health.items():
+            after = self.source_health[kind] = before.after(reads[kind])
+            self.metrics.source_up.labels(kind).set(int(after.up))
+            self.metrics.source_failed_cycles.labels(kind).set(after.failed_cycles)
+            if before.up and not after.up:
+                log.error("%s", self._source_why(kind, after), extra=facts(reason="source_down"))
+            elif after.up and not before.up:
+                log.info("source %s read a pod again: up", kind, extra=facts(reason="source_up"))
+
+    def source_down(self) -> str | None:
+        """Why a source cannot be read (one line, for /readyz), None while every source in use reads."""
+        return next((self._source_why(k, h) for k, h in self.source_health.items() if not h.up), None)
+
+    def _source_why(self, kind: str, health: SourceHealth) -> str:
+        where = f"prometheus ({self.config.prometheus_url})" if kind == "prometheus" else "scrape (the pods' /metrics)"
+        return (f"source {where} has read no pod for {health.failed_cycles} cycles in a row (down after "
+                f"{FAILED_CYCLES}): {health.why}")
 
     def _take(self, target: WatchedPod, pod: PodRecord, reading: Reading, report: CycleReport,
               tallies: BreakerTallies) -> bool:

@@ -6,8 +6,10 @@ Liveness never depends on the API server: ``/healthz`` is 200 while a cycle STAR
 and lose its warm-up), or while the cycle in progress has run less than 10 minutes (a long cycle of many
 timing-out pods is slow, not dead; a cycle running longer is stuck and fails it). ``/readyz`` is 200 while a
 cycle COMPLETED within 3 intervals and the API server does not refuse the watchdog's credentials (``refusal``:
-its last answers were all 401/403, :mod:`watchdog.adapters.kubeauth`), and its body says why not (the refusal
-and what to check, never completed, last completed N s ago; and the last error).
+its last answers were all 401/403, :mod:`watchdog.adapters.kubeauth`) and every source in use reads (a source that
+read none of its due pods for 3 cycles in a row is down: :mod:`watchdog.core.sourcehealth`; NotReady shows in
+``kubectl get pods`` and ``helm install --wait``, restarts nothing), and its body says why not (the refusal and what
+to check, the source down and its first failure, never completed, last completed N s ago; and the last error).
 
 Anyone who reaches the port is served by a bounded server (:class:`HttpServer`): one asyncio event loop in one
 thread, whatever the number of clients, so an idle or slow connection costs a few KiB, never a thread. Per
@@ -98,10 +100,13 @@ class Endpoints:
                           "limit_s": max(limit, STUCK_S) if running else limit})
         completed, failed = wd.last_success, wd.last_failure
         refused = self.refusal() if self.refusal is not None else None
-        ready = completed is not None and now - completed <= limit and refused is None
+        down = wd.source_down()  # cycles complete while the source reads nothing: every engine unknown
+        ready = completed is not None and now - completed <= limit and refused is None and down is None
         body: dict[str, object] = {"ready": ready}
         if refused is not None:  # first: a cycle completed from the cache while every request is refused
             body["why"] = refused
+        elif down is not None:
+            body["why"] = down
         elif completed is None:
             body["why"] = "no cycle has completed yet"
         elif not ready:
