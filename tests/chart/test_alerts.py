@@ -75,6 +75,9 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     # Refused credentials (issue 27): 401/403 answers counted, and the state /readyz fails for.
     "vllm_watchdog_api_auth_failures_total": {"status": frozenset({"401", "403"})},
     "vllm_watchdog_api_credentials_refused": {},
+    # Source health (issue 30 item 4): a series per source in use, labelled when the watchdog starts.
+    "vllm_watchdog_source_up": {"source": frozenset({"scrape", "prometheus"})},
+    "vllm_watchdog_source_failed_cycles": {"source": frozenset({"scrape", "prometheus"})},
     # prometheus_client's process collector (Linux).
     **{f"process_{n}": {} for n in ("cpu_seconds_total", "resident_memory_bytes", "virtual_memory_bytes",
                                     "start_time_seconds", "open_fds", "max_fds")},
@@ -193,6 +196,8 @@ BROKEN_RULES = [
     pytest.param("VllmWatchdogApiCredentialsRefused", {"expr": "sum by (namespace, service, pod) (increase("
                                                                "vllm_watchdog_api_auth_failures_total[5m])) > 0"},
                  id="credentials-refused-pages-on-a-stray-403"),
+    pytest.param("VllmWatchdogSourceDown", {"expr": "vllm_watchdog_source_failed_cycles > 0"},
+                 id="source-down-pages-on-one-failed-cycle"),
     *(pytest.param(rule["alert"], {"for": None}, id=f"{rule['alert']}-without-for")
       for rule in alerts() if "for" in rule),
 ]
@@ -330,7 +335,13 @@ def test_the_agreed_list_is_what_the_watchdog_exposes() -> None:
 
     from watchdog.adapters.metrics import new_metrics
 
-    exposition = generate_latest(new_metrics().registry).decode()
+    from watchdog.config.sources import SOURCES
+
+    metrics = new_metrics()
+    for source in SOURCES:  # only the sources in use have a series: the watchdog labels them when it starts
+        metrics.source_up.labels(source)
+        metrics.source_failed_cycles.labels(source)
+    exposition = generate_latest(metrics.registry).decode()
     seen: dict[str, dict[str, set[str]]] = {}
     for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
