@@ -44,8 +44,8 @@ class FakeKube:
         result: list[dict[str, Any]] = self._call("list_namespaces", label_selector)
         return result
 
-    def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("list_pods", label_selector)
+    def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("list_pods", label_selector, namespaces)
         return result
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:

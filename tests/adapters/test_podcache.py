@@ -27,11 +27,12 @@ class Flaky(KubeClient):
     broken = False
     fails_in_stream = False
 
-    def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int) -> WatchStream:
+    def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int,
+              namespace: str | None = None) -> WatchStream:
         if self.broken:
             with self._request(f"watch {resource}"):  # counted as a request, like the real one
                 raise KubeError(f"watch {resource}", 0, "ConnectionResetError: connection reset by peer")
-        stream = super().watch(resource, label_selector, resource_version, timeout_s)
+        stream = super().watch(resource, label_selector, resource_version, timeout_s, namespace)
         if self.fails_in_stream:
             stream.close()
             return _FailingStream(stream.what)  # type: ignore[return-value]
@@ -64,9 +65,10 @@ def kube(srv: EmulatorServer) -> Flaky:
     return client
 
 
-def fast(kube: KubeClient, **kw: Any) -> Callable[[Watched, str], Informer]:
+def fast(kube: KubeClient, **kw: Any) -> Callable[[Watched, str, str | None], Informer]:
     """Informers with a 50 ms backoff (and whatever else the test says)."""
-    return lambda resource, selector: Informer(kube, resource, selector, backoff=tenacity.wait_fixed(0.05), **kw)
+    return lambda resource, selector, namespace: Informer(kube, resource, selector, namespace,
+                                                          backoff=tenacity.wait_fixed(0.05), **kw)
 
 
 @pytest.fixture
@@ -133,7 +135,7 @@ def test_keeps_the_trimmed_pod_only(srv: EmulatorServer, cache: PodCache) -> Non
 def test_a_bookmark_advances_the_resource_version_without_any_pod_event(srv: EmulatorServer,
                                                                          cache: PodCache) -> None:
     cache.list_pods(SELECTOR)
-    informer = cache.informers[("pods", SELECTOR)]
+    informer = cache.informers[("pods", SELECTOR, None)]
     before = informer.resource_version
     srv.create_object("/api/v1/namespaces/ml/configmaps", {"metadata": {"name": "unrelated"}})
     srv.create_pod(pod("web-0", app="web"))  # a pod the selector does not pick: no event for this watch
@@ -162,7 +164,7 @@ def test_410_gone_lists_again_and_a_failed_watch_resumes_with_one_log_line(
     srv.create_pod(pod("llm-0", app="vllm"))
     srv.create_pod(pod("llm-1", app="vllm"))
     assert names(cache.list_pods(SELECTOR)) == ["llm-0", "llm-1"]
-    informer = cache.informers[("pods", SELECTOR)]
+    informer = cache.informers[("pods", SELECTOR, None)]
     # The watch fails (and keeps failing for a while): meanwhile a pod goes, one comes, and etcd compacts.
     kube.broken = True
     with caplog.at_level(logging.WARNING, "watchdog.adapters.podcache"):
@@ -228,7 +230,7 @@ def test_a_cache_failing_for_longer_than_stale_s_refuses_to_answer(srv: Emulator
     assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
     monkeypatch.setattr(podcache, "STALE_S", 0.2)
     kube.broken = True
-    informer = cache.informers[("pods", SELECTOR)]
+    informer = cache.informers[("pods", SELECTOR, None)]
     until(lambda: informer._stream).close()
     until(lambda: informer.failing_since is not None)
     time.sleep(0.3)
@@ -246,7 +248,7 @@ def test_watches_that_open_and_then_fail_make_the_cache_stale_too(srv: EmulatorS
     assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
     monkeypatch.setattr(podcache, "STALE_S", 0.3)
     kube.fails_in_stream = True  # from the next WATCH on (the emulator ends each watch within a second)
-    informer = cache.informers[("pods", SELECTOR)]
+    informer = cache.informers[("pods", SELECTOR, None)]
     until(lambda: informer.failing_since is not None)
     time.sleep(0.5)  # ~10 watches opened and failed meanwhile
     with pytest.raises(KubeError, match=r"cache stale: LIST/WATCH failing for \d+ s: .*HTTP 504 Too large"):
@@ -264,3 +266,20 @@ def test_close_stops_every_thread_at_once(srv: EmulatorServer, kube: Flaky) -> N
     cache.close()
     assert time.monotonic() - started < 1
     assert not any(i._thread and i._thread.is_alive() for i in cache.informers.values())
+
+
+def test_namespace_only_mode_lists_and_watches_pods_in_the_named_namespaces_alone(
+        srv: EmulatorServer, kube: Flaky, cache: PodCache) -> None:
+    """Issue 30 item 5 (watchNamespaces): a Role in each namespace allows no cluster-wide LIST, so the pods of each
+    named namespace come from a LIST and a WATCH there; a pod elsewhere is never seen, by the client or the cache."""
+    for name, namespace in (("a1", "team-a"), ("b1", "team-b"), ("c1", "team-c")):
+        srv.create_pod(pod(name, namespace, app="vllm"))
+    scoped = ("team-a", "team-b")
+    assert names(kube.list_pods(SELECTOR, scoped)) == ["a1", "b1"]
+    assert names(kube.list_pods(SELECTOR)) == ["a1", "b1", "c1"]
+    assert names(cache.list_pods(SELECTOR, scoped)) == ["a1", "b1"]
+    assert set(cache.informers) == {("pods", SELECTOR, "team-a"), ("pods", SELECTOR, "team-b")}
+    srv.create_pod(pod("a2", "team-a", app="vllm"))
+    srv.create_pod(pod("c2", "team-c", app="vllm"))
+    until(lambda: names(cache.list_pods(SELECTOR, scoped)) == ["a1", "a2", "b1"])
+    assert cache.informers[("pods", SELECTOR, "team-a")].name == "pods 'app=vllm' in team-a"

@@ -326,10 +326,10 @@ def watchdog_side(spec: dict[str, Any]) -> dict[str, Any]:
         list_s = 0.0
         deletes: list[tuple[float, str]] = []  # noqa: RUF012 - one instance per process
 
-        def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
+        def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
             start = time.perf_counter()
             try:
-                return super().list_pods(label_selector)
+                return super().list_pods(label_selector, namespaces)
             finally:
                 self.list_s += time.perf_counter() - start
 

@@ -48,7 +48,8 @@ def one(size: int) -> dict[str, Any]:
         api_requests = 0
         gen_s = 0.0
 
-        def list_page(self, resource: str, selector: str, limit: int, token: str | None) -> dict[str, Any]:
+        def list_page(self, resource: str, selector: str, limit: int, token: str | None,
+                      namespace: str | None = None) -> dict[str, Any]:
             t = time.process_time()
             start = int(token or 0)
             chunk = [realistic_pod(p, rs) for p in plans[start:start + limit]]

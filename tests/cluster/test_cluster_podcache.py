@@ -69,7 +69,7 @@ def test_pods_arrive_change_and_go_by_watch_without_another_list(scenario, relea
         _until(lambda: _names(cache.list_pods(SELECTOR), ns) == ["late"])
         s.api.delete(f"/api/v1/namespaces/{ns}/pods/late", {"gracePeriodSeconds": 0})
         _until(lambda: _names(cache.list_pods(SELECTOR), ns) == [])
-        informer = cache.informers[("pods", SELECTOR)]
+        informer = cache.informers[("pods", SELECTOR, None)]
         assert informer.lists == 1
     finally:
         cache.close()

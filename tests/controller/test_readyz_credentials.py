@@ -33,7 +33,7 @@ class Cached:
     def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
         return self.namespaces
 
-    def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
+    def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
         return self.pods
 
     def close(self) -> None:

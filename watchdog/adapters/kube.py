@@ -11,6 +11,7 @@ and never retries (urllib3 retries are disabled, so a DELETE is sent at most onc
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -66,6 +67,10 @@ class KubeSettings:
     context: str | None = None
     host: str | None = None
     request_timeout_s: float = 10.0
+
+
+def _what(verb: str, resource: Watched, label_selector: str, namespace: str | None) -> str:
+    return f"{verb} {resource} {label_selector!r}" + (f" in {namespace}" if namespace else "")
 
 
 class WatchStream:
@@ -210,33 +215,48 @@ class KubeClient:
                           label_selector=label_selector, resource_version="0")
         return list(body.get("items") or [])
 
-    def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
-        """Pods of all namespaces matching ``label_selector`` ("" = all): ONE request, ``resourceVersion=0``
-        (served from the apiserver's watch cache, possibly slightly stale; use :meth:`get_pod` before acting)."""
-        body = self._call(f"list pods {label_selector!r}", self._core.list_pod_for_all_namespaces,
-                          label_selector=label_selector, resource_version="0")
-        return list(body.get("items") or [])
+    def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """Pods matching ``label_selector`` ("" = all), of every namespace in ONE request, or of each of
+        ``namespaces`` (namespace-only mode: one request each); ``resourceVersion=0`` (served from the apiserver's
+        watch cache, possibly slightly stale; use :meth:`get_pod` before acting)."""
+        if namespaces is None:
+            body = self._call(f"list pods {label_selector!r}", self._core.list_pod_for_all_namespaces,
+                              label_selector=label_selector, resource_version="0")
+            return list(body.get("items") or [])
+        return [pod for namespace in namespaces
+                for pod in self._call(f"list pods {label_selector!r} in {namespace}", self._core.list_namespaced_pod,
+                                      namespace, label_selector=label_selector, resource_version="0"
+                                      ).get("items") or []]
 
-    def list_page(self, resource: Watched, label_selector: str, limit: int, token: str | None) -> dict[str, Any]:
+    def list_page(self, resource: Watched, label_selector: str, limit: int, token: str | None,
+                  namespace: str | None = None) -> dict[str, Any]:
         """One page of a paged LIST (``limit`` items, ``token``: the previous page's ``metadata.continue``),
-        a consistent read (no ``resourceVersion``: the API server pages only those). The whole body."""
-        body: dict[str, Any] = self._call(f"list {resource} {label_selector!r}", self._listing(resource),
+        a consistent read (no ``resourceVersion``: the API server pages only those), of every namespace or of
+        pods in ``namespace``. The whole body."""
+        body: dict[str, Any] = self._call(_what("list", resource, label_selector, namespace),
+                                          self._listing(resource, namespace),
                                           label_selector=label_selector, limit=limit, _continue=token)
         return body
 
-    def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int) -> WatchStream:
+    def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int,
+              namespace: str | None = None) -> WatchStream:
         """Open one WATCH (counted as a request) from ``resource_version``, with bookmarks; the API server ends it
         after ``timeout_s``, and a silent connection is given up ``timeout_s`` + 30 s after its last byte."""
-        what = f"watch {resource} {label_selector!r}"
+        what = _what("watch", resource, label_selector, namespace)
         with self._request(what):
-            resp = self._listing(resource)(
+            resp = self._listing(resource, namespace)(
                 label_selector=label_selector, resource_version=resource_version, watch=True,
                 allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
                 _request_timeout=(self._timeout, timeout_s + 30))
         return WatchStream(what, resp)
 
-    def _listing(self, resource: Watched) -> Any:
-        return self._core.list_pod_for_all_namespaces if resource == "pods" else self._core.list_namespace
+    def _listing(self, resource: Watched, namespace: str | None) -> Any:
+        """The LIST/WATCH call of ``resource``: pods of every namespace, or of ``namespace`` only; namespaces."""
+        if resource == "namespaces":
+            return self._core.list_namespace
+        if namespace is None:
+            return self._core.list_pod_for_all_namespaces
+        return functools.partial(self._core.list_namespaced_pod, namespace)
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A fresh read of one pod (quorum read, never cached); None when it does not exist (404)."""

@@ -46,15 +46,16 @@ Trim = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 class Informer:
-    """The objects of one ``resource`` matching ``selector``, kept current by LIST + WATCH in a thread."""
+    """The objects of one ``resource`` matching ``selector`` (pods: of every namespace, or of ``namespace``), kept
+    current by LIST + WATCH in a thread."""
 
-    def __init__(self, kube: KubeClient, resource: Watched, selector: str, *, clock: Callable[[], float] =
-                 time.monotonic, resync_s: float = RESYNC_S, watch_s: tuple[int, int] = WATCH_S,
-                 backoff: tenacity.wait.wait_base | None = None) -> None:
-        self.kube, self.resource, self.selector, self.clock = kube, resource, selector, clock
+    def __init__(self, kube: KubeClient, resource: Watched, selector: str, namespace: str | None = None, *,
+                 clock: Callable[[], float] = time.monotonic, resync_s: float = RESYNC_S,
+                 watch_s: tuple[int, int] = WATCH_S, backoff: tenacity.wait.wait_base | None = None) -> None:
+        self.kube, self.resource, self.selector, self.namespace, self.clock = kube, resource, selector, namespace, clock
         self.trim: Trim = trim_pod if resource == "pods" else trim_namespace
         self.resync_s, self.watch_s = resync_s, watch_s
-        self.name = f"{resource} {selector!r}" if selector else resource
+        self.name = (f"{resource} {selector!r}" if selector else resource) + (f" in {namespace}" if namespace else "")
         self.synced = threading.Event()  # the first LIST completed
         self.resource_version = ""
         self.lists = 0  # completed LISTs (the first, re-LISTs after 410, resyncs)
@@ -114,7 +115,7 @@ class Informer:
         fresh: dict[str, dict[str, Any]] = {}
         token, version = None, ""
         while True:
-            body = self.kube.list_page(self.resource, self.selector, PAGE, token)
+            body = self.kube.list_page(self.resource, self.selector, PAGE, token, self.namespace)
             meta = body.get("metadata") or {}
             version = version or str(meta.get("resourceVersion") or "")
             for item in body.get("items") or []:
@@ -134,7 +135,8 @@ class Informer:
     def _watch(self) -> None:
         timeout = random.randint(*self.watch_s)
         timeout = max(1, min(timeout, int(self._relist_at - self.clock()) + 1))  # end it for the resync
-        self._stream = stream = self.kube.watch(self.resource, self.selector, self.resource_version, timeout)
+        self._stream = stream = self.kube.watch(self.resource, self.selector, self.resource_version, timeout,
+                                                self.namespace)
         opened, events = self.clock(), 0
         try:
             for event in stream:
@@ -173,37 +175,40 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 class PodCache:
-    """``list_namespaces`` / ``list_pods`` of the controller's port, from informers (one per resource and
-    selector, started by :meth:`watch` or on first use); :meth:`close` stops them."""
+    """``list_namespaces`` / ``list_pods`` of the controller's port, from informers (one per resource, selector
+    and, in namespace-only mode, namespace; started by :meth:`watch` or on first use); :meth:`close` stops them."""
 
     def __init__(self, kube: KubeClient, *, first_sync_wait_s: float = 10.0, clock: Callable[[], float] =
-                 time.monotonic, make: Callable[[Watched, str], Informer] | None = None) -> None:
+                 time.monotonic, make: Callable[[Watched, str, str | None], Informer] | None = None) -> None:
         self.kube, self.first_sync_wait_s, self.clock = kube, first_sync_wait_s, clock
-        self._make = make or (lambda resource, selector: Informer(kube, resource, selector, clock=clock))
-        self.informers: dict[tuple[Watched, str], Informer] = {}
+        self._make = make or (lambda resource, selector, namespace: Informer(kube, resource, selector, namespace,
+                                                                              clock=clock))
+        self.informers: dict[tuple[Watched, str, str | None], Informer] = {}
         self._lock = threading.Lock()
 
     def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
-        return self._items("namespaces", label_selector)
+        return self._items("namespaces", label_selector, None)
 
-    def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
-        return self._items("pods", label_selector)
+    def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        if namespaces is None:
+            return self._items("pods", label_selector, None)
+        return [pod for namespace in namespaces for pod in self._items("pods", label_selector, namespace)]
 
     def close(self) -> None:
         for informer in list(self.informers.values()):
             informer.stop()
 
-    def watch(self, resource: Watched, selector: str) -> Informer:
-        """The informer of ``resource`` objects matching ``selector``, started on first call."""
+    def watch(self, resource: Watched, selector: str, namespace: str | None = None) -> Informer:
+        """The informer of ``resource`` objects matching ``selector`` (in ``namespace``), started on first call."""
         with self._lock:
-            informer = self.informers.get((resource, selector))
+            informer = self.informers.get((resource, selector, namespace))
             if informer is None:
-                informer = self.informers[(resource, selector)] = self._make(resource, selector)
+                informer = self.informers[(resource, selector, namespace)] = self._make(resource, selector, namespace)
                 informer.start()
             return informer
 
-    def _items(self, resource: Watched, selector: str) -> list[dict[str, Any]]:
-        informer = self.watch(resource, selector)
+    def _items(self, resource: Watched, selector: str, namespace: str | None) -> list[dict[str, Any]]:
+        informer = self.watch(resource, selector, namespace)
         if not informer.synced.wait(self.first_sync_wait_s):
             why = f"; last error: {informer.last_error}" if informer.last_error else ""
             raise KubeError(f"watch {informer.name}", 0, "cache not synced yet (first LIST pending): nothing is "

@@ -34,8 +34,8 @@ Every setting below can also come from a WATCHDOG_* environment variable or the 
 
 Exit status: 0 clean stop (or --once cycle done); 1 the --once cycle failed (e.g. the API server did not
 answer); 2 a refused command line or configuration, an unusable kubeconfig, or listenAddress cannot be bound.
-Each of these is one line on stderr in the configured --log-format (json: one object with "level": "error" and a "reason" field),
-never a traceback.
+Each of these is one line on stderr in the configured --log-format (json: one object with "level": "error" and
+a "reason" field), never a traceback.
 """
 
 

@@ -389,7 +389,7 @@ def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
 
 def _cross_checks(v: Mapping[str, Any]) -> list[str]:
     return [*_timing_problems(v), *_rail_problems(v), *_listen_problems(v), *_name_problems(v),
-            *_leadership_problems(v)]
+            *_leadership_problems(v), *_watch_problems(v)]
 
 
 def _timing_problems(v: Mapping[str, Any]) -> list[str]:
@@ -471,6 +471,21 @@ def _name_problems(v: Mapping[str, Any]) -> list[str]:
         problems.append(f"pauseConfigMap {show(v['pause_config_map'])} is the deletion ledger's ConfigMap "
                         "(leaseName-ledger), which the watchdog rewrites whole: name another ConfigMap")
     return problems
+
+
+#: At most this many namespaces in namespace-only mode: a LIST and a WATCH each per namespace and target.
+MAX_WATCH_NAMESPACES = 100
+
+
+def _watch_problems(v: Mapping[str, Any]) -> list[str]:
+    """watchNamespaces: a comma-separated list of namespace names, at most :data:`MAX_WATCH_NAMESPACES`."""
+    if v["watch_namespaces"] is None:
+        return []
+    names = [n.strip() for n in str(v["watch_namespaces"]).split(",")]
+    if len(names) > MAX_WATCH_NAMESPACES:
+        return [f"watchNamespaces names {len(names)} namespaces, at most {MAX_WATCH_NAMESPACES} (each costs a LIST "
+                "and a WATCH per target): watch the whole cluster instead (unset it)"]
+    return [problem for name in names if (problem := label_problem(name, "watchNamespaces entry"))]
 
 
 def _leadership_problems(v: Mapping[str, Any]) -> list[str]:

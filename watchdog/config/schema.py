@@ -25,8 +25,9 @@ from watchdog.core.profiles import PROFILES
 
 #: Settings the chart does not expose under ``config``: listenAddress is fixed to the port the probes, the
 #: Service and the NetworkPolicy use; in-cluster the watchdog uses its ServiceAccount (no kubeconfig/context);
-#: pauseConfigMap is the chart's own config ConfigMap, set by the Deployment's env.
-NOT_IN_CHART = ("kubeconfig", "context", "listen_address", "pause_config_map")
+#: pauseConfigMap is the chart's own config ConfigMap, set by the Deployment's env; watchNamespaces is the chart's
+#: top-level list of that name, which also renders the Roles in those namespaces.
+NOT_IN_CHART = ("kubeconfig", "context", "listen_address", "pause_config_map", "watch_namespaces")
 DEFAULT_PATH = "helm/vllm-stall-watchdog/values.schema.json"
 _TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
 _DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"

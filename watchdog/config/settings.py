@@ -103,6 +103,9 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0.0, maximum=86400.0),
     Setting("namespace_selector", "str", "", "extra label selector namespaces must match besides the opt-in label "
             "(shard a fleet across several releases, e.g. shard=a)"),
+    Setting("watch_namespaces", "str", None, "namespace-only mode: the comma-separated namespaces whose pods are "
+            "listed and watched, each in its own namespace (Roles there, no cluster-wide pod access; a namespace "
+            "must still carry the opt-in label); unset: every namespace", optional=True),
     Setting("require_controller", "bool", True, "skip pods without a controller owner reference (bare pods)"),
     Setting("allow_loopback_pod_ips", "bool", False, "for the embedded demo and tests only: accept pod IPs in "
             "127.0.0.0/8 and ::1; never on a real cluster"),
@@ -217,6 +220,7 @@ class Settings:
     prometheus_staleness_seconds: float
     jitter_seconds: float
     namespace_selector: str
+    watch_namespaces: str | None
     require_controller: bool
     allow_loopback_pod_ips: bool
     grace_period_seconds: int | None
@@ -260,6 +264,13 @@ class Settings:
     def source_of(self, target: Target) -> str:
         """Where ``target``'s signals come from: its own ``source``, else the global one."""
         return target.source or self.source
+
+    @property
+    def namespaces_watched(self) -> tuple[str, ...] | None:
+        """The namespaces of namespace-only mode (``watchNamespaces``), in order, each once; None: every one."""
+        if self.watch_namespaces is None:
+            return None
+        return tuple(dict.fromkeys(n.strip() for n in self.watch_namespaces.split(",")))
 
     def values(self) -> dict[str, Any]:
         """Setting name -> value, in table order (targets and warnings left out)."""

@@ -69,10 +69,13 @@ def wire(config: Settings, kube: KubeClient, pod_namespace: str | None, *,
                      own_namespace=pod_namespace or "default", brake=brake, listing=listing)
     if watchdog.ledger is not None:
         log.info("deletion ledger: %s", watchdog.ledger.ref)
+    if config.namespaces_watched is not None:
+        log.info("namespace-only mode: pods of %s only", ", ".join(config.namespaces_watched))
     if listing is not None:
         listing.watch("namespaces", watchdog.namespace_selector)
         for target in config.targets:
-            listing.watch("pods", target.pod_selector)
+            for namespace in config.namespaces_watched or (None,):
+                listing.watch("pods", target.pod_selector, namespace)
         log.info("namespaces and pods: LIST once, then WATCH (the cache; %d informers)", len(listing.informers))
     return watchdog, elector
 
