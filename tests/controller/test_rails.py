@@ -212,6 +212,40 @@ def test_namespace_budget_and_owner_rule(fleet: Fleet) -> None:
     assert "namespace budget used" in msg
 
 
+def test_a_held_stall_says_when_its_namespace_budget_frees_and_counts_once(fleet: Fleet) -> None:
+    """Issue 30 items 2 and 3 through real cycles: the deferral Event says when the namespace budget frees (600 s
+    after the deletion that used it, as a wall time on the watchdog's wall clock), /status shows the same rule
+    and the seconds left as of its snapshot, and the stall held for every later cycle is one deferred
+    remediation."""
+    for i in range(8):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("a", "wedged", namespace="team")
+    fleet.pod("b", "wedged", namespace="team")
+    wall0 = 1_796_101_200.0  # 2026-12-01T05:00:00Z
+    wd = fleet.watchdog(wall_clock=lambda: wall0 + fleet.now)
+    reports = run(fleet, wd, 10)
+    [at] = [(i + 1) * STEP for i, report in enumerate(reports) for _, r in report.remediations
+            if r.result == "deleted"]
+    [kept] = [name for name in ("a", "b") if fleet.alive(name)]
+    deferred = [(i + 1) * STEP for i, report in enumerate(reports) for _, r in report.remediations
+                if r.result == "deferred"]
+    assert len(deferred) >= 5 and deferred[0] == at  # held from the deletion's cycle on, every cycle
+    frees_in = at + 600.0 - deferred[0]
+    [(name, msg)] = fleet.events("StalledPodDeletionDeferred")
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall0 + at + 600.0))
+    assert name == kept and msg.endswith(
+        f"namespace budget used: 1 deletions in team in the last 600 s; may proceed in {frees_in:.0f} s (at {stamp}), "
+        "when the oldest counted deletion in team leaves the rolling 600 s window.")
+    assert wd.status is not None
+    [engine] = next(p for p in wd.status.doc["pods"] if p["pod"] == kept)["engines"]
+    assert engine["held"] == {"rule": "namespace_budget", "frees_in_s": at + 600.0 - fleet.now,
+                              "frees_when": "when the oldest counted deletion in team leaves the rolling 600 s window"}
+    assert wd.status.doc["policy"]["budget"]["frees_in_s"]["namespaces"] == {"team": at + 600.0 - fleet.now}
+    sample = wd.metrics.registry.get_sample_value
+    assert sample("vllm_watchdog_remediations_total", {"result": "deferred"}) == 1.0  # not once per cycle
+    assert sample("vllm_watchdog_deferrals_total", {"rule": "namespace_budget"}) == 1.0
+
+
 def test_429_storm_at_start_up_never_causes_a_deletion(fleet: Fleet) -> None:
     for i in range(3):
         fleet.pod(f"ok-{i}", "progressing")

@@ -759,9 +759,10 @@ def nesting(text: str) -> int:
     ({"dry_run": True}, "delete", "dry_run", "dry_run", "Would delete pod",
      "stalled past the 120 s window over 9 busy samples; dry-run, global dryRun is on"),
     ({"paused": True}, "delete", "deferred", "paused", "Deferred deletion of pod",
-     "rule paused, the watchdog is paused (paused: true)"),
+     "rule paused, the watchdog is paused (paused: true); may proceed when paused is set back to false"),
     ({"max_deletions": 0}, "delete", "deferred", "budget", "Deferred deletion of pod",
-     "rule budget, cluster budget used: 0 deletions in the last 600 s (max 0)"),
+     "rule budget, cluster budget used: 0 deletions in the last 600 s (max 0); may proceed once maxDeletions is "
+     "raised above 0"),
 ])
 def test_event_messages_lead_with_the_facts(api: EmulatorServer, kube_client: KubeClient,
                                             caplog: pytest.LogCaptureFixture, rails: dict[str, Any], action: str,

@@ -64,6 +64,8 @@ def test_the_snapshot_shows_each_pod_and_engine_worst_first_with_the_policys_vie
         assert set(engine["progress"]) == set(VLLM.progress_names())
         assert engine["progress"]["vllm:generation_tokens_total"] > 0
         assert (engine["acted"], engine["deferred_by"]) == (None, ["paused"])
+        assert engine["held"] == {"rule": "paused", "frees_in_s": None,  # what holds it now, and until when
+                                  "frees_when": "when paused is set back to false"}
 
         m = pods["mute"]
         assert (m["uid"], m["state"], m["engines"]) == (mute["metadata"]["uid"], "unknown", [])

@@ -10,7 +10,14 @@ import unicodedata
 import pytest
 
 from watchdog.core.detector import Sample, Verdict, detect
-from watchdog.core.events import MAX_ENGINE_KEY, MAX_MESSAGE, escape_controls, event_body, stall_message
+from watchdog.core.events import (
+    MAX_ENGINE_KEY,
+    MAX_MESSAGE,
+    escape_controls,
+    event_body,
+    frees_phrase,
+    stall_message,
+)
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.profiles import Selector
 
@@ -80,6 +87,30 @@ def test_the_message_leads_with_the_facts_in_the_on_call_order(outcome: str, rul
                             why=why)
     assert message == text.replace("{facts}", FACTS)
     assert "window" not in message.split("Why:")[0] and STALLED.reason not in message
+
+
+def test_a_deferral_says_when_it_may_proceed_in_seconds_and_wall_time() -> None:
+    """Issue 30 item 3: the budget's deferral says when it frees, "in N s" AND the wall-clock UTC time (the
+    caller's wall clock plus the policy's seconds, rounded up to the second), then what frees it."""
+    wall = NOW.timestamp() + 0.25
+    frees = frees_phrase(450.0, "when the oldest counted deletion in ml leaves the rolling 600 s window", wall)
+    assert frees == ("may proceed in 450 s (at 2025-01-02T03:11:36Z), when the oldest counted deletion in ml leaves "
+                     "the rolling 600 s window")  # 03:04:05.25 + 450 s = 03:11:35.25, rounded up
+    assert frees_phrase(449.2, "", NOW.timestamp()) == "may proceed in 450 s (at 2025-01-02T03:11:35Z)"
+    assert frees_phrase(0.0, "when the warm-up ends", NOW.timestamp()) == (
+        "may proceed in 0 s (at 2025-01-02T03:04:05Z), when the warm-up ends")
+    assert frees_phrase(None, "when the replacement pod is Ready", wall) == (
+        "may proceed when the replacement pod is Ready")
+    assert frees_phrase(None, "", wall) == ""
+    since = NOW - dt.timedelta(seconds=135)
+    message = stall_message("deferred", "ml/llama-0", 'engine="0"', STALLED, since, rule="namespace_budget",
+                            why="namespace budget used: 1 deletions in ml in the last 600 s", frees=frees)
+    assert message == (f"Deferred deletion of pod ml/llama-0 engine {{engine=\"0\"}}: {FACTS}. Why: rule "
+                       "namespace_budget, namespace budget used: 1 deletions in ml in the last 600 s; may proceed in "
+                       "450 s (at 2025-01-02T03:11:36Z), when the oldest counted deletion in ml leaves the rolling "
+                       "600 s window.")
+    body = event_body("ml", {"name": "llama-0", "kind": "Pod", "apiVersion": "v1", "uid": "u"}, "R", message, "i", NOW)
+    assert body["message"] == message  # well inside the 1 KiB
 
 
 def test_unknown_waiting_an_unlabelled_engine_and_no_since_are_left_out() -> None:

@@ -209,13 +209,14 @@ def test_the_run_time_brake_is_the_one_pause_rule() -> None:
     p = policy()
     p.set_brake("annotation vllm-watchdog.io/paused=true on configmap wd/wd")
     assert decide(p) == Decision("defer", "paused", "the watchdog is paused (annotation vllm-watchdog.io/paused=true "
-                                                    "on configmap wd/wd)")
+                                                    "on configmap wd/wd)", None, "when the brake is released")
     assert p.paused_by is not None and decide(p, mode="dry-run").action == "dry_run"  # dry-run still reports
     p.set_brake(None)
     assert p.paused_by is None and decide(p).action == "delete"
     setting = policy(paused=True)
     setting.set_brake(None)  # releasing the brake never lifts the setting
-    assert decide(setting) == Decision("defer", "paused", "the watchdog is paused (paused: true)")
+    assert decide(setting) == Decision("defer", "paused", "the watchdog is paused (paused: true)", None,
+                                       "when paused is set back to false")
 
 
 @pytest.mark.parametrize(("annotations", "on"), [
@@ -242,15 +243,16 @@ def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> Non
     view = p.view(T0 + 250)
     assert view["warm_up"] == {"done": True, "left_s": 0.0}
     assert view["budget"] == {"known": True, "window_s": 600.0, "cluster": {"max": 3, "used": 1, "left": 2},
-                              "namespace_max": 1, "namespaces": {"team-a": {"used": 1, "left": 0}}}
+                              "namespace_max": 1, "namespaces": {"team-a": {"used": 1, "left": 0}},
+                              "frees_in_s": {"cluster": None, "namespaces": {"team-a": 550.0}}}
     assert view["owners_waiting"] == ["team-a/ReplicaSet/x"]
     assert view["breaker"] == {"open": True, "why": "4 of 10 watched pods looked stalled", "closes_in_s": 260.0,
                                "namespaces": {"team-b": {"closes_in_s": 260.0,
                                                          "why": "3 of its 3 watched pods looked stalled or unknown"}}}
     assert view["deferrals"] == {"breaker": 2, "budget": 1}
     assert (view["paused"], view["paused_why"]) == (True, "the brake")
-    assert p.episodes()("u2", SERIES) == (None, ["breaker", "budget"])
-    assert p.episodes()("u1", SERIES) == ("delete", [])
+    assert p.episodes(T0 + 250)("u2", SERIES) == (None, ["breaker", "budget"], None)
+    assert p.episodes(T0 + 250)("u1", SERIES) == ("delete", [], None)
     later = p.view(T0 + 900)  # the deletion left the window; the breakers closed
     assert later["budget"]["cluster"]["used"] == 0 and later["budget"]["namespaces"] == {}
     assert later["breaker"] == {"open": False, "why": None, "closes_in_s": None, "namespaces": {}}

@@ -51,7 +51,8 @@ def test_a_lost_answer_is_retried_only_while_every_rail_but_the_budgets_allows_i
     p.restore([])
     assert decide(p, now=T0 + 201) == RETRY
     p.set_brake("brake")
-    assert decide(p, now=T0 + 201) == Decision("defer", "paused", "the watchdog is paused (brake)")
+    assert decide(p, now=T0 + 201) == Decision("defer", "paused", "the watchdog is paused (brake)", None,
+                                               "when the brake is released")
     p.set_brake(None)
     p.record("u1", SERIES)
     assert decide(p, now=T0 + 201).rule == "episode"
@@ -73,7 +74,8 @@ def test_without_a_ledger_an_earlier_replicas_removals_are_unknown_for_a_while()
     p.restore([], blind_until=T0 + 700)
     assert decide(p, now=T0 + 200) == Decision(
         "defer", "budget_unknown", "no deletion ledger (budgetLedger: false): what an earlier replica removed is "
-                                   "unknown for 500 s more")
+                                   "unknown for 500 s more", 500.0,
+        "when what an earlier replica removed no longer counts")
     assert decide(p, now=T0 + 700).action == "delete"
 
 
@@ -116,32 +118,44 @@ def _owner_lost(p: DeletionPolicy) -> DeletionPolicy:
 CASES: list[tuple[str, Any, dict[str, Any], dict[str, Any], Decision]] = [
     ("episode", _acted, {}, {}, Decision("skip", "episode", "already acted on this stall episode")),
     ("not_leader", None, {}, {"leader": False},
-     Decision("defer", "not_leader", "this replica does not hold the leader Lease")),
+     Decision("defer", "not_leader", "this replica does not hold the leader Lease", None,
+              "when this replica holds the leader Lease")),
     ("global dry-run", None, {"dry_run": True}, {}, Decision("dry_run", "dry_run", "global dryRun is on")),
     ("namespace dry-run", None, {}, {"mode": "dry-run"},
      Decision("dry_run", "dry_run", "namespace is labelled dry-run")),
-    ("paused", None, {"paused": True}, {}, Decision("defer", "paused", "the watchdog is paused (paused: true)")),
+    ("paused", None, {"paused": True}, {}, Decision("defer", "paused", "the watchdog is paused (paused: true)", None,
+                                                       "when paused is set back to false")),
     ("warm_up", None, {}, {"now": T0 + 100},
      Decision("defer", "warm_up", "warming up: no deletion before a full 120 s window since start and since the "
-                                  "first pod listing")),
-    ("min_age", None, {}, {"age": 30.4}, Decision("defer", "min_age", "pod age 30 s is below the minimum 120 s")),
+                                  "first pod listing", 19.0, "when the warm-up ends")),
+    ("min_age", None, {}, {"age": 30.5}, Decision("defer", "min_age", "pod age 30 s is below the minimum 120 s",
+                                                  88.5, "when the pod reaches the minimum age")),
+    ("min_age explicit", None, {"min_pod_age_seconds": 60.5}, {"age": 30.5},
+     Decision("defer", "min_age", "pod age 30 s is below the minimum 60.5 s", 30.0,
+              "when the pod reaches the minimum age")),
     ("min_age unknown", None, {"min_pod_age_seconds": 60.5}, {"age": None},
-     Decision("defer", "min_age", "pod age unknown is below the minimum 60.5 s")),
+     Decision("defer", "min_age", "pod age unknown is below the minimum 60.5 s", None,
+              "once the pod's age is known")),
     ("breaker", _breaker, {}, {},
      Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled at once, more likely a "
-                                  "network or monitoring fault")),
+                                  "network or monitoring fault", 300.0,
+              "when the breaker closes (its 300 s cooldown ends, if no cycle trips it again)")),
     ("namespace_breaker", _ns_breaker, {}, {},
      Decision("defer", "namespace_breaker", "the breaker of namespace llm is open: too many of its pods look "
-                                            "stalled or cannot be judged")),
+                                            "stalled or cannot be judged", 300.0,
+              "when the breaker of namespace llm closes (its 300 s cooldown ends, if no cycle trips it again)")),
     ("budget_unknown", _budget_unknown, {}, {},
      Decision("defer", "budget_unknown", "earlier deletions could not be read back yet from the deletion ledger; "
-                                         "the budget is unknown")),
+                                         "the budget is unknown", None, "once the deletion ledger is read back")),
     ("budget", _spent, {}, {},
-     Decision("defer", "budget", "cluster budget used: 2 deletions in the last 600 s (max 2)")),
+     Decision("defer", "budget", "cluster budget used: 2 deletions in the last 600 s (max 2)", 500.0,
+              "when the oldest counted deletion leaves the rolling 600 s window")),
     ("namespace_budget", _ns_spent, {}, {},
-     Decision("defer", "namespace_budget", "namespace budget used: 1 deletions in llm in the last 600 s")),
+     Decision("defer", "namespace_budget", "namespace budget used: 1 deletions in llm in the last 600 s", 500.0,
+              "when the oldest counted deletion in llm leaves the rolling 600 s window")),
     ("owner", _owner_lost, {"max_deletions": 5}, {"owner": "llm/ReplicaSet/r"},
-     Decision("defer", "owner", "llm/ReplicaSet/r already lost a pod; waiting for its replacement to be Ready")),
+     Decision("defer", "owner", "llm/ReplicaSet/r already lost a pod; waiting for its replacement to be Ready",
+              None, "when the replacement pod is Ready")),
     ("enforce", None, {}, {}, Decision("delete", "enforce", "namespace is enforced and every rail allows it")),
 ]
 

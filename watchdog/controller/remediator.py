@@ -39,6 +39,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import Fenced, KubeError
@@ -51,11 +52,11 @@ from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.core.confirm import no_evidence, not_confirmed
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import recheck
-from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, Outcome, stall_message
+from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, Outcome, frees_phrase, stall_message
 from watchdog.core.evidence import Entry, pointer
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.policy import DeletionPolicy, ambiguous, fate_after_lost_answer
+from watchdog.core.policy import Decision, DeletionPolicy, ambiguous, fate_after_lost_answer
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import RemediationResult
 
@@ -64,8 +65,14 @@ _PAST: dict[str, Outcome] = {"delete": "deleted", "evict": "evicted"}  # Event a
 
 #: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
 Rescrape = Callable[[WatchedPod, str], EngineSnapshot | None]
-#: The Event message of this stall for an outcome, with the deferral's rule and why (or a note).
-Say = Callable[[Outcome, str, str], str]
+
+
+class Say(Protocol):
+    """The Event message of this stall for an outcome, with the deferral's rule and why (or a note) and, for a
+    deferral, when it may proceed (:func:`~watchdog.core.events.frees_phrase`)."""
+
+    def __call__(self, outcome: Outcome, rule: str, why: str, frees: str = "") -> str: ...
+
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,10 @@ def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float = 0.0) -> f
     except ValueError:
         return seen_for_s or None
     return max(wall_now - created.timestamp(), seen_for_s)
+
+
+def _not_leader(why: str) -> Decision:
+    return Decision("defer", "not_leader", why, None, "when this replica holds the leader Lease")
 
 
 class Remediator:
@@ -150,8 +161,8 @@ class Remediator:
 
         kept = ""  # the evidence record's id, once written
 
-        def evidence(outcome: Outcome, rule: str, why: str) -> str:
-            return stall_message(outcome, target.ref, series.key, verdict, since, rule=rule, why=why,
+        def evidence(outcome: Outcome, rule: str, why: str, frees: str = "") -> str:
+            return stall_message(outcome, target.ref, series.key, verdict, since, rule=rule, why=why, frees=frees,
                                  evidence=pointer(kept) if kept else "")
 
         def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
@@ -167,7 +178,7 @@ class Remediator:
             self.events.on_pod_and_owner(target, REASON_DRY_RUN, evidence("dry_run", "", decision.why))
             return self._done("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
         if decision.action == "defer":
-            return self._defer(target, series.key, decision.rule, decision.why, evidence)
+            return self._defer(target, series.key, decision, evidence, now)
 
         if decision.action == "retry":
             settled = self._settled(target)
@@ -177,7 +188,7 @@ class Remediator:
         if isinstance(fresh, Remediation):
             return fresh
         if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
-            return self._defer(target, series.key, "not_leader", "lost the leader Lease before acting", evidence)
+            return self._defer(target, series.key, _not_leader("lost the leader Lease before acting"), evidence, now)
         kept = keep(self.action, fresh, "confirmation")  # the log read: before the fence, never after it
         return self._remove(target, series.key, evidence, now, retry=decision.action == "retry")
 
@@ -214,15 +225,17 @@ class Remediator:
         verb = "evict" if self.action == "evict" else "delete"
         # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
         if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
-            return self._defer(target, key, "ledger", f"the deletion ledger {self.ledger.ref} could not be written: "
-                               "nothing is removed without its durable record", evidence)
+            return self._defer(target, key, Decision(
+                "defer", "ledger", f"the deletion ledger {self.ledger.ref} could not be written: nothing is removed "
+                "without its durable record", None, "once the deletion ledger can be written (tried every cycle)"),
+                evidence, now)
         if retry:
             self.policy.recharge(now, uid=target.uid, namespace=target.namespace)
         try:
             result: str = self.actuator.remove_pod(target.namespace, target.name, target.uid, self.grace_period_s,
                                                    evict=verb == "evict")
         except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
-            return self._defer(target, key, "not_leader", str(exc), evidence)
+            return self._defer(target, key, _not_leader(str(exc)), evidence, now)
         except KubeError as exc:
             if not ambiguous(exc.status):
                 self._withdraw(target, retry)
@@ -233,7 +246,9 @@ class Remediator:
             why = ("the Eviction API refused (a PodDisruptionBudget would be violated)" if result == "blocked" else
                    "the Eviction API refuses pods selected by more than one PodDisruptionBudget; fix the overlapping "
                    "PDBs")
-            return self._defer(target, key, "pdb", f"{why}; never falling back to delete", evidence)
+            return self._defer(target, key, Decision(
+                "defer", "pdb", f"{why}; never falling back to delete", None,
+                "when the Eviction API allows it (tried every cycle)"), evidence, now)
         if result not in ("deleted", "evicted"):
             self._withdraw(target, retry)
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
@@ -321,18 +336,24 @@ class Remediator:
         return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: "
                           "charged to the budgets (fail closed), sent again next cycle with the same UID precondition")
 
-    def _defer(self, target: WatchedPod, key: str, rule: str, why: str, evidence: Say) -> Remediation:
-        # Counted once per stall episode and rule; a standby replica writes nothing to the cluster: the leader
-        # speaks for the stall.
-        first = self.policy.first_deferral(target.uid, key, rule)
+    def _defer(self, target: WatchedPod, key: str, decision: Decision, evidence: Say, now: float) -> Remediation:
+        """A deferral: its Event, log line and /status (the policy's :meth:`~DeletionPolicy.held`) say why and when
+        it may proceed, from the one ``decision``. Counted once per stall episode (remediations_total{result=
+        "deferred"}: a stall held for 24 cycles is one) and once per episode and rule (deferrals_total, the
+        Event); a standby replica writes nothing to the cluster: the leader speaks for the stall."""
+        rule, why = decision.rule, decision.why
+        first_episode, first = self.policy.held(target.uid, key, decision, now)
+        frees = frees_phrase(decision.frees_in_s, decision.frees_when, self.wall_clock())
         if first:
             self.metrics.deferrals.labels(rule).inc()
         if first and rule != "not_leader" and self.policy.first_event(target.uid, key, f"{REASON_DEFERRED}:{rule}"):
-            self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why))
-        return self._done("deferred", f"{target.ref}: {why}", rule)
+            self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why, frees))
+        detail = f"{target.ref}: {why}" + (f"; {frees}" if frees else "")
+        return self._done("deferred", detail, rule, count=first_episode)
 
-    def _done(self, result: RemediationResult, detail: str, rule: str = "") -> Remediation:
-        self.metrics.remediations.labels(result).inc()
+    def _done(self, result: RemediationResult, detail: str, rule: str = "", *, count: bool = True) -> Remediation:
+        if count:
+            self.metrics.remediations.labels(result).inc()
         return Remediation(result, detail, rule)
 
     def _changed(self, target: WatchedPod) -> str | None:

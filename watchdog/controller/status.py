@@ -11,7 +11,9 @@ suspect, unknown, paused, progressing, idle, then namespace and name); what did 
 ``truncated``. The document, per pod: namespace, name, UID, mode, its worst state, the last scrape (outcome,
 detail, age, and for how long it has been failing); per engine series: the series key and labels, state, how long
 suspect or stalled, when last seen, the signal values by name (running, waiting, paused, each progress signal),
-how this stall episode was acted on and which rules deferred it. Then the policy's view (budget left per scope,
+how this stall episode was acted on, which rules deferred it and, while one holds it, ``held``: that rule and when
+it frees (``frees_in_s`` from the snapshot, None where time alone does not free it, and ``frees_when``, the
+phrase the Event says; the policy's Decision is their one source). Then the policy's view (budget left per scope,
 breakers and why, open deferrals per rule, owners waiting, warm-up, the pause and why) and leadership. Every
 time is in seconds, relative: ``*_s`` ages are as of the snapshot, ``snapshot_age_s`` says how old it is.
 """
@@ -37,7 +39,8 @@ from watchdog.core.vocab import ENGINE_STATES
 
 MAX_PODS = 2000
 MAX_SERIES = 4000
-Episodes = Callable[[str, str], tuple[str | None, list[str]]]  # (uid, series) -> (acted, deferring rules)
+#: (uid, series) -> (acted, deferring rules, what holds it now: {rule, frees_in_s, frees_when} or None)
+Episodes = Callable[[str, str], tuple[str | None, list[str], dict[str, Any] | None]]
 #: Worst first: the order pods and engine series are listed in.
 SEVERITY = ("stalled", "suspect", "unknown", "paused", "progressing", "idle")
 
@@ -104,7 +107,7 @@ class _Pod:
 def _engine(uid: str, engine: _Engine, names: tuple[str, ...], episodes: Episodes, now: float) -> dict[str, Any]:
     key, verdict, snap, last_seen = engine
     state = verdict.state if verdict is not None else "unknown"
-    acted, deferred_by = episodes(uid, key)
+    acted, deferred_by, held = episodes(uid, key)
     return {
         "engine": key, "labels": dict(snap.labels) if snap else {}, "state": state,
         "for_s": round(verdict.stalled_for_s, 1) if verdict is not None and state in ("suspect", "stalled")
@@ -113,7 +116,7 @@ def _engine(uid: str, engine: _Engine, names: tuple[str, ...], episodes: Episode
         "running": _number(snap.running) if snap else None, "waiting": _number(snap.waiting) if snap else None,
         "paused": _number(snap.paused) if snap else None,
         "progress": {name: _number(v) for name, v in zip(names, snap.progress, strict=False)} if snap else {},
-        "acted": acted, "deferred_by": deferred_by,
+        "acted": acted, "deferred_by": deferred_by, "held": held,
     }
 
 
@@ -151,7 +154,7 @@ def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profi
             break
         kept.append(_Pod.of(t, record))
         series += len(record.engines)
-    episodes, view, counts = policy.episodes(), policy.view(now), {s: engines.get(s, 0) for s in ENGINE_STATES}
+    episodes, view, counts = policy.episodes(now), policy.view(now), {s: engines.get(s, 0) for s in ENGINE_STATES}
 
     def build() -> Mapping[str, Any]:
         return {

@@ -5,6 +5,7 @@ caller passes the time; :mod:`watchdog.adapters.events` writes them, best effort
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any, Literal
 
 from watchdog.core.detector import Verdict, window_slack
@@ -23,7 +24,7 @@ MAX_MESSAGE = 1024
 MAX_ENGINE_KEY = 160
 __all__ = ["COMPONENT", "MAX_ENGINE_KEY", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
            "REASON_DRY_RUN", "REASON_QUARANTINED", "REASON_RELEASED", "Outcome", "escape_controls", "event_body",
-           "stall_message", "utc_stamp"]
+           "frees_phrase", "stall_message", "utc_stamp"]
 
 Outcome = Literal["deleted", "evicted", "dry_run", "deferred"]
 _WHAT: dict[Outcome, str] = {"deleted": "Deleted pod", "evicted": "Evicted pod", "dry_run": "Would delete pod",
@@ -51,6 +52,19 @@ def utc_stamp(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def frees_phrase(frees_in_s: float | None, frees_when: str, wall_now: float) -> str:
+    """When a held action may happen, from a deferral's ``frees_in_s`` and ``frees_when`` (the policy's
+    :class:`~watchdog.core.policy.Decision`), for the Event message and the log line: ``may proceed in 450 s (at
+    2026-12-01T05:42:00Z), when ...`` where time frees it (the caller's wall clock ``wall_now``, Unix seconds, plus
+    ``frees_in_s``, both rounded up to the second: never a moment before it frees), else ``may proceed when ...``;
+    "" when nothing is known."""
+    if frees_in_s is None:
+        return f"may proceed {frees_when}" if frees_when else ""
+    at = dt.datetime.fromtimestamp(math.ceil(round(wall_now + frees_in_s, 3)), dt.UTC)
+    return (f"may proceed in {math.ceil(round(frees_in_s, 3))} s (at {utc_stamp(at)})"
+            + (f", {frees_when}" if frees_when else ""))
+
+
 def engine_phrase(engine: str) -> str:
     """`` engine {<key>}`` for a message (the key cut to MAX_ENGINE_KEY), or "" for the one unlabelled series."""
     if len(engine) > MAX_ENGINE_KEY:
@@ -59,14 +73,14 @@ def engine_phrase(engine: str) -> str:
 
 
 def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, since: dt.datetime | None, *,
-                  rule: str = "", why: str = "", evidence: str = "") -> str:
+                  rule: str = "", why: str = "", evidence: str = "", frees: str = "") -> str:
     """The Event message for a decision on a stalled engine, facts first, so the head survives the 1 KiB cut:
     what (deleted, evicted, would delete, deferred), the pod and engine series, for how long no progress, the
     requests running (waiting), the frozen progress signals at their values, since when (UTC), then why: the
     stall rule (window, busy samples), plus ``why`` (the dry-run reason, a lost answer), or for a deferral the
-    ``rule`` and ``why`` that held it back; last the short ``evidence`` pointer (where the full record is). Built
-    from the verdict's structured fields, never its reason sentence; :func:`event_body` escapes control
-    characters and cuts it."""
+    ``rule`` and ``why`` that held it back and when it may proceed (``frees``: :func:`frees_phrase`); last the
+    short ``evidence`` pointer (where the full record is). Built from the verdict's structured fields, never its
+    reason sentence; :func:`event_body` escapes control characters and cuts it."""
     load = f"{number(verdict.running)} requests running"
     if verdict.waiting is not None:
         load += f" ({number(verdict.waiting)} waiting)"
@@ -76,7 +90,7 @@ def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, sin
         window += f" (less its {number(window_slack(verdict.window_s))} s slack)"
     stalled = f"stalled past the {window} over {verdict.busy_samples} busy samples"
     if outcome == "deferred":
-        because = f"rule {rule}, {why}"
+        because = f"rule {rule}, {why}" + (f"; {frees}" if frees else "")
     elif outcome == "dry_run":
         because = f"{stalled}; dry-run, {why}"
     else:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from watchdog.core.detector import window_reached
+from watchdog.core.detector import window_reached, window_slack
 from watchdog.core.vocab import DecisionAction
 
 #: The run-time brake: ``vllm-watchdog.io/paused: "true"`` on the ConfigMap named by the ``pauseConfigMap``
@@ -58,11 +58,24 @@ PAUSE_ANNOTATION = "vllm-watchdog.io/paused"
 @dataclass(frozen=True)
 class Decision:
     """``action``: delete | dry_run | defer | skip; ``rule``: short machine name of the rule that decided
-    (e.g. ``budget``, ``breaker``); ``why``: one human phrase for logs and Events."""
+    (e.g. ``budget``, ``breaker``); ``why``: one human phrase for logs and Events.
+
+    For a deferral, when the rule that held it frees (the ONE place Events, the log line and /status read it
+    from): ``frees_in_s``, seconds after the decision's ``now`` (the caller's monotonic clock) when that is
+    knowable from time alone (the budgets, warm-up, minimum age, the breakers' cooldowns), else None; and
+    ``frees_when``, the phrase that says what frees it (``"when the replacement pod is Ready"``). Another rail may
+    still hold the stall then: the stall is decided afresh every cycle."""
 
     action: DecisionAction
     rule: str
     why: str
+    frees_in_s: float | None = None
+    frees_when: str = ""
+
+
+def _defer(rule: str, why: str, when: str, in_s: float | None = None) -> Decision:
+    """A deferral by ``rule``: why, and when it frees (in ``in_s`` seconds, None: not knowable from time)."""
+    return Decision("defer", rule, why, None if in_s is None else max(0.0, in_s), when)
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,8 @@ class DeletionPolicy:
         self._acted: dict[tuple[str, str], str] = {}
         self._announced: dict[str, dict[str, str]] = {}  # pod UID -> Event key -> the series whose episode wrote it
         self._deferred: dict[tuple[str, str], set[str]] = {}  # (uid, series) -> the rules already announced
+        # (uid, series) -> the deferral holding it as of its last decision: (rule, frees at (monotonic) or None, when)
+        self._held: dict[tuple[str, str], tuple[str, float | None, str]] = {}
         self._deletions: deque[tuple[float, str, str]] = deque()  # (t, namespace, pod UID), oldest first
         self._blind_until: float | None = None  # no ledger: earlier removals unknown until then
         self._blocked_owners: dict[str, float] = {}  # owner key -> when it lost a pod
@@ -218,6 +233,7 @@ class DeletionPolicy:
         created (None: unknown, treated as too young). ``leader``: this replica holds the lease. The first of
         :attr:`_RULES` that decides (the module docstring's numbered rules, in order) decides; else delete."""
         stall = _Stall(uid, series, namespace, namespace_mode, owner, pod_age_s, now, leader)
+        self._held.pop((uid, series), None)  # what holds it now is this decision's (:meth:`held`)
         for rule in self._RULES:
             decision = rule(self, stall)
             if decision is not None:
@@ -243,7 +259,8 @@ class DeletionPolicy:
     def _leader_rule(self, s: _Stall) -> Decision | None:
         """2. Not the leader: before dry-run, a standby announces nothing, keeps no evidence, reads no log."""
         if not s.leader:
-            return Decision("defer", "not_leader", "this replica does not hold the leader Lease")
+            return _defer("not_leader", "this replica does not hold the leader Lease",
+                          "when this replica holds the leader Lease")
         return None
 
     def _dry_run_rule(self, s: _Stall) -> Decision | None:
@@ -257,15 +274,20 @@ class DeletionPolicy:
     def _pause_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: the global pause (the setting or the run-time brake)."""
         if self.paused_by is not None:
-            return Decision("defer", "paused", f"the watchdog is paused ({self.paused_by})")
+            when = "when paused is set back to false" if self.rails.paused else "when the brake is released"
+            return _defer("paused", f"the watchdog is paused ({self.paused_by})", when)
         return None
 
     def _warm_up_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: warm-up, a full window since start and since the first pod listing."""
         window = self.rails.window_seconds
         if self._first_sync is None or not window_reached(s.now - max(self.started, self._first_sync), window):
-            return Decision("defer", "warm_up", f"warming up: no deletion before a full {window:g} s window "
-                                                "since start and since the first pod listing")
+            why = (f"warming up: no deletion before a full {window:g} s window since start and since the first pod "
+                   "listing")
+            if self._first_sync is None:
+                return _defer("warm_up", why, f"a full {window:g} s window after the first pod listing")
+            ends = max(self.started, self._first_sync) + window - window_slack(window)
+            return _defer("warm_up", why, "when the warm-up ends", ends - s.now)
         return None
 
     def _min_age_rule(self, s: _Stall) -> Decision | None:
@@ -277,32 +299,42 @@ class DeletionPolicy:
         old_enough = age is not None and (window_reached(age, min_age) if explicit is None else age >= min_age)
         if not old_enough:
             shown = "unknown" if age is None else f"{age:.0f} s"
-            return Decision("defer", "min_age", f"pod age {shown} is below the minimum {min_age:g} s")
+            why = f"pod age {shown} is below the minimum {min_age:g} s"
+            if age is None:
+                return _defer("min_age", why, "once the pod's age is known")
+            reached = min_age - window_slack(min_age) if explicit is None else min_age
+            return _defer("min_age", why, "when the pod reaches the minimum age", reached - age)
         return None
 
     def _breaker_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: the fleet-wide mass-stall breaker is open."""
-        if self.breaker_open(s.now):
-            return Decision("defer", "breaker", "mass-stall breaker is open: too many pods look stalled at once, "
-                                                "more likely a network or monitoring fault")
+        if self.breaker_open(s.now) and self._breaker_until is not None:
+            return _defer("breaker", "mass-stall breaker is open: too many pods look stalled at once, more likely "
+                                     "a network or monitoring fault",
+                          f"when the breaker closes (its {self.rails.breaker_cooldown_seconds:g} s cooldown ends, "
+                          "if no cycle trips it again)", self._breaker_until - s.now)
         return None
 
     def _namespace_breaker_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: the namespace's own breaker is open."""
         if self.namespace_breaker_open(s.namespace, s.now):
-            return Decision("defer", "namespace_breaker", f"the breaker of namespace {s.namespace} is open: too "
-                                                          "many of its pods look stalled or cannot be judged")
+            return _defer("namespace_breaker", f"the breaker of namespace {s.namespace} is open: too many of its "
+                                               "pods look stalled or cannot be judged",
+                          f"when the breaker of namespace {s.namespace} closes (its "
+                          f"{self.rails.breaker_cooldown_seconds:g} s cooldown ends, if no cycle trips it again)",
+                          self._namespace_breakers[s.namespace] - s.now)
         return None
 
     def _budget_unknown_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: earlier deletions not read back yet, or (no ledger) unknown for a while after a start."""
         if not self.budget_known:
-            return Decision("defer", "budget_unknown", "earlier deletions could not be read back yet from the "
-                                                       "deletion ledger; the budget is unknown")
+            return _defer("budget_unknown", "earlier deletions could not be read back yet from the deletion ledger; "
+                                            "the budget is unknown", "once the deletion ledger is read back")
         if self._blind_until is not None and s.now < self._blind_until:
             left = self._blind_until - s.now
-            return Decision("defer", "budget_unknown", "no deletion ledger (budgetLedger: false): what an earlier "
-                                                       f"replica removed is unknown for {left:.0f} s more")
+            return _defer("budget_unknown", "no deletion ledger (budgetLedger: false): what an earlier replica "
+                                            f"removed is unknown for {left:.0f} s more",
+                          "when what an earlier replica removed no longer counts", left)
         return None
 
     def _budget_rule(self, s: _Stall) -> Decision | None:
@@ -310,25 +342,47 @@ class DeletionPolicy:
         r = self.rails
         self._expire(s.now)
         if len(self._deletions) >= r.max_deletions:
-            return Decision("defer", "budget", f"cluster budget used: {len(self._deletions)} deletions in the "
-                                               f"last {r.deletion_window_seconds:g} s (max {r.max_deletions})")
+            times = [t for t, _, _ in self._deletions]
+            why = (f"cluster budget used: {len(times)} deletions in the last {r.deletion_window_seconds:g} s "
+                   f"(max {r.max_deletions})")
+            if r.max_deletions <= 0:
+                return _defer("budget", why, "once maxDeletions is raised above 0")
+            return _defer("budget", why, self._leaves(len(times) - r.max_deletions, ""),
+                          self._frees_at(times, r.max_deletions) - s.now)
         return None
 
     def _namespace_budget_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: the namespace's budget is used up."""
         r = self.rails
-        in_ns = sum(1 for _, ns, _ in self._deletions if ns == s.namespace)
-        if in_ns >= r.max_deletions_per_namespace:
-            return Decision("defer", "namespace_budget", f"namespace budget used: {in_ns} deletions in "
-                                                         f"{s.namespace} in the last {r.deletion_window_seconds:g} s")
+        times = [t for t, ns, _ in self._deletions if ns == s.namespace]
+        if len(times) >= r.max_deletions_per_namespace:
+            why = (f"namespace budget used: {len(times)} deletions in {s.namespace} in the last "
+                   f"{r.deletion_window_seconds:g} s")
+            if r.max_deletions_per_namespace <= 0:
+                return _defer("namespace_budget", why, "once maxDeletionsPerNamespace is raised above 0")
+            return _defer("namespace_budget", why,
+                          self._leaves(len(times) - r.max_deletions_per_namespace, f" in {s.namespace}"),
+                          self._frees_at(times, r.max_deletions_per_namespace) - s.now)
         return None
 
     def _owner_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: the owner already lost a pod and its replacement is not Ready yet."""
         if s.owner is not None and s.owner in self._blocked_owners:
-            return Decision("defer", "owner", f"{s.owner} already lost a pod; waiting for its replacement to be "
-                                              "Ready")
+            return _defer("owner", f"{s.owner} already lost a pod; waiting for its replacement to be Ready",
+                          "when the replacement pod is Ready")
         return None
+
+    def _frees_at(self, times: list[float], limit: int) -> float:
+        """When a budget of ``limit`` with these counted deletion ``times`` (oldest first) has room again: the
+        time the deletion that must go for the count to fall below the limit leaves the rolling window (the
+        oldest, while exactly ``limit`` are counted)."""
+        return times[len(times) - limit] + self.rails.deletion_window_seconds
+
+    def _leaves(self, extra: int, where: str) -> str:
+        """The phrase of :meth:`_frees_at`: which deletion leaves which window."""
+        which = "the oldest counted deletion" if extra == 0 else f"the {extra + 1} oldest counted deletions"
+        verb = "leaves" if extra == 0 else "leave"
+        return f"when {which}{where} {verb} the rolling {self.rails.deletion_window_seconds:g} s window"
 
     #: :meth:`decide`'s rules, in the order of the module docstring's numbered list.
     _RULES: ClassVar[tuple[Callable[[DeletionPolicy, _Stall], Decision | None], ...]] = (
@@ -405,9 +459,21 @@ class DeletionPolicy:
         rules.add(rule)
         return True
 
+    def held(self, uid: str, series: str, decision: Decision, now: float) -> tuple[bool, bool]:
+        """The remediator deferred this stall episode (``decision``: the policy's, or one of its own — ledger,
+        PDB, fence — made at ``now``): remembered for /status until the next decision on it. Returns (the first
+        deferral of this episode by any rule: ``vllm_watchdog_remediations_total{result="deferred"}`` counts a
+        held stall once, not once per cycle; the first by this rule: :meth:`first_deferral`)."""
+        first_episode = not self._deferred.get((uid, series))
+        first_rule = self.first_deferral(uid, series, decision.rule)
+        at = None if decision.frees_in_s is None else now + decision.frees_in_s
+        self._held[(uid, series)] = (decision.rule, at, decision.frees_when)
+        return first_episode, first_rule
+
     def episode_over(self, uid: str, series: str) -> None:
         """The engine series left the stalled state: a later stall is a new episode."""
         self._acted.pop((uid, series), None)
+        self._held.pop((uid, series), None)
         self._deferred.pop((uid, series), None)  # every progressing series every cycle: O(1)
         keys = self._announced.get(uid)
         if keys:  # only a pod with Events written: a handful of keys
@@ -417,6 +483,7 @@ class DeletionPolicy:
         """Drop what is known about pods that are gone (budgets and owner blocks are kept)."""
         self._acted = {k: v for k, v in self._acted.items() if k[0] in live_uids}
         self._deferred = {k: v for k, v in self._deferred.items() if k[0] in live_uids}
+        self._held = {k: v for k, v in self._held.items() if k[0] in live_uids}
         self._announced = {uid: keys for uid, keys in self._announced.items() if uid in live_uids}
 
     # -- what it knows, for /status ------------------------------------------------------------------------------
@@ -425,8 +492,12 @@ class DeletionPolicy:
         budget used and left (cluster-wide and per namespace with deletions in the window), owners waiting for a
         replacement, the breakers (open, closing in, what tripped them) and open deferrals per rule."""
         r = self.rails
-        recent = Counter(ns for t, ns, _ in self._deletions if now - t < r.deletion_window_seconds)
+        counted = [(t, ns) for t, ns, _ in self._deletions if now - t < r.deletion_window_seconds]
+        recent = Counter(ns for _, ns in counted)
         used = sum(recent.values())
+
+        def frees_in(times: list[float], limit: int) -> float | None:  # as the budget rules say it
+            return round(max(0.0, self._frees_at(times, limit) - now), 1) if len(times) >= limit > 0 else None
         since = None if self._first_sync is None else max(self.started, self._first_sync)
         warm_left = r.window_seconds if since is None else max(0.0, since + r.window_seconds - now)
         fleet_open = self.breaker_open(now)
@@ -440,6 +511,11 @@ class DeletionPolicy:
                 "namespace_max": r.max_deletions_per_namespace,
                 "namespaces": {ns: {"used": n, "left": max(0, r.max_deletions_per_namespace - n)}
                                for ns, n in sorted(recent.items())},
+                # a used-up budget: seconds until it has room again (the budget rules' frees_in_s)
+                "frees_in_s": {
+                    "cluster": frees_in([t for t, _ in counted], r.max_deletions),
+                    "namespaces": {ns: left for ns in sorted(recent) if (left := frees_in(
+                        [t for t, n_s in counted if n_s == ns], r.max_deletions_per_namespace)) is not None}},
             },
             "owners_waiting": sorted(self._blocked_owners),
             "breaker": {
@@ -451,13 +527,16 @@ class DeletionPolicy:
             "deferrals": dict(sorted(Counter(rule for rules in self._deferred.values() for rule in rules).items())),
         }
 
-    def episodes(self) -> Callable[[str, str], tuple[str | None, list[str]]]:
-        """The stall episode of any engine series ``(uid, series)``: how it was acted on ("delete", "dry_run" or
-        None) and the rules that deferred it so far; the deferrals indexed once (a status snapshot asks for
-        thousands of series)."""
+    def episodes(self, now: float) -> Callable[[str, str], tuple[str | None, list[str], dict[str, Any] | None]]:
+        """The stall episode of any engine series ``(uid, series)`` at ``now``: how it was acted on ("delete",
+        "dry_run" or None), the rules that deferred it so far and what holds it as of its last decision (None: not
+        held): ``{"rule", "frees_in_s" (from ``now``; None: not knowable from time), "frees_when"}``; indexed once (a
+        status snapshot asks for thousands of series)."""
         rules = {key: sorted(rules) for key, rules in self._deferred.items() if rules}
         acted = dict(self._acted)
-        return lambda uid, series: (acted.get((uid, series)), rules.get((uid, series), []))
+        held = {key: {"rule": rule, "frees_in_s": None if at is None else round(max(0.0, at - now), 1),
+                      "frees_when": when} for key, (rule, at, when) in self._held.items()}
+        return lambda uid, series: (acted.get((uid, series)), rules.get((uid, series), []), held.get((uid, series)))
 
     def _expire(self, now: float) -> None:
         while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:
