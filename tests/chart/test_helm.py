@@ -236,15 +236,65 @@ def test_leader_election_role_is_bound_in_the_lease_namespace() -> None:
     assert_grants(rbac_grants(role, names_allowed=True), lease_rbac("watchdog-a"))
 
 
+NAMESPACE_GRANTS = {("", "namespaces", v, "") for v in ("get", "list", "watch")}
+WATCHED = ("--set", "watchNamespaces={team-a,team-b}")
+
+
+@pytest.mark.parametrize(("values", "cluster", "namespaced"), [
+    pytest.param(WATCHED, NAMESPACE_GRANTS, BASE_RBAC - NAMESPACE_GRANTS | DELETE_RBAC, id="default"),
+    pytest.param((*WATCHED, *EVICT, "--set", "config.evidenceLogLines=20"), NAMESPACE_GRANTS,
+                 BASE_RBAC - NAMESPACE_GRANTS | EVICT_RBAC | EVIDENCE_RBAC, id="evict-evidence"),
+    pytest.param((*WATCHED, *NODES), NAMESPACE_GRANTS | NODES_RBAC | {("", "events", "create", "")},
+                 BASE_RBAC - NAMESPACE_GRANTS | DELETE_RBAC, id="node-escalation"),
+])
+def test_namespace_only_mode_grants_pods_in_the_named_namespaces_alone(
+    values: tuple[str, ...], cluster: set[tuple[str, str, str, str]],
+    namespaced: set[tuple[str, str, str, str]], tmp_path: Path,
+) -> None:
+    """Issue 30 item 5 (watchNamespaces): the ClusterRole keeps the cluster-scoped reads only (namespaces; nodes,
+    and the Node Event's create in default, with nodeEscalation); the rules on pods, Events and owners are a Role
+    in each named namespace, bound to the ServiceAccount; the watchdog is told the same namespaces."""
+    rendered = template(*values)
+    assert_grants(rbac_grants(one(rendered, "ClusterRole")), cluster)
+    named = {o["metadata"]["namespace"]: o for o in objects(rendered)
+             if o["kind"] == "Role" and o["metadata"]["name"] == f"{RELEASE}-vllm-stall-watchdog"}
+    assert set(named) == {"team-a", "team-b"}
+    for role in named.values():
+        assert_grants(rbac_grants(role), namespaced)
+    bindings = {o["metadata"]["namespace"]: o for o in objects(rendered)
+                if o["kind"] == "RoleBinding" and o["metadata"]["name"] == f"{RELEASE}-vllm-stall-watchdog"}
+    account = one(rendered, "ServiceAccount")["metadata"]["name"]
+    assert set(bindings) == {"team-a", "team-b"}
+    assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+               and b["roleRef"]["kind"] == "Role" for b in bindings.values())
+    config, raw = config_from(rendered, tmp_path)
+    assert raw["watchNamespaces"] == "team-a,team-b" and config.namespaces_watched == ("team-a", "team-b")
+
+
+def test_without_watch_namespaces_there_is_no_namespace_role() -> None:
+    rendered = template()
+    assert not [o for o in objects(rendered) if o["kind"] in ("Role", "RoleBinding")
+                and o["metadata"]["name"] == f"{RELEASE}-vllm-stall-watchdog"]
+    assert "watchNamespaces" not in yaml.safe_load(one(rendered, "ConfigMap")["data"]["config.yaml"])
+
+
+@pytest.mark.parametrize("bad", ["Team-A", "team_a", "-a", "a" * 64])
+def test_watch_namespaces_must_be_namespace_names(bad: str) -> None:
+    assert "watchNamespaces" in template_fails("--set", f"watchNamespaces={{{bad}}}")
+
+
 def test_every_rbac_rule_has_its_own_comment() -> None:
     """Every rule in the templates, conditional ones included, has a comment line right above it."""
     counts = {}
-    for name in ("clusterrole.yaml", "leader-election-role.yaml", "ledger-role.yaml", "brake-role.yaml"):
+    for name in ("clusterrole.yaml", "_helpers.tpl", "leader-election-role.yaml", "ledger-role.yaml",
+                 "brake-role.yaml"):
         lines = (CHART / "templates" / name).read_text().splitlines()
         rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
         assert all(lines[i - 1].strip().startswith("#") for i in rules), name
         counts[name] = len(rules)
-    assert counts == {"clusterrole.yaml": 8, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
+    # _helpers.tpl: the rules on pods, Events and owners (podRules), in the ClusterRole or a Role per watched
+    # namespace; clusterrole.yaml: namespaces, nodes, and the Node Events' create in namespace-only mode
+    assert counts == {"clusterrole.yaml": 3, "_helpers.tpl": 6, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
                       "brake-role.yaml": 1}
 
 
@@ -772,8 +822,9 @@ def test_chart_and_watchdog_agree_on_the_node_taint(taint: str, tmp_path: Path) 
 
 
 def test_optional_objects_are_off_by_default(default: str) -> None:
-    assert kinds(default) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "Role",
+    assert kinds(default) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Pod", "Role", "Role",
                               "RoleBinding", "RoleBinding", "Service", "ServiceAccount"]  # Roles: ledger, brake
+    # The Pod is the `helm test` hook (test_helm_test_hook.py): created by `helm test` only, never by install.
 
 
 def test_service_monitor_scrapes_the_metrics_port(production: str) -> None:
@@ -889,8 +940,9 @@ def test_runbook_uses_this_charts_names() -> None:
     rendered = template()  # release name differs; the runbook's release name equals the chart name
     names = {o["metadata"]["name"] for o in objects(
         helm("template", "vllm-stall-watchdog", str(CHART)).stdout)}
-    # the ledger's and the brake's Role and RoleBinding
-    assert names == {"vllm-stall-watchdog", "vllm-stall-watchdog-ledger", "vllm-stall-watchdog-brake"}
+    # the ledger's and the brake's Role and RoleBinding; the `helm test` Pod
+    assert names == {"vllm-stall-watchdog", "vllm-stall-watchdog-ledger", "vllm-stall-watchdog-brake",
+                     "vllm-stall-watchdog-test"}
     assert "deploy/vllm-stall-watchdog" in RUNBOOK and "svc/vllm-stall-watchdog" in RUNBOOK
     assert "serviceaccount:vllm-stall-watchdog:vllm-stall-watchdog" in RUNBOOK
     assert one(rendered, "Service")["spec"]["ports"][0]["name"] in RUNBOOK

@@ -112,6 +112,7 @@ held it to the setting's bounds, and the watchdog reads a number from a string a
 {{- end }}
 {{- end }}
 {{- $_ := set $cfg "listenAddress" "[::]:8080" }}
+{{- with .Values.watchNamespaces }}{{ $_ := set $cfg "watchNamespaces" (join "," .) }}{{ end }}
 {{- toJson $cfg }}
 {{- end }}
 
@@ -145,4 +146,51 @@ problem (watchdog/config/loader.py). */}}
 {{- fail "podDisruptionBudget: set exactly one of minAvailable and maxUnavailable (the other null)" }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The rules on pods, their Events and their owners: in the ClusterRole (every namespace), or with
+watchNamespaces in a Role in each of those namespaces (namespace-roles.yaml). One list, rendered in either place. */}}
+{{- define "vllm-stall-watchdog.podRules" -}}
+{{- $evict := eq .Values.config.action "evict" }}
+{{- $delete := eq .Values.config.action "delete" -}}
+# Pods: list + watch by label selector (in every namespace, or in this one with watchNamespaces) for the
+# discovery cache (LIST once, then WATCH; a re-LIST every 10 min or after 410 Gone), get one to re-check it just
+# before acting, and (action=delete only) delete the wedged one with a UID precondition. With action=evict or quarantine there is no delete at
+# all, so "never falls back to delete" holds at the API too.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"{{ if $delete }}, "delete"{{ end }}]
+{{- if $evict }}
+# Eviction (action=evict only): POST pods/eviction (policy/v1 Eviction, UID precondition) so the API server
+# enforces PodDisruptionBudgets; a 429 refusal is deferred, never turned into a delete.
+- apiGroups: [""]
+  resources: ["pods/eviction"]
+  verbs: ["create"]
+{{- end }}
+{{- if .Values.config.quarantine }}
+# Readiness gate (quarantine=true only): patch pods/status to set the one condition
+# vllm-watchdog.io/engine-progressing (strategic merge by condition type, metadata.uid as precondition).
+- apiGroups: [""]
+  resources: ["pods/status"]
+  verbs: ["patch"]
+{{- end }}
+{{- if gt (int .Values.config.evidenceLogLines) 0 }}
+# Evidence (evidenceLogLines > 0 only): read the last lines of the engine container's log (bounded in lines,
+# bytes and time) right before a deletion, into the watchdog's own evidence log record.
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+{{- end }}
+# core/v1 Events: create StalledPodDeleted / StalledPodDryRun / StalledPodDeletionDeferred on the pod and its
+# top controller (and StalledNodeTainted on a Node, in namespace default). Never read back: any tenant allowed
+# to create Events could forge one, so the deletion budget is restored from the ledger only. No patch: every
+# decision is a new Event.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+# Owner chain: pod -> ReplicaSet -> Deployment, or pod -> StatefulSet, to name the controller in the Event
+# and to skip pods whose controller is gone. Read one object by name only.
+- apiGroups: ["apps"]
+  resources: ["replicasets", "deployments", "statefulsets"]
+  verbs: ["get"]
 {{- end }}
