@@ -247,7 +247,7 @@ WATCHED = ("--set", "watchNamespaces={team-a,team-b}")
     pytest.param((*WATCHED, *NODES), NAMESPACE_GRANTS | NODES_RBAC | {("", "events", "create", "")},
                  BASE_RBAC - NAMESPACE_GRANTS | DELETE_RBAC, id="node-escalation"),
 ])
-def test_namespace_only_mode_grants_pods_in_the_named_namespaces_alone(
+def test_namespace_only_mode_rbac_grants_pods_in_the_named_namespaces_alone(
     values: tuple[str, ...], cluster: set[tuple[str, str, str, str]],
     namespaced: set[tuple[str, str, str, str]], tmp_path: Path,
 ) -> None:
