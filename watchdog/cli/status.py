@@ -1,7 +1,9 @@
 """``status``: ask a running watchdog what it thinks (``GET /status`` on its listen address) and print it.
 
 Exit status: 0 printed; 1 the watchdog answered but has not completed a cycle yet (its last error is printed);
-2 bad usage, or no usable answer (not reachable, not the watchdog, not JSON).
+2 bad usage, or no usable answer (not reachable, not the watchdog, not JSON). ``--ready`` asks ``GET /readyz``
+instead and prints one line (the chart's ``helm test``): 0 ready, 1 not ready and why (no cycle completed, a source
+that reads nothing, refused credentials), 2 no usable answer.
 """
 
 from __future__ import annotations
@@ -43,8 +45,12 @@ The watchdog lists at most 2,000 pods, the worst first; the rest is counted, not
 --format json prints the watchdog's document as it came (times are seconds: *_s_ago ages are as of its
 snapshot, taken at the end of its last completed cycle; snapshot_age_s says how old that is).
 
-Exit status: 0 printed; 1 the watchdog has not completed a cycle yet (its last error is shown); 2 bad usage,
-or no usable answer (connection refused: start the port-forward above).
+--ready prints one line from the watchdog's GET /readyz instead (what the chart's `helm test` runs): ready, or
+not ready and why: no cycle completed yet, a source that has read no pod for 3 cycles (an unreachable
+prometheusUrl, or no pod's /metrics reachable), credentials the API server refuses, cycles that stopped.
+
+Exit status: 0 printed (--ready: ready); 1 the watchdog has not completed a cycle yet (its last error is shown;
+--ready: not ready); 2 bad usage, or no usable answer (connection refused: start the port-forward above).
 """
 
 
@@ -58,6 +64,7 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     p.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
                    help="how long to wait for the answer (default: %(default)s)")
+    p.add_argument("--ready", action="store_true", help="one line from GET /readyz: ready, or why not (exit 1)")
     p.set_defaults(handler=status)
 
 
@@ -68,6 +75,41 @@ def _fail(message: str) -> int:
 
 def fetch(url: str, timeout_s: float) -> dict[str, Any] | str:
     """The status document at ``url``, or one line saying why there is none."""
+    answer = _get(url, timeout_s)
+    if isinstance(answer, str):
+        return answer
+    if answer.status_code != 200:
+        return f"{url} answered HTTP {answer.status_code}, not the watchdog's status (is --url its listen address?)"
+    try:
+        doc = answer.json()
+    except ValueError:
+        return f"{url} did not answer JSON: is --url the watchdog's listen address?"
+    if not isinstance(doc, dict) or "cycle" not in doc or "pods" not in doc:
+        return f"{url} answered JSON that is not the watchdog's status document"
+    return doc
+
+
+def readiness(url: str, timeout_s: float) -> tuple[bool, str] | str:
+    """(ready, one line) from the watchdog's /readyz at ``url``, or one line saying why there is no answer."""
+    answer = _get(url, timeout_s)
+    if isinstance(answer, str):
+        return answer
+    try:
+        doc = answer.json()
+    except ValueError:
+        doc = None
+    if answer.status_code not in (200, 503) or not isinstance(doc, dict) or "ready" not in doc:
+        return f"{url} answered HTTP {answer.status_code}, not the watchdog's /readyz (is --url its listen address?)"
+    if doc["ready"] is True:
+        return True, f"ready: the last cycle completed {doc.get('seconds_since_completed')} s ago"
+    line = f"not ready: {doc.get('why') or 'no reason given'}"
+    if doc.get("last_error"):
+        line += f"; last error {doc.get('seconds_since_error')} s ago: {doc['last_error']}"
+    return False, _cell(line, 1000)
+
+
+def _get(url: str, timeout_s: float) -> Any:
+    """The answer to GET ``url`` (a requests Response), or one line saying why there is none."""
     import requests  # here: only this verb needs it
 
     try:
@@ -88,22 +130,18 @@ def fetch(url: str, timeout_s: float) -> dict[str, Any] | str:
                 f"watchdog running? {PORT_FORWARD}")
     except requests.exceptions.RequestException as exc:
         return f"cannot read {url}: {type(exc).__name__}"
-    if answer.status_code != 200:
-        return f"{url} answered HTTP {answer.status_code}, not the watchdog's status (is --url its listen address?)"
-    try:
-        doc = answer.json()
-    except ValueError:
-        return f"{url} did not answer JSON: is --url the watchdog's listen address?"
-    if not isinstance(doc, dict) or "cycle" not in doc or "pods" not in doc:
-        return f"{url} answered JSON that is not the watchdog's status document"
-    return doc
+    return answer
 
 
 def status_url(given: str) -> str | None:
-    """``given`` (``HOST:PORT``, a base URL, or the /status URL itself) as the /status URL; None when it is not
-    an http(s) URL with a host and a valid port."""
+    """``given`` (``HOST:PORT`` — an IPv6 HOST bare or in brackets, as a Service's ``*_SERVICE_HOST`` variable gives
+    it —, a base URL, or the /status URL itself) as the /status URL; None when it is not an http(s) URL with a host
+    and a valid port."""
     from urllib.parse import urlsplit, urlunsplit
 
+    if "://" not in given and given.count(":") > 1 and not given.startswith("["):
+        host, _, port = given.rpartition(":")
+        given = f"[{host}]:{port}"
     parts = urlsplit(given if "://" in given else f"http://{given}")
     try:
         port_ok = parts.port is None or 1 <= parts.port <= 65535
@@ -120,6 +158,12 @@ def status(args: argparse.Namespace) -> int:
     url = status_url(args.url)
     if url is None:
         return _fail(f"--url {args.url[:200]!r} is not an http(s) URL of the watchdog (e.g. {DEFAULT_URL})")
+    if args.ready:
+        said = readiness(url.removesuffix("/status") + "/readyz", args.timeout)
+        if isinstance(said, str):
+            return _fail(said)
+        print(f"{PROG}: {said[1]}")
+        return 0 if said[0] else 1
     doc = fetch(url, args.timeout)
     if isinstance(doc, str):
         return _fail(doc)
