@@ -334,7 +334,6 @@ def test_the_agreed_list_is_what_the_watchdog_exposes() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     from watchdog.adapters.metrics import new_metrics
-
     from watchdog.config.sources import SOURCES
 
     metrics = new_metrics()
