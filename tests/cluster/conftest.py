@@ -114,12 +114,13 @@ def release(control_plane: ControlPlane, helm: str, kubectl: str,
     cache: dict[str, Release] = {}
     work = tmp_path_factory.mktemp("releases")
 
-    def get(name: str = "vllm-stall-watchdog", config: dict[str, Any] | None = None) -> Release:
+    def get(name: str = "vllm-stall-watchdog", config: dict[str, Any] | None = None, **top: Any) -> Release:
+        """``top``: chart values besides ``config`` (e.g. watchNamespaces)."""
+        values = {**({"config": config} if config else {}), **top}
         if name not in cache:
-            cache[name] = install_release(control_plane, helm, kubectl, name, name,
-                                          {"config": config} if config else {}, work)
+            cache[name] = install_release(control_plane, helm, kubectl, name, name, values, work)
             SESSION.setdefault("grants", {})[cache[name].user] = granted_rules(control_plane, cache[name])
-        assert cache[name].values == ({"config": config} if config else {}), "one values set per release name"
+        assert cache[name].values == values, "one values set per release name"
         return cache[name]
     return get
 

@@ -3,10 +3,14 @@ authorizer with real ``kubectl auth can-i --as system:serviceaccount:NS:SA`` (im
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from cluster_kit import EVICT_CONFIG, LEADER_CONFIG, NODES_CONFIG
 
+from watchdog.demo.controlplane.api import wait_for
 from watchdog.demo.controlplane.chart import run_tool
+from watchdog.demo.controlplane.plane import audit
 
 pytestmark = pytest.mark.cluster
 
@@ -106,3 +110,38 @@ def test_node_escalation_release_may_patch_nodes_only(release, kubectl, control_
     rel = release("wd-nodes", NODES_CONFIG)
     _check(kubectl, control_plane, rel, [*DEFAULT_ALLOWED, ("get", "nodes/node-gpu"), ("patch", "nodes/node-gpu")],
            [*NEVER, ("list", "nodes"), ("update", "nodes"), ("patch", "nodes", "--subresource=status")])
+
+
+def test_namespace_only_release_acts_in_its_namespace_and_cannot_list_pods_elsewhere(
+        scenario, watchdogs, release, kubelet, kubectl, control_plane):
+    """Issue 30 item 5: watchNamespaces installs Roles in the named namespace only. The real authorizer says the
+    ServiceAccount cannot list pods elsewhere (nor cluster-wide); the watchdog, listing and watching pods in the
+    named namespace alone, deletes a wedged pod there and never touches an equally wedged pod of another opted-in
+    namespace."""
+    s = scenario("s-scoped")
+    named, other = s.namespace("named", "true"), s.namespace("other", "true")
+    for ns in (named, other):
+        s.deployment(ns, "engine", 2, grace_s=15)
+    named_pods, other_pods = s.ready_pods(named, "engine", 2), s.ready_pods(other, "engine", 2)
+    rel = release("wd-scoped", None, watchNamespaces=[named])
+    _check(kubectl, control_plane, rel, [
+        ("list", "pods", "-n", named), ("watch", "pods", "-n", named), ("delete", "pods", "-n", named),
+        ("create", "events", "-n", named), ("get", "replicasets", "-n", named), ("list", "namespaces"),
+    ], [
+        *NEVER, ("list", "pods", "-A"), ("watch", "pods", "-A"), ("list", "pods", "-n", other),
+        ("delete", "pods", "-n", other), ("create", "events", "-n", other), ("get", "replicasets", "-n", other),
+    ])
+    wd = watchdogs(rel, s.name)
+    wedged, bystander = named_pods[0]["metadata"], other_pods[0]["metadata"]
+    kubelet.sim_for(named, wedged["name"]).set_mode("wedged")
+    kubelet.sim_for(other, bystander["name"]).set_mode("wedged")
+    wait_for(f"{named}/{wedged['name']} Terminating",
+             lambda: ((s.pod(named, wedged["name"]) or {"metadata": {"deletionTimestamp": "gone"}})["metadata"]
+                      .get("deletionTimestamp")), timeout=45, describe=lambda: wd.log()[-3000:])
+    time.sleep(6)  # more than a window more: the other namespace's wedged pod stays
+    still = s.pod(other, bystander["name"])
+    assert still is not None and still["metadata"]["uid"] == bystander["uid"]
+    assert "deletionTimestamp" not in still["metadata"]
+    listed = audit(control_plane, rel.user, verb="list", resource="pods")
+    assert listed and {e["objectRef"].get("namespace") for e in listed} == {named}, listed[:3]
+    assert not [e for e in audit(control_plane, rel.user) if e["responseStatus"]["code"] == 403]
