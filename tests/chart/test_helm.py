@@ -271,6 +271,17 @@ def test_namespace_only_mode_rbac_grants_pods_in_the_named_namespaces_alone(
     assert raw["watchNamespaces"] == "team-a,team-b" and config.namespaces_watched == ("team-a", "team-b")
 
 
+def test_namespace_only_mode_notes_name_the_namespaces() -> None:
+    def notes(*values: str) -> str:
+        done = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client", *values)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split("NOTES:", 1)[1]
+
+    assert ("NAMESPACE-ONLY MODE (watchNamespaces): pods are watched and acted on in team-a, team-b only"
+            in notes("--set", "watchNamespaces={team-a,team-b}"))
+    assert "NAMESPACE-ONLY" not in notes()
+
+
 def test_without_watch_namespaces_there_is_no_namespace_role() -> None:
     rendered = template()
     assert not [o for o in objects(rendered) if o["kind"] in ("Role", "RoleBinding")
