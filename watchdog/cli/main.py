@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.handler(args))
+    except UsageError as exc:  # a verb's own check of its arguments (parser.error after parsing)
+        _refuse(exc, argv)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. `replay ... | head`: the reader left; no traceback, no further writes
