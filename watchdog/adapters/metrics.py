@@ -48,7 +48,7 @@ class Metrics:
     engines: Gauge
     stalls: Counter
     deletions: Counter  # {action}: pods removed, as the deletion budget counts them
-    remediations: Counter  # {result}: every remediation attempt's outcome
+    remediations: Counter  # {result}: every remediation attempt's outcome; deferred once per held stall episode
     cycle_duration: Histogram
     last_cycle: Gauge
     event_failures: Counter
@@ -90,8 +90,9 @@ def new_metrics() -> Metrics:
         deletions=Counter("vllm_watchdog_deletions", "Pods removed (delete or evict), as the deletion budget "
                           "counts them: a removal whose answer was lost is charged and counted too.", ["action"],
                           registry=r),
-        remediations=Counter("vllm_watchdog_remediations", "Remediation attempts by outcome.", ["result"],
-                             registry=r),
+        remediations=Counter("vllm_watchdog_remediations", "Remediation attempts by outcome; a stall held back by "
+                             "a safety rail counts as deferred once per stall episode, not once per cycle.",
+                             ["result"], registry=r),
         cycle_duration=Histogram("vllm_watchdog_cycle_duration_seconds", "Wall time of one cycle, seconds.",
                                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30), registry=r),
         last_cycle=Gauge("vllm_watchdog_last_cycle_timestamp_seconds", "Unix time the last cycle completed.",
