@@ -19,7 +19,10 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    default the window, with that slack); the mass-stall breaker is open, or the namespace's own breaker; the
    budget is unknown (earlier deletions not read back yet from the deletion ledger, or, without a ledger, for a
    while after a start); the cluster-wide budget (default 2 per 10 min), the namespace budget (1 per 10 min) or
-   the owner rule (1 per owner until a replacement pod of that owner is Ready) is used up.
+   the owner rule (1 per owner until a replacement pod of that owner is Ready) is used up. Each deferral says when
+   it frees (:class:`Decision`'s ``frees_in_s``, in the caller's monotonic seconds where time alone frees it, and
+   ``frees_when``): the budgets when the counted deletion that must go leaves the rolling window, warm-up and
+   minimum age when they end, the breakers when their cooldown ends, the owner rule when the replacement is Ready.
 
 The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the watched pods, and
 at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
