@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Iterable
@@ -31,10 +32,18 @@ NAMESPACE = "inference"
 _PRINTING = threading.Lock()  # the timeline is printed from two threads (the story and the log follower)
 
 
+WIDTH = 120  # the timeline's columns: a longer entry is wrapped at a space, never cut
+
+
 def say(start: float, text: str) -> None:
-    """One timeline line: seconds since ``start``, then ``text``."""
+    """One timeline entry: seconds since ``start``, then ``text``, wrapped at :data:`WIDTH` columns with its
+    continuation lines indented under the text (after its ``who |`` column, when it has one)."""
+    stamp = f"[{time.monotonic() - start:6.1f}s] "
+    who = text.split(" | ", 1)[0] + " | " if " | " in text[:12] else ""
+    lines = textwrap.wrap(text, WIDTH, initial_indent=stamp, subsequent_indent=" " * (len(stamp) + len(who)),
+                          break_long_words=False, break_on_hyphens=False) or [stamp]
     with _PRINTING:
-        print(f"[{time.monotonic() - start:6.1f}s] {text}", flush=True)
+        print("\n".join(lines), flush=True)
 
 
 def follow(lines: Iterable[str], start: float, verbose: bool) -> None:
@@ -52,7 +61,7 @@ def follow(lines: Iterable[str], start: float, verbose: bool) -> None:
             continue
         if " new -> " in raw and not verbose:  # a series' first verdict: not a change worth a timeline line
             continue
-        say(start, "watchdog | " + line[:200])
+        say(start, "watchdog | " + line)
 
 
 def _new_events(api: Any, seen: set[str], start: float) -> None:
