@@ -71,6 +71,7 @@ def test_the_table_has_one_row_per_engine_then_the_policys_view(served: tuple[An
     assert "leader: yes   pause: ON (paused: true)   warm-up: done" in lines
     assert "budget (10m00s window): cluster 2 of 2 left; per namespace 1" in lines
     assert "breaker: closed" in lines and "deferred stalls by rule: paused=1" in lines
+    assert f"held llm/{wedged[1]} {{{wedged[9]}}}: paused, may proceed when paused is set back to false" in lines
     assert lines[-1].startswith("cycle: last started 0s ago, last completed 0s ago")
 
 
@@ -186,3 +187,32 @@ def test_a_proxy_in_the_environment_is_not_used(served: tuple[Any, str], monkeyp
     _, base = served
     assert main(["status", "--url", base, "--format", "json"]) in (0, 1)
     assert json.loads(capsys.readouterr().out)["cycle"] is not None
+
+
+def test_the_text_says_when_a_held_stall_and_a_used_budget_free() -> None:
+    """Issue 30 item 3: a stall held by the namespace budget shows the rule and when it may proceed; the budget
+    line says when each used-up budget has room again (a document without these, from an older watchdog, still
+    renders)."""
+    engine = {"engine": 'engine="0"', "state": "stalled", "for_s": 150.0, "running": 21, "waiting": 0,
+              "acted": None, "deferred_by": ["namespace_budget"],
+              "held": {"rule": "namespace_budget", "frees_in_s": 450.0,
+                       "frees_when": "when the oldest counted deletion in my-llm leaves the rolling 600 s window"}}
+    pod = {"namespace": "my-llm", "pod": "qwen-7b-1", "state": "stalled", "engines": [engine],
+           "scrape": {"outcome": "ok", "age_s": 0.0, "failing_for_s": None}}
+    budget = {"known": True, "window_s": 600.0, "cluster": {"max": 2, "used": 1, "left": 1}, "namespace_max": 1,
+              "namespaces": {"my-llm": {"used": 1, "left": 0}},
+              "frees_in_s": {"cluster": None, "namespaces": {"my-llm": 450.0}}}
+    doc: dict[str, Any] = {
+        "cycle": {"started_s_ago": 0.0, "completed_s_ago": 0.0, "last_error": None}, "snapshot_age_s": 0.0,
+        "pods": [pod], "truncated": {"pods": 0}, "engines": {"stalled": 1}, "pods_watched": 1, "leader": True,
+        "policy": {"paused": False, "paused_why": None, "warm_up": {"done": True, "left_s": 0.0}, "budget": budget,
+                   "breaker": {"open": False, "why": None, "closes_in_s": None, "namespaces": {}},
+                   "deferrals": {"namespace_budget": 1}, "owners_waiting": []}}
+    lines = status_verb.render(doc)
+    assert "budget (10m00s window): cluster 1 of 2 left; per namespace 1 (my-llm 0 left, frees in 7m30s)" in lines
+    assert ('held my-llm/qwen-7b-1 {engine="0"}: namespace_budget, may proceed in 7m30s, when the oldest counted '
+            "deletion in my-llm leaves the rolling 600 s window") in lines
+    del budget["frees_in_s"], engine["held"]
+    lines = status_verb.render(doc)
+    assert "budget (10m00s window): cluster 1 of 2 left; per namespace 1 (my-llm 0 left)" in lines
+    assert not [line for line in lines if line.startswith("held ")]

@@ -25,8 +25,10 @@ PORT_FORWARD = f"kubectl -n {NAMESPACE} port-forward {DEPLOYMENT} 8080"
 HELP = f"""\
 Ask a running watchdog what it thinks, from its own HTTP endpoint (GET URL/status): every watched pod and
 engine series with its state, for how long it has been suspect or stalled, its last scrape and the signal
-values; then the deletion policy's view: budget left (cluster-wide and per namespace), the breakers and why,
-deferrals, owners waiting for a replacement, warm-up, the pause (setting or run-time brake) and leadership.
+values; then the deletion policy's view: budget left (cluster-wide and per namespace) and when a used-up one
+frees, the breakers and why, deferrals, each held engine series with the rule holding it and when it may proceed
+(as its StalledPodDeletionDeferred Event says), owners waiting for a replacement, warm-up, the pause (setting or
+run-time brake) and leadership.
 
 Reach the watchdog in a cluster with a port-forward, then run this on your machine:
   {PORT_FORWARD}
@@ -219,6 +221,20 @@ def _rows(pods: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     return [[_cell(c) for c in row] for row in rows]
 
 
+def _held(pods: Sequence[Mapping[str, Any]], most: int = 20) -> list[str]:
+    """One line per engine series a rail holds now: the rule and when it may proceed (as its Event says)."""
+    held = [(pod, engine) for pod in pods for engine in pod["engines"] if engine.get("held")]
+    out = []
+    for pod, engine in held[:most]:
+        h = engine["held"]
+        when = (f"in {_age(h['frees_in_s'])}, " if h["frees_in_s"] is not None else "") + h["frees_when"]
+        out.append(_cell(f"held {pod['namespace']}/{pod['pod']} {{{engine['engine']}}}: {h['rule']}, may proceed "
+                         f"{when}", 400))
+    if len(held) > most:
+        out.append(f"... and {len(held) - most} more held engine series (--format json lists them)")
+    return out
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
@@ -243,9 +259,15 @@ def render(doc: Mapping[str, Any]) -> list[str]:
     out.append(f"leader: {'yes' if doc['leader'] else 'no (standby: acts on nothing)'}   pause: {brake}   "
                f"warm-up: {warm}")
     b = p["budget"]
-    spent = ", ".join(f"{_cell(ns)} {v['left']} left" for ns, v in b["namespaces"].items())
+    frees = b.get("frees_in_s") or {"cluster": None, "namespaces": {}}  # an older watchdog's document has none
+
+    def room(left_s: object) -> str:
+        return "" if left_s is None else f", frees in {_age(left_s)}"
+
+    spent = ", ".join(f"{_cell(ns)} {v['left']} left{room(frees['namespaces'].get(ns))}"
+                      for ns, v in b["namespaces"].items())
     out.append(f"budget ({_age(b['window_s'])} window{'' if b['known'] else ', NOT KNOWN yet: deferring'}): "
-               f"cluster {b['cluster']['left']} of {b['cluster']['max']} left; per namespace "
+               f"cluster {b['cluster']['left']} of {b['cluster']['max']} left{room(frees['cluster'])}; per namespace "
                f"{b['namespace_max']}" + (f" ({spent})" if spent else ""))
     k = p["breaker"]
     out.append("breaker: " + (f"OPEN, closes in {_age(k['closes_in_s'])}: {_cell(k['why'], 400)}" if k["open"]
@@ -254,6 +276,7 @@ def render(doc: Mapping[str, Any]) -> list[str]:
         out.append(f"namespace breaker {_cell(ns)}: OPEN, closes in {_age(v['closes_in_s'])}: {_cell(v['why'])}")
     if p["deferrals"]:
         out.append("deferred stalls by rule: " + " ".join(f"{r}={n}" for r, n in p["deferrals"].items()))
+    out.extend(_held(doc["pods"]))
     if p["owners_waiting"]:
         out.append("owners waiting for a Ready replacement: " + ", ".join(_cell(o) for o in p["owners_waiting"][:20]))
     error = f"; last error {_age(cycle['last_error_s_ago'])} ago: {_cell(cycle['last_error'], 400)}" if cycle[
