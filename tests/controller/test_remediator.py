@@ -627,6 +627,7 @@ def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServe
     assert metrics.deferrals.labels("pdb")._value.get() == 1
     messages = [e["message"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeletionDeferred"]
     assert len(messages) == 2 and all("overlapping PDBs" in m for m in messages)
+    assert all("; may proceed when the Eviction API allows it (tried every cycle). evidence: " in m for m in messages)
     assert _second_stall(api, rem).result == "evicted"  # nothing was charged
 
 
@@ -691,6 +692,7 @@ def test_no_removal_while_the_ledger_cannot_be_written(api: EmulatorServer, kube
     rem, _ = ledger_rig(api, kube)
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert (outcome.result, outcome.rule) == ("deferred", "ledger")
+    assert outcome.detail.endswith("; may proceed once the deletion ledger can be written (tried every cycle)")
     assert kube.calls["delete_pod"] == 0
 
 
@@ -713,6 +715,7 @@ def test_the_fence_is_checked_after_the_slow_log_read(api: EmulatorServer, kube_
     assert kube.calls["read_pod_log"] == 1
     assert kube.calls["delete_pod"] == 0
     assert (outcome.result, outcome.rule) == ("deferred", "not_leader")
+    assert outcome.detail.endswith("; may proceed when this replica holds the leader Lease")
     assert api.list_events(NS) == []  # a replica past its fence writes no Event either
 
 
