@@ -131,14 +131,36 @@ def test_prometheus_answering_again_makes_it_up_at_the_first_cycle(emulator: Emu
         rig.close()
 
 
-def test_no_pod_due_is_not_a_failure(emulator: EmulatorServer, tmp_path: Path) -> None:
-    """A fresh install before any pod is due queries nothing: the source is not judged (RUNBOOK says so)."""
-    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
-    rig = PromRig(emulator, tmp_path, f"http://127.0.0.1:{closed_port()}")
+def test_with_no_pod_due_prometheus_is_probed_and_a_wrong_url_shows_on_a_fresh_install(
+        emulator: EmulatorServer, tmp_path: Path, prom: FakePrometheus) -> None:
+    """Issue 30 item 4's done-when: a prometheusUrl pointing nowhere fails /readyz (and so helm test) before any
+    namespace is opted in: with no pod due the source is probed with one constant query (vector(1)); a Prometheus
+    that answers it keeps the source up."""
+    (tmp_path / "wrong").mkdir()
+    (tmp_path / "right").mkdir()
+    wrong = PromRig(emulator, tmp_path / "wrong", f"http://127.0.0.1:{closed_port()}")
+    right = PromRig(emulator, tmp_path / "right", prom.url)
+    try:
+        for _ in range(3):
+            assert wrong.cycle().pods == 0 and right.cycle().pods == 0
+        assert up(wrong, "prometheus") == (0.0, 3.0)
+        why = wrong.wd.source_down()
+        assert why is not None and "all 1 reads of the last cycle failed, first: reading it from Prometheus" in why
+        assert "unreachable" in why
+        assert up(right, "prometheus") == (1.0, 0.0) and right.wd.source_down() is None
+        assert {q for q, _ in prom.queries} == {"vector(1)"}
+    finally:
+        wrong.close()
+        right.close()
+
+
+def test_scraping_with_no_pod_due_is_no_evidence(emulator: EmulatorServer, tmp_path: Path) -> None:
+    """Scraping has nothing to reach without a pod: a fresh install's scrape source stays up, not judged."""
+    rig = Rig(emulator, make_config(tmp_path))
     try:
         for _ in range(4):
             assert rig.cycle().pods == 0
-        assert up(rig, "prometheus") == (1.0, 0.0) and rig.wd.source_down() is None
+        assert up(rig, "scrape") == (1.0, 0.0) and rig.wd.source_down() is None
     finally:
         rig.close()
 

@@ -143,6 +143,7 @@ class Watchdog:
             self.policy.set_brake(brake.why)
         self.metrics.paused.set(int(self.policy.paused_by is not None))
         self.source_kind = {t.name: config.source_of(t) for t in config.targets}  # target name -> its source
+        self.source_by_kind = {kind: sources[name] for name, kind in self.source_kind.items()}
         self.source_health = {kind: SourceHealth() for kind in sorted(set(self.source_kind.values()))}
         for kind in self.source_health:
             self.metrics.source_up.labels(kind).set(1)
@@ -237,6 +238,9 @@ class Watchdog:
         for t in targets:
             r = readings[t.uid]
             reads[self.source_kind[t.target_name]].append((r.outcome, f"{r.what}: {r.detail}" if r.what else r.detail))
+        for kind, source in self.source_by_kind.items():
+            if not reads[kind] and (probe := source.probe()) is not None:  # no pod due: the source's own read
+                reads[kind].append(probe)
         for kind, before in self.source_health.items():
             after = self.source_health[kind] = before.after(reads[kind])
             self.metrics.source_up.labels(kind).set(int(after.up))

@@ -65,10 +65,13 @@ class Source(Protocol):
     """Where a target's engine signals come from (``source`` per target): ``start`` begins reading every due pod of
     a cycle and returns the call that waits for their readings by pod UID (a source may read there, in the
     cycle's thread, while another reads on its own loop); ``confirm`` reads one pod afresh, right before an
-    action. Neither raises for a pod's trouble: that is its reading's outcome."""
+    action; ``probe`` reads something when no pod was due, so that a source that cannot be read at all shows
+    before any pod is watched: (outcome, detail) of that read, or None when there is nothing to read without a pod.
+    None raises for a pod's trouble: that is its reading's outcome."""
 
     def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]: ...
     def confirm(self, pod: WatchedPod) -> Reading: ...
+    def probe(self) -> tuple[str, str] | None: ...
     def close(self) -> None: ...
 
 

@@ -149,5 +149,16 @@ class PrometheusSource:
             return Reading(outcome, reading.parsed)
         return Reading(outcome, detail=why, what=_WHAT)
 
+    def probe(self) -> tuple[str, str] | None:
+        """One constant query (``vector(1)``) when no pod was due: a Prometheus that cannot be queried at all
+        (a wrong prometheusUrl, credentials, TLS) shows before any namespace is opted in."""
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        try:
+            for _ in self.client.query_each([("vector(1)", ())], self.wall_clock(), deadline):
+                pass
+        except PrometheusError as exc:
+            return "prometheus_error", f"{_WHAT}: {exc}"
+        return "ok", ""
+
     def close(self) -> None:
         """Nothing to release: every query opens and closes its own connection."""

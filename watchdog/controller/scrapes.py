@@ -47,6 +47,10 @@ class ScrapeSource:
         except ScrapeError as exc:
             return self._failed(pod, exc)
 
+    def probe(self) -> tuple[str, str] | None:
+        """Nothing: without a pod there is no /metrics to reach (no evidence either way)."""
+        return None
+
     def close(self) -> None:
         self.scraper.close()
 

@@ -7,7 +7,9 @@ every query failing (outcome ``prometheus_error``: unreachable, HTTP error, time
 without a pod's series (``prometheus_unknown``) is Prometheus answering, not failing. For scraping it is every scrape
 failing at the transport (:data:`TRANSPORT_FAILURES`: timeout, refused, any other connection failure); a pod that
 answered with an HTTP error, an oversized or undecodable body was reached. So one tenant's pods all down while any
-other pod answered is not a failed cycle, and a cycle with no pod due is no evidence either way (the count stays).
+other pod answered is not a failed cycle. With no pod due, the source's probe is the cycle's one read (Prometheus:
+one constant query; :meth:`watchdog.controller.ports.Source.probe`); a source with nothing to probe (scraping)
+has no evidence either way then (the count stays).
 
 After :data:`FAILED_CYCLES` failed cycles in a row the source is down, until one cycle reads anything.
 """
