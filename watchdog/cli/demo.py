@@ -39,7 +39,7 @@ creates (nothing routed out of it), the chart's Deployment running the watchdog 
 (imported, never pulled), and a Deployment of three simulated engines as real containers; one wedges, the
 watchdog Pod deletes it, the kubelet stops it with SIGTERM and the ReplicaSet replaces it. It ends with real
 `kubectl describe pod` of the deleted pod and a `kubectl get pods -w`-style timeline, then removes everything
-(about 1-2 min). It needs root, the binaries `make node` builds (kubelet, kube-proxy, kube-scheduler besides the
+(about a minute). It needs root, the binaries `make node` builds (kubelet, kube-proxy, kube-scheduler besides the
 control plane's) and the watchdog image archive (`make node` builds it when there is none), and Debian's
 containerd, runc and containernetworking-plugins.
 
@@ -91,7 +91,7 @@ def add_parser(verbs: Any) -> None:
                    help="with --control-plane real: stand-in: a kubelet stand-in serving the engines on loopback "
                         "(default); real: a real node (kubelet, containerd, runc, CNI, kube-proxy) in a network "
                         "namespace of its own, the watchdog as a Pod from the project's image (root; `make node`; "
-                        "~2 min)")
+                        "~1 min)")
     p.add_argument("--control-plane-dir", type=_directory, metavar="DIR",
                    help="with --control-plane real: the directory holding etcd, kube-apiserver and "
                         "kube-controller-manager (default: $WATCHDOG_CONTROL_PLANE_DIR, else where `make "

@@ -387,33 +387,45 @@ class Node:
                  self._remove_cgroups, self._leave_netns, self._remove_netns]
         errors = []
         for step in steps:
+            t0 = time.monotonic()
             try:
                 step()
             except Exception as exc:  # keep cleaning
                 errors.append(f"{step.__name__}: {exc}")
+            self.timings[f"stop{step.__name__}_s"] = time.monotonic() - t0
         if errors:
             print("node teardown: " + "; ".join(errors))
 
     def _drain_pods(self) -> None:
-        """Delete every pod and wait (bounded) for the kubelet to tear them down through CNI."""
+        """Delete every pod at once (grace period 0: nothing is left to prove at teardown) and wait (bounded) until
+        the kubelet has stopped every sandbox, which tears its network down through CNI first. Stopped sandboxes
+        the kubelet has not garbage-collected yet are not waited for (their processes are gone; the mounts and the
+        namespace go below)."""
         kubelet = self.procs.get("kubelet")
         if self.api is None or kubelet is None or kubelet.poll() is not None:
             return
         api = self.api
+        now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+
+        def delete_pods() -> None:
+            for pod in api.get("/api/v1/pods")["items"]:
+                meta = pod["metadata"]
+                api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", now, ok=(404, 409))
+        delete_pods()
         for ns in api.get("/api/v1/namespaces")["items"]:
             name = ns["metadata"]["name"]
             if name not in ("default", "kube-system", "kube-public", "kube-node-lease"):
                 api.delete(f"/api/v1/namespaces/{name}", ok=(404, 409))
-        with contextlib.suppress(Exception):
-            api.request("DELETE", "/api/v1/pods", ok=(404, 405))
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if not self.ctr("containers", "list", "-q", check=False).stdout.strip():
-                break
-            for pod in api.get("/api/v1/pods")["items"]:
-                meta = pod["metadata"]
-                api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", ok=(404, 409))
+        while time.monotonic() < deadline and self._running_tasks():
+            delete_pods()  # what a controller re-created meanwhile
             time.sleep(1)
+
+    def _running_tasks(self) -> bool:
+        """Whether containerd still runs a task (a container's or a sandbox's process): ``ctr tasks list``."""
+        done = self.ctr("tasks", "list", check=False)
+        return done.returncode != 0 or any(line.split()[-1:] == ["RUNNING"]
+                                           for line in done.stdout.splitlines()[1:])
 
     def _stop_processes(self) -> None:
         for name in reversed(PROCESSES):

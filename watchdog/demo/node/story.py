@@ -153,8 +153,10 @@ def run_node_demo(args: argparse.Namespace) -> int:
                 timeline.stop.set()
             stopping = time.monotonic()
             node.stop()
-    say(start, f"torn down in {time.monotonic() - stopping:.1f} s: pods, processes, mounts, cgroups, the network "
-               f"namespace {node.netns} and the work directory")
+    steps = ", ".join(f"{k[5:-2].replace('_', ' ').strip()} {v:.1f} s" for k, v in node.timings.items()
+                      if k.startswith("stop_") and v >= 0.5)
+    say(start, f"torn down in {time.monotonic() - stopping:.1f} s ({steps}): pods, processes, mounts, cgroups, the "
+               f"network namespace {node.netns} and the work directory")
     return code
 
 
