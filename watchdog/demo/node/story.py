@@ -237,7 +237,7 @@ def _engines(node: Node, pre: Prerequisites, timeline: Timeline, args: argparse.
         say(start, f"  pod {pod['metadata']['name']:<28} {pod['status']['podIP']}:8000 on {pod['spec']['nodeName']}")
     victim = pods[0]
     name, uid = victim["metadata"]["name"], victim["metadata"]["uid"]
-    time.sleep(2)  # a few scrapes of healthy engines first
+    time.sleep(args.wedge_after)  # --wedge-after: a few scrapes of healthy engines first
     set_mode(victim, "wedged")
     say(start, f"pod {name}: its engine wedges now (POST /sim/mode?mode=wedged: 21 running, every counter frozen, "
                "/health still 200)")
