@@ -523,6 +523,8 @@ def test_probes_and_ports(values: tuple[str, ...]) -> None:
                                  "protocol": "TCP"}]
     pod_labels = one(rendered, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["selector"].items() <= pod_labels.items()
+    # a NotReady watchdog (source down, credentials refused) stays scraped and reachable by helm test
+    assert service["publishNotReadyAddresses"] is True
 
 
 def test_production_values_reach_the_pod(production: str, production_values: dict[str, Any]) -> None:
