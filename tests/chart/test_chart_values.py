@@ -193,7 +193,7 @@ FRACTIONS = {
     "prometheusTimeoutSeconds": "2.5", "prometheusStalenessSeconds": "45.5",
     "deletionWindowSeconds": "600.5", "breakerFraction": "0.5", "breakerCooldownSeconds": "300.5",
     "minPodAgeSeconds": "450.5", "nodeEscalationWindowSeconds": "3600.5", "apiTimeoutSeconds": "7.5",
-    "quarantineAfterSeconds": "60.5", "quarantineMaxOwnerFraction": "0.25",
+    "quarantineAfterSeconds": "60.5", "quarantineMaxOwnerFraction": "0.25", "maxPodWindowSeconds": "1800.5",
 }
 
 

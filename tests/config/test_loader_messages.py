@@ -101,7 +101,8 @@ REFUSED: list[tuple[str, str | None, dict[str, str], dict[str, Any], list[str], 
      {}, {},
      [
          "FILE:1 key 'targets'[0]: expected a mapping with name, podSelector, "
-         'profile, port, path, metrics, source',
+         'profile, port, path, metrics, source, windowSeconds, minSamples, action, '
+         'completionOnlyWindowSeconds',
      ], 'json'),
     ("a target's every field wrong",
      "targets:\n- nam: x\n  podSelector: ' '\n  port: 0\n  metrics: [1]\n  "

@@ -128,7 +128,7 @@ def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_cli
     message = pod_event["message"]
     assert message == by_kind["Deployment"]["message"]
     assert message.startswith(f"Deleted pod {target.ref}{FACTS}")
-    assert re.search(r"\. Why: stalled past the 120 s window over 9 busy samples\. evidence: "
+    assert re.search(r"\. Why: stalled past the 120 s window \(global\) over 9 busy samples\. evidence: "
                      rf"{target.uid[:8]}-\d{{10}} in the watchdog log\.$", message), message  # the pointer, last
     assert VERDICT.reason not in message  # the detector's sentence is for logs; the Event is composed from facts
     assert results(metrics) == {"deleted": 1.0}
@@ -757,10 +757,10 @@ def nesting(text: str) -> int:
 
 
 @pytest.mark.parametrize(("rails", "action", "result", "rule", "what", "why"), [
-    ({}, "delete", "deleted", None, "Deleted pod", "stalled past the 120 s window over 9 busy samples"),
-    ({}, "evict", "evicted", None, "Evicted pod", "stalled past the 120 s window over 9 busy samples"),
+    ({}, "delete", "deleted", None, "Deleted pod", "stalled past the 120 s window (global) over 9 busy samples"),
+    ({}, "evict", "evicted", None, "Evicted pod", "stalled past the 120 s window (global) over 9 busy samples"),
     ({"dry_run": True}, "delete", "dry_run", "dry_run", "Would delete pod",
-     "stalled past the 120 s window over 9 busy samples; dry-run, global dryRun is on"),
+     "stalled past the 120 s window (global) over 9 busy samples; dry-run, global dryRun is on"),
     ({"paused": True}, "delete", "deferred", "paused", "Deferred deletion of pod",
      "rule paused, the watchdog is paused (paused: true); may proceed when paused is set back to false"),
     ({"max_deletions": 0}, "delete", "deferred", "budget", "Deferred deletion of pod",
@@ -801,6 +801,6 @@ def test_a_lost_answer_that_was_applied_says_so_after_the_rule(api: EmulatorServ
     target = target_of(api, seeded["pod"])
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert {e["message"] for e in api.list_events(NS)} == {
-        f"Deleted pod {target.ref}{FACTS}{SINCE}. Why: stalled past the 120 s window over 9 busy samples; the "
+        f"Deleted pod {target.ref}{FACTS}{SINCE}. Why: stalled past the 120 s window (global) over 9 busy samples; the "
         f"delete answer was lost (Gateway Timeout) and the pod is gone or terminating. evidence: {target.uid[:8]}-"
         f"{int(WALL)} in the watchdog log."}

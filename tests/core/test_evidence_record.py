@@ -97,7 +97,7 @@ def test_the_record_holds_verdict_history_final_values_and_log() -> None:
         "id": "b452e9f6-1796116897", "pod": "ml/llama-0", "uid": "b452e9f6-2696", "engine": 'engine="0"',
         "outcome": "delete", "dry_run": False,
         "verdict": {"state": "stalled", "stalled_for_s": 130.0, "running": 21.0, "waiting": 3.0, "busy_samples": 9,
-                    "window_s": 120.0, "frozen": {"generation_tokens": 456789.0}},
+                    "window_s": 120.0, "window_source": "global", "frozen": {"generation_tokens": 456789.0}},
         "history": [
             {"age_s": 40.0, "at": "2026-12-01T09:20:57Z", "state": "suspect", "running": 21.0, "waiting": 3.0,
              "progress": {"generation_tokens": 456789.0}},

@@ -205,7 +205,8 @@ def test_events_on_pod_and_owner_carry_the_evidence(world: World) -> None:
         for text in (": no progress for ", " s, 21 requests running", ", frozen vllm:generation_tokens_total="):
             assert text in msg
         # the slack clause only when the stall reached the window within it (no progress for 4.97 s, say)
-        assert re.search(r"Why: stalled past the 5 s window( \(less its 0\.05 s slack\))? over \d+ busy", msg), msg
+        assert re.search(r"Why: stalled past the 5 s window \(global(; less its 0\.05 s slack)?\) over \d+ busy",
+                         msg), msg
         assert re.search(r" since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\. Why: ", msg), msg
         assert len(msg.encode()) <= 1024
     assert on_pod[0]["involvedObject"]["uid"] == pod["uid"]

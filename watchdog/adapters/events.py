@@ -108,6 +108,11 @@ class EventRecorder:
         """Drop the walked owners of pods that are gone."""
         self.owners = {uid: c for uid, c in self.owners.items() if uid in live_uids}
 
+    def on_pod(self, target: WatchedPod, reason: str, message: str) -> None:
+        """One Event on the pod alone (what concerns the pod's own settings, e.g. its window annotation)."""
+        self._create(target.namespace, {"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid},
+                     reason, message, "None")
+
     def on_pod_and_owner(self, target: WatchedPod, reason: str, message: str, action: str = "None") -> None:
         """One Event on the pod and one on its top controller owner (if any)."""
         involved = [{"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid}]

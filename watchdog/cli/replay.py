@@ -18,8 +18,9 @@ from importlib import resources
 from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds
-from watchdog.config.settings import completion_window_problem
+from watchdog.config.settings import Settings, completion_window_problem
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
+from watchdog.core.model import Target
 from watchdog.core.profiles import PROFILES, Profile, get_profile, target_profile
 from watchdog.core.trace import Trace, TraceError, decode_trace, read_trace, replay
 
@@ -38,6 +39,9 @@ Two inputs:
                         Every body goes through what `run` does with a scrape (size bound, parser,
                         detector) with --profile, or with a custom profile: --config FILE [--target NAME]
                         (the watchdog's config file); one JSON object per file and engine series.
+
+--config FILE [--target NAME] (either input) judges with that target's effective policy: its own
+windowSeconds, minSamples and completionOnlyWindowSeconds, else the file's global ones (printed on stderr).
 
 CSV format: a header row, then one row per scrape of ONE engine series, in time order.
   required columns  t, running, and at least one progress column
@@ -88,15 +92,19 @@ def run_replay(args: argparse.Namespace) -> int:
     if (args.trace is None) == (args.expositions is None):
         print(f"{PROG}: give either TRACE or --expositions DIR (see --help)", file=sys.stderr)
         return 2
+    try:
+        _judge_with(args)
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
     window = args.completion_only_window
     if problem := completion_window_problem(window, args.window, "--completion-only-window", "--window"):
         print(f"{PROG}: {problem} (the rule of the setting completionOnlyWindowSeconds)", file=sys.stderr)
         return 2
     if args.expositions is not None:
         return _replay_expositions(args)
-    if args.profile is not None or args.config is not None or args.target is not None:
-        print(f"{PROG}: --profile, --config and --target apply to --expositions only (a CSV names its columns)",
-              file=sys.stderr)
+    if args.profile is not None:
+        print(f"{PROG}: --profile applies to --expositions only (a CSV names its columns)", file=sys.stderr)
         return 2
     try:
         trace = open_trace(args.trace)
@@ -141,26 +149,58 @@ def _replay_expositions(args: argparse.Namespace) -> int:
     return 0
 
 
-def _profile(args: argparse.Namespace) -> Profile:
-    """--profile P, or the profile of target --target in the config file --config (custom profiles too)."""
+def _judge_with(args: argparse.Namespace) -> None:
+    """Fill in the policy the trace is judged with: the effective policy of the --config target (printed on
+    stderr; a flag given as well wins over it), else the flags or their defaults; raises ValueError (one line) on
+    a bad --config or target."""
+    args.chosen = _chosen(args)
+    if args.chosen is not None:
+        config, target = args.chosen
+        policy = config.policy_of(target)[0]
+        given = [flag for flag, value in (("--window", args.window), ("--min-samples", args.min_samples),
+                                          ("--completion-only-window", args.completion_only_window))
+                 if value is not None]
+        print(f"{PROG}: note: target {target.name} of {args.config}: {policy.describe()}"
+              + (f" ({', '.join(given)} given: the flag wins)" if given else ""), file=sys.stderr)
+        args.window = policy.window_s if args.window is None else args.window
+        args.min_samples = policy.min_samples if args.min_samples is None else args.min_samples
+        if args.completion_only_window is None:
+            args.completion_only_window = policy.completion_only_window_s or None
+        args.count_waiting = args.count_waiting or config.count_waiting
+    args.window = DEFAULT_WINDOW_S if args.window is None else args.window
+    args.min_samples = DEFAULT_MIN_SAMPLES if args.min_samples is None else args.min_samples
+
+
+def _chosen(args: argparse.Namespace) -> tuple[Settings, Target] | None:
+    """The config file --config and its target --target (the only one when there is one), or None without
+    --config; raises ValueError (one line) on a bad file or target."""
     if args.config is None:
         if args.target is not None:
             raise ValueError("--target needs --config FILE")
-        return get_profile(args.profile or "vllm")
+        return None
     if args.profile is not None:
         raise ValueError("give either --profile or --config, not both")
     from watchdog.config.loader import ConfigError, load_config
 
     try:
-        targets = load_config(args.config, env={}).targets
+        config = load_config(args.config, env={})
     except ConfigError as exc:
         raise ValueError(f"{args.config}: {exc.problems[0]}") from None
+    targets = config.targets
     names = [t.name for t in targets]
     if args.target is None and len(targets) > 1:
         raise ValueError(f"{args.config} has {len(targets)} targets: pick one with --target ({', '.join(names)})")
     chosen = targets[0] if args.target is None else next((t for t in targets if t.name == args.target), None)
     if chosen is None:
         raise ValueError(f"{args.config}: no target {args.target!r} (targets: {', '.join(names)})")
+    return config, chosen
+
+
+def _profile(args: argparse.Namespace) -> Profile:
+    """--profile P, or the profile of the chosen target of --config (custom profiles too)."""
+    if args.chosen is None:
+        return get_profile(args.profile or "vllm")
+    _, chosen = args.chosen
     return target_profile(chosen.name, chosen.profile, chosen.metrics)
 
 
@@ -177,14 +217,16 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), default=None,
                    help="with --expositions: which engine's series to read (default: vllm)")
     p.add_argument("--config", metavar="FILE", default=None,
-                   help="with --expositions: read the series of a target of this watchdog config file (custom "
-                        "profiles too) instead of --profile")
+                   help="judge with the effective policy (window, min samples, completion-only window) of a target "
+                        "of this watchdog config file, printed on stderr; with --expositions also read that "
+                        "target's series (custom profiles too) instead of --profile")
     p.add_argument("--target", metavar="NAME", default=None,
                    help="with --config: which target (needed when the file has several)")
-    p.add_argument("--window", type=positive_seconds, default=DEFAULT_WINDOW_S, metavar="SECONDS",
-                   help="how long a busy engine may show no progress before it is stalled (default: %(default)s)")
-    p.add_argument("--min-samples", type=positive_int, default=DEFAULT_MIN_SAMPLES, metavar="N",
-                   help="known busy samples needed inside the window (default: %(default)s)")
+    p.add_argument("--window", type=positive_seconds, default=None, metavar="SECONDS",
+                   help=f"how long a busy engine may show no progress before it is stalled (default: "
+                        f"{DEFAULT_WINDOW_S:g})")
+    p.add_argument("--min-samples", type=positive_int, default=None, metavar="N",
+                   help=f"known busy samples needed inside the window (default: {DEFAULT_MIN_SAMPLES})")
     p.add_argument("--completion-only-window", type=positive_seconds, default=None, metavar="SECONDS",
                    help="judge engines whose only progress signals move when a request finishes with this window "
                         "(as the setting completionOnlyWindowSeconds; default: such engines are unknown)")

@@ -12,7 +12,7 @@ import difflib
 import ipaddress
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -25,6 +25,7 @@ from watchdog.config.settings import (
     BY_NAME,
     SETTINGS,
     TARGET_KEYS,
+    TARGET_POLICY,
     Setting,
     Settings,
     completion_window_problem,
@@ -202,8 +203,11 @@ def _target(item: Any, at: str, problems: list[str]) -> Target | None:
     if source is not None and source not in SOURCES:
         problems.append(f"{at}.source: {show(source)} is not one of {', '.join(SOURCES)}")
         source = None
+    # Its own policy: each key read by the global setting's row (same type, bounds and choices), unset: global.
+    own = {n: _coerce(BY_NAME[n], item[BY_NAME[n].key], f"{at}.{BY_NAME[n].key}", problems)
+           for n in TARGET_POLICY if item.get(BY_NAME[n].key) is not None}
     return Target(str(name), str(selector), str(profile), str(port), str(path), dict(metrics),
-                  None if source is None else str(source))
+                  None if source is None else str(source), **own)
 
 
 def _pod_selector_problem(selector: Any) -> str | None:
@@ -325,6 +329,8 @@ def load_config(
     if not problems:
         problems.extend(_cross_checks(values))
     if not problems:
+        problems.extend(_target_policy_problems(values, targets))
+    if not problems:
         problems.extend(_source_checks(values, targets))
     if problems:
         raise ConfigError(problems, values["log_format"] or BY_NAME["log_format"].default)
@@ -394,14 +400,7 @@ def _cross_checks(v: Mapping[str, Any]) -> list[str]:
 
 def _timing_problems(v: Mapping[str, Any]) -> list[str]:
     """The window, the scrape interval, its deadline and jitter, and the connect timeout, taken together."""
-    problems = []
-    if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
-        problems.append(
-            f"windowSeconds ({v['window_seconds']:g}) must be at least 3 scrape intervals "
-            f"(3 x {v['scrape_interval_seconds']:g} s): a stall needs several scrapes of evidence"
-        )
-    if problem := completion_window_problem(v["completion_only_window_seconds"], v["window_seconds"]):
-        problems.append(problem)
+    problems = _window_problems(v)
     if v["scrape_deadline_seconds"] >= v["scrape_interval_seconds"]:
         problems.append(
             f"scrapeDeadlineSeconds ({v['scrape_deadline_seconds']:g}) must be shorter than "
@@ -414,6 +413,42 @@ def _timing_problems(v: Mapping[str, Any]) -> list[str]:
         )
     if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
         problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
+    return problems
+
+
+def _window_problems(v: Mapping[str, Any], at: str = "", own: Collection[str] = ()) -> list[str]:
+    """The stall window against the scrape interval, and the completion-only window against both (``own``: the
+    settings a target sets itself, named ``at`` + key in the problems, e.g. ``targets[0].windowSeconds``)."""
+    def name(setting: str) -> str:
+        return f"{at}{BY_NAME[setting].key}" if setting in own else BY_NAME[setting].key
+
+    problems = []
+    if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
+        problems.append(
+            f"{name('window_seconds')} ({v['window_seconds']:g}) must be at least 3 scrape intervals "
+            f"(3 x {v['scrape_interval_seconds']:g} s): a stall needs several scrapes of evidence"
+        )
+    if problem := completion_window_problem(v["completion_only_window_seconds"], v["window_seconds"],
+                                            name("completion_only_window_seconds"), name("window_seconds")):
+        problems.append(problem)
+    return problems
+
+
+def _target_policy_problems(v: Mapping[str, Any], targets: Sequence[Target]) -> list[str]:
+    """Each target's own policy under the global rules (the same checks, on the global values with the target's
+    own in their place), each problem naming the target's key, ``targets[N].windowSeconds``."""
+    problems = []
+    for i, target in enumerate(targets):
+        own = {n: getattr(target, n) for n in TARGET_POLICY if getattr(target, n) is not None}
+        if not own:
+            continue  # the global values, checked already
+        at = f"targets[{i}]."
+        merged = {**v, **own}
+        for problem in [*_window_problems(merged, at, own), *quarantine_problems(
+                merged, f"{at}windowSeconds" if "window_seconds" in own else "windowSeconds",
+                f"{at}action" if "action" in own else "action")]:
+            if any(f"{at}{BY_NAME[n].key}" in problem for n in own):  # a problem of the target's own keys
+                problems.append(f"{problem} (target {show(target.name)})")
     return problems
 
 

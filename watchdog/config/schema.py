@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from watchdog.config.settings import BY_NAME, SETTINGS, Setting
+from watchdog.config.settings import BY_NAME, SETTINGS, TARGET_POLICY, Setting
 from watchdog.core.profiles import PROFILES
 
 #: Settings the chart does not expose under ``config``: listenAddress is fixed to the port the probes, the
@@ -189,6 +189,19 @@ def setting_schema(setting: Setting) -> dict[str, Any]:
     return out
 
 
+def target_setting_schema(setting: Setting) -> dict[str, Any]:
+    """A target's own value of a global setting (``targets[].windowSeconds`` ...): the row's schema, unset (or
+    null) meaning the global value, so no default of its own."""
+    out = setting_schema(setting)
+    del out["default"]
+    if "enum" in out:
+        out["enum"] = [*out["enum"], None]
+    else:
+        out["type"] = [*([out["type"]] if isinstance(out["type"], str) else out["type"]), "null"]
+    out["description"] = f"this target's own {setting.key} (unset: the global one, with its bounds): {setting.help}"
+    return out
+
+
 def _key(name: str) -> str:
     return BY_NAME[name].key
 
@@ -210,8 +223,11 @@ def cross_rules() -> list[dict[str, Any]]:
         "properties": {"targets": {"contains": {"properties": {"source": {"const": "prometheus"}},
                                                 "required": ["source"]}}}, "required": ["targets"]}]}
     username, password = _set("prometheus_username_file"), _set("prometheus_password_file")
+    quarantined = {"anyOf": [_is("action", "quarantine"), {
+        "properties": {"targets": {"contains": {"properties": {"action": {"const": "quarantine"}},
+                                                "required": ["action"]}}}, "required": ["targets"]}]}
     return [
-        {"$comment": "action quarantine needs quarantine: true", "if": _is("action", "quarantine"),
+        {"$comment": "action quarantine (globally or on a target) needs quarantine: true", "if": quarantined,
          "then": _is("quarantine", True)},
         {"$comment": "source prometheus (globally or on a target) needs prometheusUrl", "if": prometheus,
          "then": _set("prometheus_url")},
@@ -233,6 +249,7 @@ def chart_schema(current: Mapping[str, Any]) -> dict[str, Any]:
     item = targets["items"]["properties"]
     item["profile"]["enum"] = list(PROFILES)
     item["source"]["enum"] = list(BY_NAME["source"].choices)
+    item.update({BY_NAME[n].key: target_setting_schema(BY_NAME[n]) for n in TARGET_POLICY})
     out["properties"]["config"] = {"$comment": "generated from watchdog/config/settings.py (SETTINGS) and "
                                    "watchdog/core/profiles.py (PROFILES): edit those and run python -m "
                                    "watchdog.config.schema", **{k: v for k, v in config.items() if k != "$comment"}}

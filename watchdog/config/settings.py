@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
 from watchdog.core.model import DEFAULT_TARGETS, Target
+from watchdog.core.podpolicy import EffectivePolicy, policy_of
 from watchdog.core.taints import DEFAULT_TAINT
 from watchdog.core.vocab import StallAction
 
@@ -58,6 +59,9 @@ SETTINGS: tuple[Setting, ...] = (
             "window for engines whose only progress signals move when a request finishes (TensorRT-LLM, old "
             "SGLang); 0: never judge them (unknown). Else >= 600 and >= windowSeconds: longer than any request",
             minimum=0.0, maximum=86400.0),
+    Setting("max_pod_window_seconds", "float", 3600.0, "the longest window a pod may ask for with its annotation "
+            "vllm-watchdog.io/window-seconds (which may only lengthen its target's window; a shorter, malformed or "
+            "higher value is ignored with one Warning Event)", minimum=1.0, maximum=86400.0),
     Setting("scrape_interval_seconds", "float", 15.0, "seconds between cycles (discover, scrape, detect, act)",
             minimum=1.0, maximum=86400.0),
     Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included (a pod "
@@ -185,7 +189,10 @@ SETTINGS: tuple[Setting, ...] = (
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
-TARGET_KEYS = ("name", "podSelector", "profile", "port", "path", "metrics", "source")
+#: The settings a target may set for its own pods (each unset: the global one), validated by the same rows.
+TARGET_POLICY = ("window_seconds", "min_samples", "action", "completion_only_window_seconds")
+TARGET_KEYS = ("name", "podSelector", "profile", "port", "path", "metrics", "source",
+               *(BY_NAME[n].key for n in TARGET_POLICY))
 
 
 @dataclass(frozen=True)
@@ -200,6 +207,7 @@ class Settings:
     min_samples: int
     count_waiting: bool
     completion_only_window_seconds: float
+    max_pod_window_seconds: float
     scrape_interval_seconds: float
     scrape_deadline_seconds: float
     connect_timeout_seconds: float
@@ -266,6 +274,17 @@ class Settings:
         return target.source or self.source
 
     @property
+    def base_policy(self) -> EffectivePolicy:
+        """The global stall policy (every target without its own)."""
+        return EffectivePolicy(self.window_seconds, self.min_samples, self.action,
+                               self.completion_only_window_seconds)
+
+    def policy_of(self, target: Target | None, annotation: str | None = None) -> tuple[EffectivePolicy, str]:
+        """The effective policy of a pod of ``target`` with the window ``annotation`` (see
+        :func:`watchdog.core.podpolicy.policy_of`, the one rule) and why the annotation was ignored, or ""."""
+        return policy_of(self.base_policy, target, annotation, self.max_pod_window_seconds)
+
+    @property
     def namespaces_watched(self) -> tuple[str, ...] | None:
         """The namespaces of namespace-only mode (``watchNamespaces``), in order, each once; None: every one."""
         if self.watch_namespaces is None:
@@ -298,15 +317,17 @@ def completion_window_problem(completion_s: float | None, window_s: float, name:
             "for as long as the longest request")
 
 
-def quarantine_problems(v: Mapping[str, Any]) -> list[str]:
+def quarantine_problems(v: Mapping[str, Any], window_name: str = "windowSeconds",
+                        action_name: str = "action") -> list[str]:
     """The quarantine settings' cross-checks: quarantineAfterSeconds shorter than windowSeconds (it is the early
-    step, the window the late one), and action quarantine only with quarantine on."""
+    step, the window the late one), and action quarantine only with quarantine on. ``window_name`` and
+    ``action_name``: what the problems call them (a target's own, ``targets[0].windowSeconds``)."""
     problems = []
     if v["quarantine"] and v["quarantine_after_seconds"] >= v["window_seconds"]:
         problems.append(f"quarantineAfterSeconds ({v['quarantine_after_seconds']:g}) must be shorter than "
-                        f"windowSeconds ({v['window_seconds']:g}): a pod is drained before it is judged stalled")
+                        f"{window_name} ({v['window_seconds']:g}): a pod is drained before it is judged stalled")
     if v["action"] == "quarantine" and not v["quarantine"]:
-        problems.append("action quarantine needs quarantine: true (the readiness gate is its only remedy)")
+        problems.append(f"{action_name} quarantine needs quarantine: true (the readiness gate is its only remedy)")
     return problems
 
 
@@ -322,6 +343,9 @@ def target_to_dict(t: Target) -> dict[str, Any]:
         out["metrics"] = dict(t.metrics)
     if t.source is not None:
         out["source"] = t.source
+    for name in TARGET_POLICY:
+        if getattr(t, name) is not None:
+            out[BY_NAME[name].key] = getattr(t, name)
     return out
 
 

@@ -46,8 +46,10 @@ from watchdog.controller.status import Snapshot, snapshot
 from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import Discovery, discover, invalid_opt_ins
+from watchdog.core.events import REASON_WINDOW_IGNORED
 from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import DeletionPolicy, Rails
 from watchdog.core.profiles import Profile
 from watchdog.core.sourcehealth import FAILED_CYCLES, SourceHealth
@@ -132,6 +134,8 @@ class Watchdog:
         self.ever_ready: set[str] = set()  # pod UIDs seen Ready (discovery judges pods once Ready)
         self._was_leader = False
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
+        self._targets = {t.name: t for t in config.targets}
+        self._window_warned: set[str] = set()  # pod UIDs told once that their window annotation is ignored
         self.last_started: float | None = None  # monotonic time the last cycle started (liveness)
         self.last_ended: float | None = None  # monotonic time the last cycle ended, completed or failed
         self.last_success: float | None = None  # monotonic time the last cycle completed (readiness)
@@ -303,19 +307,39 @@ class Watchdog:
         self.metrics.paused.set(int(self.policy.paused_by is not None))
 
     def _record(self, target: WatchedPod) -> PodRecord:
-        """The pod's record; a new one when first seen or when a container restarted (detector state reset)."""
+        """The pod's record; a new one when first seen, when a container restarted or when its effective policy
+        changed (detector state reset: the detectors are built with the policy's window)."""
         pod = self.pods.get(target.uid)
+        policy = self._policy(target)
         if pod is not None and pod.restart_count != target.restart_count:
             log.info("pod %s restarted, restart count %d to %d: detector state reset", target.ref,
                      pod.restart_count, target.restart_count, extra=facts(target, reason="restarted"))
             pod = self.pods[target.uid] = PodRecord(target.restart_count, pod.first_seen, pod.scrape_seconds)
+        elif pod is not None and pod.policy is not None and pod.policy != policy:
+            log.info("pod %s stall policy is now %s (was %s): detector state reset", target.ref, policy.describe(),
+                     pod.policy.describe(), extra=facts(target, reason="policy_changed"))
+            pod = self.pods[target.uid] = PodRecord(target.restart_count, pod.first_seen, pod.scrape_seconds)
         elif pod is None:
             pod = self.pods[target.uid] = PodRecord(target.restart_count, self.clock())
+        pod.use_policy(policy)
         return pod
+
+    def _policy(self, target: WatchedPod) -> EffectivePolicy:
+        """The pod's effective policy (:meth:`Settings.policy_of`, the one rule); an ignored window annotation is
+        logged and told in one Warning Event per pod."""
+        policy, ignored = self.config.policy_of(self._targets.get(target.target_name), target.window_annotation)
+        if ignored and target.uid not in self._window_warned:
+            self._window_warned.add(target.uid)
+            log.warning("pod %s: %s; its window stays %g s (%s)", target.ref, ignored, policy.window_s,
+                        policy.window_source, extra=facts(target, reason="window_annotation_ignored"))
+            self.remediator.events.on_pod(target, REASON_WINDOW_IGNORED, f"{ignored}; the stall window stays "
+                                          f"{policy.window_s:g} s (from the {policy.window_source} setting)")
+        return policy
 
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:
             del self.pods[uid]
+        self._window_warned &= live
         self.remediator.settle_gone(live)  # before the policy forgets them: a removal whose answer was lost
         self.policy.forget_pods(live)
         self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)
@@ -326,10 +350,11 @@ class Watchdog:
         states of the series present in the body (empty when the read failed or the body had none)."""
         t = self.clock() if reading.t is None else reading.t
         profile = self._profiles[target.target_name]
-        vanished, observations = pod.observe(t, reading.parsed, self.config.window_seconds, lambda: DetectorState(
-            self.config.window_seconds, min_samples=self.config.min_samples,
+        policy = pod.policy or self._policy(target)  # the pod's effective window, busy samples, completion window
+        vanished, observations = pod.observe(t, reading.parsed, policy.window_s, lambda: DetectorState(
+            policy.window_s, min_samples=policy.min_samples,
             count_waiting=self.config.count_waiting, signals=profile.progress,
-            completion_window_s=self.config.completion_only_window_seconds or None), reading.stamps,
+            completion_window_s=policy.completion_only_window_s or None), reading.stamps,
             self.config.prometheus_staleness_seconds)
         for key in vanished:
             log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
@@ -371,7 +396,8 @@ class Watchdog:
             seen_for = self.clock() - pod.first_seen
             result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
                                                signals=self._profiles[target.target_name].progress,
-                                               history=engine.history or ())
+                                               history=engine.history or (),
+                                               window_source=pod.policy.window_source if pod.policy else "global")
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

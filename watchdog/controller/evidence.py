@@ -32,16 +32,18 @@ class EvidenceKeeper:
         self.clock, self.wall_clock = clock, wall_clock
 
     def keep(self, target: WatchedPod, verdict: Verdict, history: Iterable[Entry], *, outcome: str,
-             final: EngineSnapshot | None, final_from: str, engine: str, signals: tuple[Selector, ...]) -> str:
+             final: EngineSnapshot | None, final_from: str, engine: str, signals: tuple[Selector, ...],
+             window_source: str = "global") -> str:
         """Log the evidence of ``outcome`` (delete, evict, dry_run) on ``target``'s ``engine`` series; return its
-        id, "" when it could not be written (logged; the deletion goes on)."""
+        id, "" when it could not be written (logged; the deletion goes on). ``window_source``: where the verdict's
+        window came from (global, target, annotation)."""
         now, wall = self.clock(), self.wall_clock()
         eid = evidence_id(target.uid, wall)
         try:
             text, cut = self._log_tail(target)
             record = build_record(eid, pod=target.ref, uid=target.uid, engine=engine, outcome=outcome, verdict=verdict,
                                   history=history, final=snapshot_values(final, signals), final_from=final_from,
-                                  log=text, log_cut=cut, now=now, wall_now=wall)
+                                  log=text, log_cut=cut, now=now, wall_now=wall, window_source=window_source)
             log.warning("evidence for %s uid %s: id %s", target.ref, target.uid, eid,
                         extra={**facts(target, engine=engine, result=outcome), "evidence": record})
         except Exception:  # the evidence never stops a deletion

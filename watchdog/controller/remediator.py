@@ -37,7 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,9 +56,10 @@ from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
 from watchdog.core.evidence import Entry, pointer
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import Decision, DeletionPolicy, ambiguous, fate_after_lost_answer
 from watchdog.core.profiles import Selector
-from watchdog.core.vocab import RemediationResult
+from watchdog.core.vocab import RemediationResult, WindowSource
 
 log = logging.getLogger("watchdog.controller.remediator")
 _PAST: dict[str, Outcome] = {"delete": "deleted", "evict": "evicted"}  # Event and log wording per action
@@ -111,7 +112,7 @@ class Remediator:
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
                  actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
                  grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
-                 completion_only_allowed: bool = False,
+                 completion_only_allowed: bool = False, policies: Mapping[str, EffectivePolicy] | None = None,
                  leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time, escalation: Escalation | None = None,
                  require_controller: bool = True, ledger: DeletionLedger | None = None) -> None:
@@ -119,6 +120,7 @@ class Remediator:
         self.actuator, self.events, self.evidence = actuator, events, evidence
         self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
         self.completion_only_allowed = completion_only_allowed
+        self.policies = policies or {}  # target name -> its policy (action, completion-only window): else the above
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
         self.require_controller = require_controller
         self.ledger = ledger
@@ -132,13 +134,13 @@ class Remediator:
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
-                  history: tuple[Entry, ...] = ()) -> Remediation:
+                  history: tuple[Entry, ...] = (), window_source: WindowSource = "global") -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
         ``seen_for_s``: seconds (monotonic) this process has watched the pod; ``signals``: the profile's
         progress signals, for the confirmation scrape (which ones are completion-only, which one moved);
         ``history``: the episode's samples, for the evidence. Every outcome but ``skip`` is logged once, with its
         facts as fields."""
-        outcome = self._remediate(target, series, verdict, seen_for_s, signals, history)
+        outcome = self._remediate(target, series, verdict, seen_for_s, signals, history, window_source)
         if outcome.result != "skip":
             log.log(logging.WARNING if outcome.result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
                     "remediation %s: %s", outcome.result, outcome.detail,
@@ -147,8 +149,9 @@ class Remediator:
         return outcome
 
     def _remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
-                   signals: tuple[Selector, ...], history: tuple[Entry, ...]) -> Remediation:
-        if self.action == "quarantine":  # drain through the readiness gate only: this choke point removes nothing
+                   signals: tuple[Selector, ...], history: tuple[Entry, ...], window_source: WindowSource,
+                   ) -> Remediation:
+        if self._action(target) == "quarantine":  # drain through the readiness gate only: nothing removed here
             return Remediation("skip", "action quarantine: the readiness gate drains, nothing is removed")
         now = self.clock()
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
@@ -163,11 +166,11 @@ class Remediator:
 
         def evidence(outcome: Outcome, rule: str, why: str, frees: str = "") -> str:
             return stall_message(outcome, target.ref, series.key, verdict, since, rule=rule, why=why, frees=frees,
-                                 evidence=pointer(kept) if kept else "")
+                                 evidence=pointer(kept) if kept else "", window_source=window_source)
 
         def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
             return self.evidence.keep(target, verdict, history, outcome=outcome, final=final, final_from=final_from,
-                                      engine=series.key, signals=signals)
+                                      engine=series.key, signals=signals, window_source=window_source)
 
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
@@ -189,7 +192,7 @@ class Remediator:
             return fresh
         if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
             return self._defer(target, series.key, _not_leader("lost the leader Lease before acting"), evidence, now)
-        kept = keep(self.action, fresh, "confirmation")  # the log read: before the fence, never after it
+        kept = keep(self._action(target), fresh, "confirmation")  # the log read: before the fence, never after it
         return self._remove(target, series.key, evidence, now, retry=decision.action == "retry")
 
     def _confirmed(self, target: WatchedPod, series: EngineSnapshot, signals: tuple[Selector, ...],
@@ -205,13 +208,23 @@ class Remediator:
         fresh = self.rescrape(target, series.key)
         if fresh is None:
             return self._done("aborted", f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
-        why = no_evidence(fresh, signals, self.completion_only_allowed)
+        why = no_evidence(fresh, signals, self._completion_only_allowed(target))
         if why is not None:
             return self._done("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
-        why = not_confirmed(series, fresh, self.count_waiting, signals, self.completion_only_allowed)
+        why = not_confirmed(series, fresh, self.count_waiting, signals, self._completion_only_allowed(target))
         if why is not None:
             return self._done("aborted", f"engine recovered before deletion: {why}")
         return fresh
+
+    def _action(self, target: WatchedPod) -> str:
+        """What is done to a stalled pod of ``target``'s target: its own ``action``, else the global one."""
+        policy = self.policies.get(target.target_name)
+        return policy.action if policy is not None else self.action
+
+    def _completion_only_allowed(self, target: WatchedPod) -> bool:
+        """Whether completion-only signals are judged for ``target`` (its completion-only window is on)."""
+        policy = self.policies.get(target.target_name)
+        return policy.completion_only_window_s > 0 if policy is not None else self.completion_only_allowed
 
     def _since(self, verdict: Verdict, now: float) -> dt.datetime:
         """Wall-clock time (UTC) the verdict's stall clock started: its sample time minus the stall, moved from
@@ -220,9 +233,10 @@ class Remediator:
         return dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
 
     def _remove(self, target: WatchedPod, key: str, evidence: Say, now: float, *, retry: bool) -> Remediation:
-        if self.action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
-            raise AssertionError(f"action {self.action!r} removes nothing")
-        verb = "evict" if self.action == "evict" else "delete"
+        action = self._action(target)
+        if action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
+            raise AssertionError(f"action {action!r} removes nothing")
+        verb = "evict" if action == "evict" else "delete"
         # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
         if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
             return self._defer(target, key, Decision(

@@ -19,6 +19,7 @@ from watchdog.core.evidence import Entry, remember
 from watchdog.core.lines import Labels
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
+from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.vocab import SETTLED_STATES
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class PodRecord:
     scrape_detail: str = ""  # why the last scrape failed, one line ("" when it worked)
     mark: float | None = None  # the source's own mark (Reading.mark; Prometheus: the newest sample time fed)
     timeouts: int = 0  # scrapes in a row that timed out (0 after any other outcome)
+    policy: EffectivePolicy | None = None  # the pod's effective stall policy its detectors were built with
 
     def take(self, target: WatchedPod, reading: Reading, now: float) -> None:
         """Take this cycle's ``reading`` of ``target`` (this record's pod) in at ``now``; log its first failed
@@ -114,6 +116,10 @@ class PodRecord:
         if not failing:
             self.scrape_detail = ""
         self.outcome, self.scraped_at = outcome, now
+
+    def use_policy(self, policy: EffectivePolicy) -> None:
+        """The effective policy the pod's detectors are built with (a changed one needs a new record)."""
+        self.policy = policy
 
     def observe(self, t: float, parsed: ParseResult | None, window_s: float,
                 new_detector: Callable[[], DetectorState], stamps: Mapping[Labels, float | None] | None = None,

@@ -33,6 +33,7 @@ from watchdog.controller.state import PodRecord
 from watchdog.core.detector import Verdict
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import DeletionPolicy
 from watchdog.core.profiles import Profile
 from watchdog.core.vocab import ENGINE_STATES
@@ -97,11 +98,12 @@ class _Pod:
     scraped_at: float | None
     outcome_since: float
     engines: tuple[_Engine, ...]
+    policy: EffectivePolicy | None = None
 
     @classmethod
     def of(cls, target: WatchedPod, record: PodRecord) -> _Pod:
         return cls(target, record.outcome, record.scrape_detail, record.scraped_at, record.outcome_since,
-                   tuple((key, e.verdict, e.last, e.last_seen) for key, e in record.engines.items()))
+                   tuple((key, e.verdict, e.last, e.last_seen) for key, e in record.engines.items()), record.policy)
 
 
 def _engine(uid: str, engine: _Engine, names: tuple[str, ...], episodes: Episodes, now: float) -> dict[str, Any]:
@@ -131,6 +133,7 @@ def _pod(pod: _Pod, names: tuple[str, ...], episodes: Episodes, now: float) -> d
         "scrape": {"outcome": pod.outcome or None, "detail": pod.detail or None,
                    "age_s": round(now - pod.scraped_at, 1) if pod.scraped_at is not None else None,
                    "failing_for_s": round(now - pod.outcome_since, 1) if failing else None},
+        "policy": pod.policy.as_dict() if pod.policy is not None else None,
         "engines": engines,
     }
 

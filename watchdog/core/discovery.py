@@ -37,6 +37,7 @@ from watchdog.core.model import (
     NEVER_WATCHED_NAMESPACES,
     OPT_IN_VALUES,
     PORT_ANNOTATION,
+    WINDOW_ANNOTATION,
     OwnerRef,
     Target,
     WatchedPod,
@@ -244,8 +245,15 @@ def discover(
                 mode=modes[str(meta["namespace"])], restart_count=restarts, owner=controller_of(meta),
                 metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
                 node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
+                window_annotation=_window_annotation(meta),
             ))
     return Discovery(targets, ready, skipped, modes)
+
+
+def _window_annotation(meta: Mapping[str, Any]) -> str | None:
+    """The pod's window annotation as text cut to 64 characters (tenant input: judged by core/podpolicy), or None."""
+    raw = (meta.get("annotations") or {}).get(WINDOW_ANNOTATION)
+    return None if raw is None else str(raw)[:64]
 
 
 def _restarts(status: Mapping[str, Any]) -> int:

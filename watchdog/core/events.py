@@ -17,14 +17,16 @@ REASON_DRY_RUN = "StalledPodDryRun"
 REASON_DEFERRED = "StalledPodDeletionDeferred"
 REASON_QUARANTINED = "StalledPodQuarantined"  # the readiness gate set False (watchdog.core.quarantine)
 REASON_RELEASED = "StalledPodReleased"  # the readiness gate set True again after a quarantine
+#: The pod's vllm-watchdog.io/window-seconds annotation was ignored (shorter, malformed, above the ceiling).
+REASON_WINDOW_IGNORED = "StallWindowAnnotationIgnored"
 #: Nodes are cluster-scoped: the API server accepts their core/v1 Events in "default".
 NODE_EVENT_NAMESPACE = "default"
 MAX_MESSAGE = 1024
 #: At most this many characters of an engine series key (pod-controlled label values) in a message.
 MAX_ENGINE_KEY = 160
 __all__ = ["COMPONENT", "MAX_ENGINE_KEY", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
-           "REASON_DRY_RUN", "REASON_QUARANTINED", "REASON_RELEASED", "Outcome", "escape_controls", "event_body",
-           "frees_phrase", "stall_message", "utc_stamp"]
+           "REASON_DRY_RUN", "REASON_QUARANTINED", "REASON_RELEASED", "REASON_WINDOW_IGNORED", "Outcome",
+           "escape_controls", "event_body", "frees_phrase", "stall_message", "utc_stamp"]
 
 Outcome = Literal["deleted", "evicted", "dry_run", "deferred"]
 _WHAT: dict[Outcome, str] = {"deleted": "Deleted pod", "evicted": "Evicted pod", "dry_run": "Would delete pod",
@@ -65,6 +67,10 @@ def frees_phrase(frees_in_s: float | None, frees_when: str, wall_now: float) -> 
             + (f", {frees_when}" if frees_when else ""))
 
 
+#: Where the window came from, as an Event says it (core/podpolicy's WindowSource).
+_FROM = {"global": "global", "target": "set by its target", "annotation": "set by its pod annotation"}
+
+
 def engine_phrase(engine: str) -> str:
     """`` engine {<key>}`` for a message (the key cut to MAX_ENGINE_KEY), or "" for the one unlabelled series."""
     if len(engine) > MAX_ENGINE_KEY:
@@ -73,21 +79,23 @@ def engine_phrase(engine: str) -> str:
 
 
 def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, since: dt.datetime | None, *,
-                  rule: str = "", why: str = "", evidence: str = "", frees: str = "") -> str:
+                  rule: str = "", why: str = "", evidence: str = "", frees: str = "", window_source: str = "") -> str:
     """The Event message for a decision on a stalled engine, facts first, so the head survives the 1 KiB cut:
     what (deleted, evicted, would delete, deferred), the pod and engine series, for how long no progress, the
     requests running (waiting), the frozen progress signals at their values, since when (UTC), then why: the
     stall rule (window, busy samples), plus ``why`` (the dry-run reason, a lost answer), or for a deferral the
     ``rule`` and ``why`` that held it back and when it may proceed (``frees``: :func:`frees_phrase`); last the
-    short ``evidence`` pointer (where the full record is). Built from the verdict's structured fields, never its
+    short ``evidence`` pointer (where the full record is). ``window_source``: where the window came from (global,
+    target, annotation), said with it. Built from the verdict's structured fields, never its
     reason sentence; :func:`event_body` escapes control characters and cuts it."""
     load = f"{number(verdict.running)} requests running"
     if verdict.waiting is not None:
         load += f" ({number(verdict.waiting)} waiting)"
     frozen = " ".join(f"{name}={number(value)}" for name, value in verdict.frozen) or "none known"
-    window = f"{verdict.window_s:.0f} s window"
+    notes = [_FROM.get(window_source, window_source)] if window_source else []
     if verdict.stalled_for_s < verdict.window_s:  # reached within the detector's slack (its rule 4)
-        window += f" (less its {number(window_slack(verdict.window_s))} s slack)"
+        notes.append(f"less its {number(window_slack(verdict.window_s))} s slack")
+    window = f"{verdict.window_s:.0f} s window" + (f" ({'; '.join(notes)})" if notes else "")
     stalled = f"stalled past the {window} over {verdict.busy_samples} busy samples"
     if outcome == "deferred":
         because = f"rule {rule}, {why}" + (f"; {frees}" if frees else "")

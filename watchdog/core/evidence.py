@@ -101,11 +101,12 @@ def pointer(eid: str) -> str:
 
 def build_record(eid: str, *, pod: str, uid: str, engine: str, outcome: str, verdict: Verdict,
                  history: Iterable[Entry], final: dict[str, Any] | None, final_from: str, log: str,
-                 log_cut: bool = False, now: float, wall_now: float) -> dict[str, Any]:
+                 log_cut: bool = False, now: float, wall_now: float, window_source: str = "global") -> dict[str, Any]:
     """The evidence of one decision: ``outcome`` (delete, evict, dry_run), the verdict's facts, the ``history``
     with each sample's age (s before ``now``, monotonic) and UTC time (``wall_now`` is the same instant), the
     ``final`` scrape's values (``final_from``: confirmation, or cycle in dry-run) and the ``log`` tail text (or
-    why it is unavailable; ``log_cut``: older lines were dropped to the byte cap)."""
+    why it is unavailable; ``log_cut``: older lines were dropped to the byte cap); ``window_source``: where the
+    verdict's window came from (global, target, annotation)."""
     if len(engine) > MAX_ENGINE_KEY:
         engine = engine[: MAX_ENGINE_KEY - 3] + "..."
 
@@ -116,7 +117,7 @@ def build_record(eid: str, *, pod: str, uid: str, engine: str, outcome: str, ver
         "id": eid, "pod": pod, "uid": uid, "engine": engine, "outcome": outcome, "dry_run": outcome == "dry_run",
         "verdict": {"state": verdict.state, "stalled_for_s": round(verdict.stalled_for_s, 1),
                     "running": verdict.running, "waiting": verdict.waiting, "busy_samples": verdict.busy_samples,
-                    "window_s": verdict.window_s, "frozen": dict(verdict.frozen)},
+                    "window_s": verdict.window_s, "window_source": window_source, "frozen": dict(verdict.frozen)},
         "history": [{"age_s": round(now - e.t, 1), "at": at(e.t), "state": e.state, "running": e.running,
                      "waiting": e.waiting, "progress": dict(e.progress)} for e in list(history)[-HISTORY_LEN:]],
         "final": final, "final_from": final_from, "log": log, "log_cut": log_cut,

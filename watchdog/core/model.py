@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from watchdog.core.vocab import NamespaceMode
+from watchdog.core.vocab import NamespaceMode, StallAction
 
 NAMESPACE_LABEL = "vllm-watchdog.io/enabled"
 EXCLUDE_ANNOTATION = "vllm-watchdog.io/exclude"
 PORT_ANNOTATION = "vllm-watchdog.io/metrics-port"
+#: A pod's own stall window (seconds): may only lengthen its target's, up to maxPodWindowSeconds (core/podpolicy).
+WINDOW_ANNOTATION = "vllm-watchdog.io/window-seconds"
 #: The readiness gate condition type a pod declares in ``spec.readinessGates`` to be quarantined through it.
 GATE_CONDITION = "vllm-watchdog.io/engine-progressing"
 #: Opt-in label values and the namespace mode each one means; any other value means "not watched".
@@ -36,7 +38,9 @@ class Target:
     """Which pods to watch and how to scrape them. ``pod_selector``: a Kubernetes label selector string;
     ``port``: a container port name or number; ``path``: the metrics path (the loader fills in the profile's);
     ``metrics``: custom profile keys over ``profile`` (see :func:`watchdog.core.profiles.custom_profile`);
-    ``source``: where its signals come from (None: the global ``source`` setting)."""
+    ``source``: where its signals come from (None: the global ``source`` setting); ``window_seconds``,
+    ``min_samples``, ``action``, ``completion_only_window_seconds``: its own stall policy, each None for the
+    global setting of that name (:func:`watchdog.core.podpolicy.policy_of`)."""
 
     name: str
     pod_selector: str
@@ -45,6 +49,10 @@ class Target:
     path: str = "/metrics"
     metrics: Mapping[str, object] = field(default_factory=dict)
     source: str | None = None  # "scrape" or "prometheus"; None: the global setting ``source``
+    window_seconds: float | None = None
+    min_samples: int | None = None
+    action: StallAction | None = None
+    completion_only_window_seconds: float | None = None
 
 
 DEFAULT_TARGETS: tuple[Target, ...] = (
@@ -88,6 +96,7 @@ class WatchedPod:
     created: str = ""  # metadata.creationTimestamp (RFC 3339, UTC)
     node: str | None = None  # spec.nodeName
     container: str = ""  # the engine container: the one declaring the metrics port, else the first
+    window_annotation: str | None = None  # the pod's vllm-watchdog.io/window-seconds (cut to 64 chars), if any
 
     @property
     def url(self) -> str:

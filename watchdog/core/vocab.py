@@ -30,6 +30,8 @@ NamespaceMode = Literal["enforce", "dry-run"]
 RemovalAction = Literal["delete", "evict"]
 #: The setting ``action``: a removal, or ``quarantine`` (drain through the readiness gate only, never remove).
 StallAction = Literal["delete", "evict", "quarantine"]
+#: Where a pod's stall window came from (watchdog.core.podpolicy): the global setting, its target, its annotation.
+WindowSource = Literal["global", "target", "annotation"]
 #: A change of the readiness gate condition (watchdog.core.quarantine): first set True, set False, True again.
 QuarantineChange = Literal["admitted", "quarantined", "released"]
 #: The rule that held a wanted quarantine (drain) back.

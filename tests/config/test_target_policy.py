@@ -1,0 +1,80 @@
+"""targets[].windowSeconds, minSamples, action, completionOnlyWindowSeconds: each read by the global setting's row
+(same type, bounds and choices) and held to the same cross-checks as the global value, each problem naming the
+target's key; maxPodWindowSeconds, the annotation ceiling, is a row of the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from watchdog.config.loader import ConfigError, load_config
+from watchdog.config.schema import target_setting_schema
+from watchdog.config.settings import BY_NAME, TARGET_POLICY, target_to_dict
+
+
+def load(tmp_path: Path, target: str, extra: str = ""):  # type: ignore[no-untyped-def]
+    path = tmp_path / "c.yaml"
+    path.write_text(f"{extra}targets:\n  - {{name: a, podSelector: app=a}}\n  - {{name: b, podSelector: app=b, "
+                    f"{target}}}\n")
+    return load_config(str(path), env={})
+
+
+def problems(tmp_path: Path, target: str, extra: str = "") -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, target, extra)
+    return caught.value.problems
+
+
+def test_a_target_sets_its_own_policy_and_keeps_the_rest_global(tmp_path: Path) -> None:
+    config = load(tmp_path, "windowSeconds: 600, minSamples: 5, action: evict, completionOnlyWindowSeconds: 900",
+                  "maxPodWindowSeconds: 7200\n")
+    plain, own = config.targets
+    assert (own.window_seconds, own.min_samples, own.action, own.completion_only_window_seconds) == (
+        600.0, 5, "evict", 900.0)
+    assert config.policy_of(plain)[0] == config.base_policy
+    assert config.policy_of(own)[0].describe() == (
+        "window 600 s (target), min samples 5, action evict, completion-only window 900 s")
+    assert config.max_pod_window_seconds == 7200.0
+    assert target_to_dict(own)["windowSeconds"] == 600.0 and "windowSeconds" not in target_to_dict(plain)
+
+
+@pytest.mark.parametrize(("target", "problem"), [
+    ("windowSeconds: 0.5", "'targets'[1].windowSeconds: 0.5 is below the minimum 1"),
+    ("windowSeconds: 90000", "'targets'[1].windowSeconds: 90000 is above the maximum 86400"),
+    ("windowSeconds: .nan", "'targets'[1].windowSeconds: nan is not a finite number"),
+    ("windowSeconds: soon", "'targets'[1].windowSeconds: 'soon' is not a number"),
+    ("minSamples: 0", "'targets'[1].minSamples: 0 is below the minimum 1"),
+    ("action: kill", "'targets'[1].action: 'kill' is not one of delete, evict, quarantine"),
+    ("completionOnlyWindowSeconds: -1", "'targets'[1].completionOnlyWindowSeconds: -1 is below the minimum 0"),
+])
+def test_a_target_value_is_held_to_the_global_rows_bounds(tmp_path: Path, target: str, problem: str) -> None:
+    [line] = problems(tmp_path, target)
+    assert line.endswith(problem), line
+
+
+@pytest.mark.parametrize(("target", "extra", "problem"), [
+    ("windowSeconds: 30", "scrapeIntervalSeconds: 15\n",
+     "targets[1].windowSeconds (30) must be at least 3 scrape intervals (3 x 15 s)"),
+    ("completionOnlyWindowSeconds: 300", "",
+     "targets[1].completionOnlyWindowSeconds (300) must be 0 (off) or at least 600 s and at least windowSeconds"),
+    ("windowSeconds: 900", "completionOnlyWindowSeconds: 600\n",
+     "completionOnlyWindowSeconds (600) must be 0 (off) or at least 600 s and at least targets[1].windowSeconds "
+     "(900)"),
+    ("action: quarantine", "", "targets[1].action quarantine needs quarantine: true"),
+    ("windowSeconds: 60", "quarantine: true\nquarantineAfterSeconds: 60\n",
+     "quarantineAfterSeconds (60) must be shorter than targets[1].windowSeconds (60)"),
+])
+def test_a_target_value_is_held_to_the_global_cross_checks(tmp_path: Path, target: str, extra: str,
+                                                           problem: str) -> None:
+    [line] = problems(tmp_path, target, extra)
+    assert problem in line and line.endswith("(target 'b')") and "\n" not in line, line
+
+
+def test_the_chart_schema_of_a_target_key_is_its_rows_without_a_default() -> None:
+    for name in TARGET_POLICY:
+        node = target_setting_schema(BY_NAME[name])
+        assert "default" not in node
+        for bound in ("minimum", "maximum"):
+            assert node.get(bound) == (None if getattr(BY_NAME[name], bound) is None else
+                                       pytest.approx(getattr(BY_NAME[name], bound)))

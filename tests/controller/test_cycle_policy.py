@@ -1,0 +1,81 @@
+"""Issue 30 item 1 at the cycle level (emulator + simulated pods + fake clock): a target's own window, and a pod's
+window annotation that may only lengthen it. One pod is deleted at its target's window while a pod of the global
+window is still kept, another is kept past the global window by its annotation, and an annotation that would
+shorten the window is ignored with one Warning Event."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cycle_kit import NS, Rig, make_config, remediated
+
+from watchdog.core.events import REASON_DELETED, REASON_WINDOW_IGNORED
+from watchdog.core.model import NAMESPACE_LABEL, WINDOW_ANNOTATION
+from watchdog.demo.emulator import EmulatorServer
+from watchdog.demo.scenario import seed_deployment
+
+TARGETS = [{"name": "fast", "podSelector": "app=fast", "windowSeconds": 30},
+           {"name": "vllm", "podSelector": "app.kubernetes.io/name=vllm"}]
+# Rails out of the way: every stalled pod may go (the budgets and breakers are tested in test_rails.py).
+LOOSE = {"windowSeconds": 60, "maxDeletions": 10, "maxDeletionsPerNamespace": 10, "breakerFraction": 1.0,
+         "breakerMinPods": 1000, "targets": TARGETS}
+
+
+@pytest.fixture
+def rig(emulator: EmulatorServer, tmp_path: Path) -> Iterator[Rig]:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    rig = Rig(emulator, make_config(tmp_path, **LOOSE))
+    yield rig
+    rig.close()
+
+
+def deployment(rig: Rig, name: str, address: str, **pod_kw: Any) -> dict[str, dict[str, Any]]:
+    sim = rig.sim(address, "wedged")
+    return seed_deployment(rig.api, NS, name, sim.address, sim.port, **pod_kw)
+
+
+def events(rig: Rig, pod: dict[str, Any], reason: str) -> list[str]:
+    name = pod["metadata"]["name"]
+    return [e["message"] for e in rig.api.list_events(NS)
+            if e["reason"] == reason and e["involvedObject"]["name"] == name]
+
+
+def test_a_target_window_deletes_sooner_and_an_annotation_keeps_a_pod_past_the_global_window(rig: Rig) -> None:
+    patient = deployment(rig, "patient", "127.0.0.2", annotations={WINDOW_ANNOTATION: "300"})
+    for _ in range(5):  # past the warm-up (one global window after the first listing)
+        rig.cycle()
+    fast = deployment(rig, "fast", "127.0.0.3", labels={"app": "fast"})["pod"]
+    plain = deployment(rig, "plain", "127.0.0.4")["pod"]
+    results = [remediated(rig.cycle()) for _ in range(3)]  # its samples at +0, +15, +30: its 30 s window
+    assert results[-1] == [(f"{NS}/{fast['metadata']['name']}", "deleted")]
+    assert not rig.exists(fast) and rig.exists(plain)  # the global 60 s window is not over for plain
+    assert "window (set by its target) over" in events(rig, fast, REASON_DELETED)[0]
+    for _ in range(2):
+        rig.cycle()
+    assert not rig.exists(plain)  # at the global window
+    assert "60 s window (global) over" in events(rig, plain, REASON_DELETED)[0]
+    for _ in range(6):
+        rig.cycle()
+    assert rig.exists(patient["pod"])  # 5 + 11 cycles of 15 s: 240 s stalled, past the global 60 s, within its 300
+    assert rig.wd.status is not None
+    doc = json.loads(rig.wd.status.body)
+    [row] = [p for p in doc["pods"] if p["pod"] == patient["pod"]["metadata"]["name"]]
+    assert row["policy"]["window_s"] == 300 and row["policy"]["window_source"] == "annotation"
+    assert row["engines"][0]["state"] == "suspect"
+
+
+@pytest.mark.parametrize("value", ["10", "1e9", "nan", "-300", "9" * 40, "7200"])
+def test_an_annotation_that_would_shorten_is_malformed_or_too_high_is_ignored_with_one_event(
+        rig: Rig, value: str) -> None:
+    pod = deployment(rig, "tenant", "127.0.0.5", annotations={WINDOW_ANNOTATION: value})["pod"]
+    deleted = []
+    for _ in range(8):
+        deleted += [r for r in remediated(rig.cycle()) if r[1] == "deleted"]
+    assert deleted == [(f"{NS}/{pod['metadata']['name']}", "deleted")]  # at the global window, as without it
+    [warning] = events(rig, pod, REASON_WINDOW_IGNORED)  # once, however many cycles saw it
+    assert f"{WINDOW_ANNOTATION}=" in warning and "the stall window stays 60 s (from the global setting)" in warning
+    assert "60 s window (global) over" in events(rig, pod, REASON_DELETED)[0]
