@@ -4,12 +4,13 @@ target's key; maxPodWindowSeconds, the annotation ceiling, is a row of the table
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from watchdog.config.loader import ConfigError, load_config
-from watchdog.config.schema import target_setting_schema
+from watchdog.config.schema import DEFAULT_PATH, chart_schema, target_setting_schema
 from watchdog.config.settings import BY_NAME, TARGET_POLICY, target_to_dict
 
 
@@ -78,3 +79,13 @@ def test_the_chart_schema_of_a_target_key_is_its_rows_without_a_default() -> Non
         for bound in ("minimum", "maximum"):
             assert node.get(bound) == (None if getattr(BY_NAME[name], bound) is None else
                                        pytest.approx(getattr(BY_NAME[name], bound)))
+
+
+def test_the_chart_schema_of_the_target_keys_is_generated_from_the_rows() -> None:
+    current = json.loads((Path(__file__).parents[2] / DEFAULT_PATH).read_text())
+    item = current["properties"]["config"]["properties"]["targets"]["items"]["properties"]
+    for name in TARGET_POLICY:
+        item.pop(BY_NAME[name].key)  # generated, never hand-written: put back from the rows
+    again = chart_schema(current)["properties"]["config"]["properties"]["targets"]["items"]["properties"]
+    assert {k: again[k] for k in (BY_NAME[n].key for n in TARGET_POLICY)} == {
+        BY_NAME[n].key: target_setting_schema(BY_NAME[n]) for n in TARGET_POLICY}

@@ -79,3 +79,17 @@ def test_an_annotation_that_would_shorten_is_malformed_or_too_high_is_ignored_wi
     [warning] = events(rig, pod, REASON_WINDOW_IGNORED)  # once, however many cycles saw it
     assert f"{WINDOW_ANNOTATION}=" in warning and "the stall window stays 60 s (from the global setting)" in warning
     assert "60 s window (global) over" in events(rig, pod, REASON_DELETED)[0]
+
+
+def test_a_targets_own_action_is_the_one_taken(emulator: EmulatorServer, tmp_path: Path) -> None:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    targets = [{**TARGETS[0], "action": "evict"}, TARGETS[1]]
+    rig = Rig(emulator, make_config(tmp_path, **{**LOOSE, "targets": targets}))
+    try:
+        fast = deployment(rig, "fast", "127.0.0.6", labels={"app": "fast"})["pod"]
+        plain = deployment(rig, "plain", "127.0.0.7")["pod"]
+        done = sorted(r for _ in range(8) for r in remediated(rig.cycle()) if r[1] in ("deleted", "evicted"))
+        assert done == sorted([(f"{NS}/{fast['metadata']['name']}", "evicted"),
+                               (f"{NS}/{plain['metadata']['name']}", "deleted")])
+    finally:
+        rig.close()
