@@ -43,20 +43,25 @@ SEVERITIES = {"critical", "warning", "info"}
 # in watchdog/adapters/metrics.py at the same time): exposed name -> {label: allowed values, or None for any value}.
 # The alerts and the dashboard are checked against this list, and the list against a real exposition.
 ANY = None
+# The LLM pod's namespace and its config target (issue 30 item 2) on the per-workload metrics. Through the chart's
+# ServiceMonitor (honorLabels false) an exposed label that a target label already names (namespace, pod) is stored
+# as exported_<name>: the queries say exported_namespace and exported_pod.
+WORKLOAD: dict[str, frozenset[str] | None] = {"namespace": ANY, "target": ANY}
 EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     "vllm_watchdog_pods_watched": {},
     "vllm_watchdog_scrapes_total": {"outcome": frozenset({"ok", "timeout", "refused", "http_status", "too_large",
                                                           "bad_encoding", "parse", "connection",
                                                           "prometheus_unknown", "prometheus_error"})},
     "vllm_watchdog_engines": {"state": frozenset({"idle", "paused", "progressing", "suspect", "stalled",
-                                                  "unknown"})},
-    "vllm_watchdog_stalls_total": {},
-    "vllm_watchdog_deletions_total": {"action": frozenset({"delete", "evict"})},
+                                                  "unknown"}), **WORKLOAD},
+    "vllm_watchdog_stalls_total": {**WORKLOAD},
+    "vllm_watchdog_deletions_total": {"action": frozenset({"delete", "evict"}), **WORKLOAD},
     "vllm_watchdog_remediations_total": {"result": frozenset({"deleted", "evicted", "dry_run", "deferred",
-                                                              "not_found", "conflict", "aborted", "error"})},
+                                                              "not_found", "conflict", "aborted", "error"}),
+                                         **WORKLOAD},
     "vllm_watchdog_deferrals_total": {"rule": frozenset({"paused", "not_leader", "warm_up", "min_age", "breaker",
                                                          "namespace_breaker", "budget", "namespace_budget", "owner",
-                                                         "budget_unknown", "pdb", "ledger"})},
+                                                         "budget_unknown", "pdb", "ledger"}), **WORKLOAD},
     **{f"vllm_watchdog_cycle_duration_seconds{s}": {} for s in ("_count", "_sum")},
     "vllm_watchdog_cycle_duration_seconds_bucket": {"le": ANY},
     "vllm_watchdog_last_cycle_timestamp_seconds": {},
@@ -68,16 +73,18 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     "vllm_watchdog_paused": {},
     "vllm_watchdog_build_info": {"version": ANY, "python_version": ANY},
     # Quarantine through the readiness gate (issue 17).
-    "vllm_watchdog_quarantined": {},
-    "vllm_watchdog_quarantine_changes_total": {"to": frozenset({"admitted", "quarantined", "released"})},
+    "vllm_watchdog_quarantined": {**WORKLOAD},
+    "vllm_watchdog_quarantine_changes_total": {"to": frozenset({"admitted", "quarantined", "released"}), **WORKLOAD},
     "vllm_watchdog_quarantine_held_total": {"rule": frozenset({"dry_run", "paused", "breaker", "namespace_breaker",
-                                                               "owner_share", "last_ready"})},
+                                                               "owner_share", "last_ready"}), **WORKLOAD},
     # Refused credentials (issue 27): 401/403 answers counted, and the state /readyz fails for.
     "vllm_watchdog_api_auth_failures_total": {"status": frozenset({"401", "403"})},
     "vllm_watchdog_api_credentials_refused": {},
     # Source health (issue 30 item 4): a series per source in use, labelled when the watchdog starts.
     "vllm_watchdog_source_up": {"source": frozenset({"scrape", "prometheus"})},
     "vllm_watchdog_source_failed_cycles": {"source": frozenset({"scrape", "prometheus"})},
+    # Per-workload signals (issue 30 item 2): the opt-in per-engine gauge (perEngineMetrics).
+    "vllm_watchdog_engine_seconds_without_progress": {**WORKLOAD, "pod": ANY, "engine": ANY},
     # prometheus_client's process collector (Linux).
     **{f"process_{n}": {} for n in ("cpu_seconds_total", "resident_memory_bytes", "virtual_memory_bytes",
                                     "start_time_seconds", "open_fds", "max_fds")},
@@ -198,6 +205,14 @@ BROKEN_RULES = [
                  id="credentials-refused-pages-on-a-stray-403"),
     pytest.param("VllmWatchdogSourceDown", {"expr": "vllm_watchdog_source_failed_cycles > 0"},
                  id="source-down-pages-on-one-failed-cycle"),
+    # Per-workload signals (issue 30 item 2): each alert on a per-workload metric, its grouping undone.
+    pytest.param("VllmWatchdogManyUnknown", {"expr": 'vllm_watchdog_engines{state="unknown"} / ignoring (state) '
+                                                     "clamp_min(sum without (state) (vllm_watchdog_engines), 1) > 0.2"},
+                 id="many-unknown-judged-per-workload"),
+    *(pytest.param(alert, {"expr": expr_of(alert).replace(", exported_namespace, target", "")},
+                   id=f"{alert}-without-the-workload")
+      for alert in ("VllmWatchdogPodDeleted", "VllmWatchdogWouldDelete", "VllmWatchdogRemediationErrors",
+                    "VllmWatchdogStallHeldBack")),
     *(pytest.param(rule["alert"], {"for": None}, id=f"{rule['alert']}-without-for")
       for rule in alerts() if "for" in rule),
 ]
@@ -286,6 +301,11 @@ def check_selectors(expr: str) -> list[str]:
             problems.append(f"{name}: not a metric the watchdog exports")
             continue
         for label, op, value in matchers:
+            if label.removeprefix("exported_") in TARGET_LABELS and label.startswith("exported_"):
+                label = label.removeprefix("exported_")  # the exposed label, renamed on ingestion
+                if label not in EXPORTED[name]:
+                    problems.append(f"{name}: no label {label} (as exported_{label})")
+                    continue
             allowed = EXPORTED[name].get(label, ANY)
             if label not in EXPORTED[name] and label not in TARGET_LABELS:
                 problems.append(f"{name}: no label {label}")
@@ -313,6 +333,10 @@ def test_dashboard_uses_only_exported_metrics_and_label_values() -> None:
 def test_the_metric_check_catches_old_and_made_up_names() -> None:
     assert check_selectors('increase(vllm_watchdog_deletions_total{result="deleted"}[1h])') == [
         "vllm_watchdog_deletions_total: no label result"]
+    assert check_selectors('vllm_watchdog_pods_watched{exported_namespace="a"} + vllm_watchdog_engines{target="x", '
+                           'exported_namespace="b", exported_pod="c"}') == [
+        "vllm_watchdog_pods_watched: no label namespace (as exported_namespace)",
+        "vllm_watchdog_engines: no label pod (as exported_pod)"]
     assert check_selectors('vllm_watchdog_engines{state="wedged"} + vllm_watchdog_stalled') == [
         "vllm_watchdog_engines{state}: no value 'wedged'", "vllm_watchdog_stalled: not a metric the watchdog exports"]
 
@@ -340,6 +364,8 @@ def test_the_agreed_list_is_what_the_watchdog_exposes() -> None:
     for source in SOURCES:  # only the sources in use have a series: the watchdog labels them when it starts
         metrics.source_up.labels(source)
         metrics.source_failed_cycles.labels(source)
+    metrics.watch_workloads({("team-a", "vllm")})  # per-workload series: those of the watched pairs
+    metrics.publish_engines({("team-a", "llama-0", "vllm", 'engine="0"'): 0.0})  # perEngineMetrics
     exposition = generate_latest(metrics.registry).decode()
     seen: dict[str, dict[str, set[str]]] = {}
     for family in text_string_to_metric_families(exposition):
@@ -357,7 +383,7 @@ def test_the_agreed_list_is_what_the_watchdog_exposes() -> None:
 # --- the dashboard ----------------------------------------------------------------------------------------
 
 # Grafana's variables in the dashboard's queries, replaced by what they stand for before promtool parses them.
-GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__range": "1h", "$namespace": ".+"}
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__range": "1h", "$namespace": ".+", "$llm_namespace": ".+"}
 
 
 def test_every_dashboard_expression_parses_as_promql(tmp_path: Path) -> None:
@@ -389,6 +415,7 @@ REQUIRED_PANELS = {
     "Scrape outcomes": "vllm_watchdog_scrapes_total",
     "Cycle duration": "vllm_watchdog_cycle_duration_seconds_bucket",
     "Leader": "vllm_watchdog_leader",
+    "Suspect now": "vllm_watchdog_engine_seconds_without_progress",
 }
 
 
@@ -418,9 +445,11 @@ def test_dashboard_is_well_formed() -> None:
         mine = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
         assert not mine & cells, f"{p['title']} overlaps another panel"
         cells |= mine
+        if p["type"] == "row":  # a row (repeated per LLM namespace) holds no query
+            continue
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert p["targets"] and all(t["datasource"] == p["datasource"] for t in p["targets"])
-    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "namespace"]
+    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "namespace", "llm_namespace"]
 
 
 # --- the chart --------------------------------------------------------------------------------------------
@@ -519,3 +548,23 @@ def test_missing_promtool_fails_under_ci_and_skips_elsewhere(monkeypatch: pytest
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="promtool not found"):
         promtool.__wrapped__()
+
+
+def test_dashboard_has_a_row_per_llm_namespace_and_a_suspect_now_table() -> None:
+    """Issue 30 item 2: a row repeated per LLM namespace (the exported_namespace of the per-workload metrics) whose
+    panels all select it, and a "Suspect now" table from the per-engine gauge, else from the engine-state gauge."""
+    board = dashboard()
+    variable = next(v for v in board["templating"]["list"] if v["name"] == "llm_namespace")
+    assert variable["definition"] == "label_values(vllm_watchdog_engines, exported_namespace)"
+    panels = board["panels"]
+    row = next(p for p in panels if p["type"] == "row")
+    assert row["repeat"] == "llm_namespace" and "$llm_namespace" in row["title"]
+    inside = [p for p in panels if p["gridPos"]["y"] > row["gridPos"]["y"]]
+    assert len(inside) >= 3
+    assert all('exported_namespace=~"$llm_namespace"' in t["expr"] for p in inside for t in p["targets"])
+    [suspect] = [p for p in panels if p["title"] == "Suspect now"]
+    [query] = suspect["targets"]
+    assert suspect["type"] == "table" and query["instant"] and query["format"] == "table"
+    per_engine, _, by_state = query["expr"].partition(" or on (exported_namespace, target) ")
+    assert "vllm_watchdog_engine_seconds_without_progress" in per_engine and "> 0" in per_engine
+    assert 'vllm_watchdog_engines{' in by_state and 'state=~"suspect|stalled"' in by_state

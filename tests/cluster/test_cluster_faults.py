@@ -128,8 +128,8 @@ def lease_holder(s: Scenario, release: Release) -> str | None:
 
 
 def deletions_total(proc: WatchdogProcess) -> float:
-    found = re.search(r'^vllm_watchdog_deletions_total\{action="delete"\} (\S+)$', proc.metrics(), re.M)
-    return float(found.group(1)) if found else 0.0
+    found = re.findall(r'^vllm_watchdog_deletions_total\{action="delete",[^}]*\} (\S+)$', proc.metrics(), re.M)
+    return sum(map(float, found))  # over the LLM namespaces and targets (issue 30 item 2)
 
 
 def namespace_budget_used(proc: WatchdogProcess, namespace: str) -> int:

@@ -9,6 +9,7 @@ controller) can hold them: the endpoint's ``ready`` follows the pod's Ready, whi
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from typing import Any
 
@@ -93,7 +94,8 @@ def test_quarantine_drains_endpoints_releases_and_never_deletes(scenario, watchd
     time.sleep(10)  # past the window: action quarantine never deletes either
     assert endpoint_ready(s, ns, "engine")[other] is True
     assert gate_of(s.pod(ns, other) or {"status": {}}) == "True"
-    assert "vllm_watchdog_quarantine_held_total{rule=\"owner_share\"} 1.0" in wd.metrics()
+    held = r'^vllm_watchdog_quarantine_held_total\{namespace="[^"]+",rule="owner_share",target="[^"]+"\} 1\.0$'
+    assert re.search(held, wd.metrics(), re.M)
     assert audit(control_plane, rel.user, verb="delete", resource="pods", namespace=ns) == []
     assert all(not p["metadata"].get("deletionTimestamp") for p in s.pods(ns, "engine"))
 

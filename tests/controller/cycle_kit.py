@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import builders
+from metricsum import summed
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.config.loader import load_config
@@ -71,4 +72,4 @@ def remediated(report: CycleReport) -> list[tuple[str, str]]:
 
 
 def sample(rig: Rig, name: str, labels: dict[str, str] | None = None) -> float | None:
-    return rig.wd.metrics.registry.get_sample_value(name, labels or {})
+    return summed(rig.wd.metrics.registry, name, labels or {})

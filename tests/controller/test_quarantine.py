@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from builders import rails as policy_rails
 from fakes import FakeClock, FakeKube
+from metricsum import summed
 
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
@@ -62,6 +63,7 @@ class Rig:
         self.kube = FakeKube(inner, patch_pod_condition=patch or patched, create_event=event,
                              get_object=lambda *a: {"metadata": {"name": RS.name, "uid": RS.uid}})
         self.metrics: Metrics = new_metrics()
+        self.metrics.watch_workloads({("ns", "vllm")})  # as the cycle does: the pair's series pre-created at 0
         self.clock = FakeClock(1000.0)
         self.policy = DeletionPolicy(policy_rails(), started=0.0)
         self.actuator = Actuator(self.kube, fence=lambda _s: self.is_leader)
@@ -74,7 +76,7 @@ class Rig:
         return self.q.run(judged, self.policy, self.is_leader)
 
     def metric(self, name: str, **labels: str) -> float | None:
-        return self.metrics.registry.get_sample_value(name, labels)
+        return summed(self.metrics.registry, name, labels)
 
     def statuses(self) -> list[tuple[str, str]]:
         return [(name, c["status"]) for name, _, c in self.patches]

@@ -16,6 +16,7 @@ from typing import Any
 import builders
 import pytest
 from fakes import FakeKube
+from metricsum import summed
 
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.leader import LeaderElector
@@ -121,7 +122,7 @@ def test_breaker_trips_when_30_percent_stall_together_and_nothing_is_deleted(fle
     deferred = fleet.events("StalledPodDeletionDeferred")
     assert len(deferred) == 5 and all("mass-stall breaker is open" in msg for _, msg in deferred)
     assert wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 1.0
-    assert wd.metrics.registry.get_sample_value("vllm_watchdog_deferrals_total", {"rule": "breaker"}) >= 5
+    assert summed(wd.metrics.registry, "vllm_watchdog_deferrals_total", {"rule": "breaker"}) >= 5
 
 
 @pytest.mark.parametrize("tenant_mode", ["dry-run", "true"])
@@ -143,7 +144,7 @@ def test_one_tenants_fake_stalls_never_hold_back_another_namespaces_wedge(fleet:
     assert all(fleet.alive(f"fake-{i}") for i in range(3)) and all(fleet.alive(f"ok-{i}") for i in range(3))
     registry = wd.metrics.registry
     assert registry.get_sample_value("vllm_watchdog_breaker_open") == 0.0
-    assert not registry.get_sample_value("vllm_watchdog_deferrals_total", {"rule": "breaker"})
+    assert not summed(registry, "vllm_watchdog_deferrals_total", {"rule": "breaker"})
     fakes = {fleet.pods[f"fake-{i}"]["metadata"]["name"] for i in range(3)}
     if tenant_mode == "dry-run":
         assert {name for name, _ in fleet.events("StalledPodDryRun")} == fakes
@@ -241,7 +242,9 @@ def test_a_held_stall_says_when_its_namespace_budget_frees_and_counts_once(fleet
     assert engine["held"] == {"rule": "namespace_budget", "frees_in_s": at + 600.0 - fleet.now,
                               "frees_when": "when the oldest counted deletion in team leaves the rolling 600 s window"}
     assert wd.status.doc["policy"]["budget"]["frees_in_s"]["namespaces"] == {"team": at + 600.0 - fleet.now}
-    sample = wd.metrics.registry.get_sample_value
+    def sample(name: str, labels: dict[str, str]) -> float | None:
+        return summed(wd.metrics.registry, name, labels)
+
     assert sample("vllm_watchdog_remediations_total", {"result": "deferred"}) == 1.0  # not once per cycle
     assert sample("vllm_watchdog_deferrals_total", {"rule": "namespace_budget"}) == 1.0
 
@@ -315,8 +318,8 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
             wd.run_cycle()
     assert el_a.is_leader() and not el_b.is_leader()
     reg = (wd_a.metrics.registry, wd_b.metrics.registry)
-    assert [r.get_sample_value("vllm_watchdog_remediations_total", {"result": "deleted"}) for r in reg] == [1.0, 0.0]
-    assert reg[1].get_sample_value("vllm_watchdog_deferrals_total", {"rule": "not_leader"}) >= 1
+    assert [summed(r, "vllm_watchdog_remediations_total", {"result": "deleted"}) for r in reg] == [1.0, 0.0]
+    assert summed(reg[1], "vllm_watchdog_deferrals_total", {"rule": "not_leader"}) >= 1
     assert not fleet.alive("wedged-a")
 
     # The leader steps down (releases the Lease): the standby takes over and acts on the next stall.
@@ -329,8 +332,8 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
                 elector.step()
             wd.run_cycle()
     assert el_b.is_leader() and not fleet.alive("wedged-b")
-    assert reg[0].get_sample_value("vllm_watchdog_remediations_total", {"result": "deleted"}) == 1.0
-    assert reg[1].get_sample_value("vllm_watchdog_remediations_total", {"result": "deleted"}) == 1.0
+    assert summed(reg[0], "vllm_watchdog_remediations_total", {"result": "deleted"}) == 1.0
+    assert summed(reg[1], "vllm_watchdog_remediations_total", {"result": "deleted"}) == 1.0
     # The standby never wrote to the cluster: no deferral Events for "not the leader".
     assert not [m for _, m in fleet.events("StalledPodDeletionDeferred") if "Lease" in m]
 

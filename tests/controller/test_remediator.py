@@ -12,6 +12,7 @@ from typing import Any
 import builders
 import pytest
 from fakes import FakeClock, FakeKube
+from metricsum import summed
 from remediator_kit import (
     NS,
     SIGNALS,
@@ -67,7 +68,7 @@ FACTS = (f' engine {{{SNAP.key}}}: no progress for 130 s, 21 requests running (0
 
 
 def results(m: Metrics) -> dict[str, float]:
-    out = {r: m.registry.get_sample_value("vllm_watchdog_remediations_total", {"result": r})
+    out = {r: summed(m.registry, "vllm_watchdog_remediations_total", {"result": r})
            for r in REMEDIATION_RESULTS}
     return {r: v for r, v in out.items() if v}
 
@@ -344,7 +345,7 @@ def test_a_wedge_with_one_nan_counter_is_deleted(api: EmulatorServer, kube_clien
     rem, metrics = remediator(kube_client, Rescrape(dataclasses.replace(nan)))
     outcome = rem.remediate(target_of(api, seeded["pod"]), nan, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted", outcome.detail
-    assert metrics.remediations.labels("deleted")._value.get() == 1
+    assert summed(metrics.registry, "vllm_watchdog_remediations_total", {"result": "deleted"}) == 1
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
 
 
@@ -411,7 +412,7 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
     done = "evicted" if action == "evict" and result == "deleted" else result
     assert outcome.result == done, outcome.detail
     # Counted as the budget counts it: one removal by this action, whatever the GET showed afterwards.
-    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": action}) == 1.0
+    assert summed(metrics.registry, "vllm_watchdog_deletions_total", {"action": action}) == 1.0
     assert results(metrics) == {done: 1.0}
     assert kube.calls[verb] == 1
     assert (api.get_pod(NS, name) is None) is applied
@@ -431,7 +432,7 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
     again = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
     assert again.result == ("evicted" if action == "evict" else "deleted"), again.detail
     assert "sent again after a lost answer" in again.detail and api.get_pod(NS, name) is None
-    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": action}) == 1.0
+    assert summed(metrics.registry, "vllm_watchdog_deletions_total", {"action": action}) == 1.0
     assert [e["involvedObject"]["name"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeleted"] == [
         name, "llama"]  # the pod and its Deployment, once
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
@@ -474,7 +475,7 @@ def test_a_lost_removal_applied_later_is_reported_once(api: EmulatorServer, kube
         rem.settle_gone(set())
     assert kube.calls["delete_pod"] == 1
     assert sorted(e["involvedObject"]["kind"] for e in api.list_events(NS)) == ["Deployment", "Pod"]
-    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": "delete"}) == 1.0
+    assert summed(metrics.registry, "vllm_watchdog_deletions_total", {"action": "delete"}) == 1.0
     rem.settle_gone(set())  # once only
     assert len(api.list_events(NS)) == 2
 
@@ -509,7 +510,7 @@ def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeC
     assert outcome.result == "error" and "refused, not retried" in outcome.detail
     assert api.list_events(NS) == []
     assert _second_stall(api, rem).result == "error"  # not deferred: nothing was charged
-    assert metrics.registry.get_sample_value("vllm_watchdog_deletions_total", {"action": "delete"}) == 0.0
+    assert not summed(metrics.registry, "vllm_watchdog_deletions_total", {"action": "delete"})
     assert results(metrics) == {"error": 2.0}
 
 
@@ -624,7 +625,7 @@ def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServe
                               metrics, action="evict")
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "deferred" and "more than one PodDisruptionBudget" in outcome.detail
-    assert metrics.deferrals.labels("pdb")._value.get() == 1
+    assert summed(metrics.registry, "vllm_watchdog_deferrals_total", {"rule": "pdb"}) == 1
     messages = [e["message"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeletionDeferred"]
     assert len(messages) == 2 and all("overlapping PDBs" in m for m in messages)
     assert all("; may proceed when the Eviction API allows it (tried every cycle). evidence: " in m for m in messages)

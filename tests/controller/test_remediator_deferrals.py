@@ -9,6 +9,7 @@ import logging
 import builders
 import pytest
 from fakes import FakeClock
+from metricsum import summed
 from remediator_kit import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
 
 from watchdog.adapters.kube import KubeClient
@@ -23,7 +24,7 @@ WINDOW = "the rolling 600 s window"
 
 
 def value(m: Metrics, name: str, labels: dict[str, str]) -> float | None:
-    return m.registry.get_sample_value(name, labels)
+    return summed(m.registry, name, labels)
 
 
 def test_a_budget_deferral_says_when_the_budget_frees(api: EmulatorServer, kube_client: KubeClient,

@@ -268,9 +268,12 @@ def test_metrics_endpoint_serves_the_watchdog_metrics(served: tuple[Watchdog, st
     status, ctype, body = get(base, "/metrics")
     assert status == 200 and ctype.startswith("text/plain")
     text = body.decode()
-    for line in ("vllm_watchdog_pods_watched 0.0", 'vllm_watchdog_remediations_total{result="deleted"} 0.0',
-                 'vllm_watchdog_deletions_total{action="delete"} 0.0', "vllm_watchdog_paused 0.0",
-                 'vllm_watchdog_scrapes_total{outcome="timeout"} 0.0', 'vllm_watchdog_engines{state="stalled"} 0.0',
+    for line in ("vllm_watchdog_pods_watched 0.0",
+                 'vllm_watchdog_remediations_total{namespace="inference",result="deleted",target="vllm"} 0.0',
+                 'vllm_watchdog_deletions_total{action="delete",namespace="inference",target="vllm"} 0.0',
+                 "vllm_watchdog_paused 0.0",
+                 'vllm_watchdog_scrapes_total{outcome="timeout"} 0.0',
+                 'vllm_watchdog_engines{namespace="inference",state="stalled",target="vllm"} 0.0',
                  "vllm_watchdog_cycle_duration_seconds_count 1.0", "vllm_watchdog_event_failures_total 0.0",
                  "vllm_watchdog_cycle_failures_total 0.0"):
         assert line in text.splitlines()

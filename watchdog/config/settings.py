@@ -184,6 +184,9 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0.5, maximum=300.0),
     Setting("listen_address", "str", "[::]:8080", "IP:port serving /metrics, /healthz, /readyz and /status; "
             "[::]:PORT is IPv6 and IPv4 (dual-stack; IPv4 only where the kernel has no IPv6), IPv6 hosts in brackets"),
+    Setting("per_engine_metrics", "bool", False, "export vllm_watchdog_engine_seconds_without_progress{namespace,"
+            "pod,target,engine}: one series per watched engine series (at most 10000, those longest without "
+            "progress), removed when its pod or engine goes"),
     Setting("log_format", "choice", "json", "log format", choices=("json", "text")),
     Setting("log_level", "choice", "info", "log level", choices=("debug", "info", "warning", "error")),
 )
@@ -258,6 +261,7 @@ class Settings:
     node_taint: str
     api_timeout_seconds: float
     listen_address: str
+    per_engine_metrics: bool
     log_format: str
     log_level: str
     targets: tuple[Target, ...] = DEFAULT_TARGETS

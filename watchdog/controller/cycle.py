@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from watchdog.adapters.logs import counts, facts
-from watchdog.adapters.metrics import Metrics
+from watchdog.adapters.metrics import EngineSeries, Metrics
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
@@ -41,6 +41,7 @@ from watchdog.controller.ports import Clock, KubeApi, Listing, Source
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.reading import Reading
 from watchdog.controller.remediator import Remediation, Remediator, Rescrape
+from watchdog.controller.signals import seconds_without_progress, watched_workloads
 from watchdog.controller.state import PodRecord
 from watchdog.controller.status import Snapshot, snapshot
 from watchdog.controller.tallies import BreakerTallies
@@ -69,6 +70,8 @@ class CycleReport:
     namespaces: Counter[str] = field(default_factory=Counter)  # opted-in namespaces by mode
     remediations: list[tuple[str, Remediation]] = field(default_factory=list)
     verdicts: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (pod ref, series key, verdict)
+    workload_engines: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (state, namespace, target)
+    engine_progress: dict[EngineSeries, float] = field(default_factory=dict)  # perEngineMetrics: seconds by series
     api_requests: int = 0
     duration_s: float = 0.0
 
@@ -136,6 +139,7 @@ class Watchdog:
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self._targets = {t.name: t for t in config.targets}
         self._window_warned: set[str] = set()  # pod UIDs told once that their window annotation is ignored
+        self._engines_capped = False  # the per-engine gauge's cap was reached (logged once)
         self.last_started: float | None = None  # monotonic time the last cycle started (liveness)
         self.last_ended: float | None = None  # monotonic time the last cycle ended, completed or failed
         self.last_success: float | None = None  # monotonic time the last cycle completed (readiness)
@@ -214,6 +218,7 @@ class Watchdog:
         self.quarantine.observe(pods_by_target)
         del pods_by_target
         self.ever_ready = (self.ever_ready | found.ready_uids) & live
+        self.metrics.watch_workloads(watched_workloads(found.modes, [t.name for t in self.config.targets], watched))
         self._forget_gone({t.uid for t in found.targets})
         report.pods, report.skipped = len(found.targets), found.skipped
         report.namespaces = Counter(found.modes.values())
@@ -363,6 +368,8 @@ class Watchdog:
         present: set[str] = set()
         ref, listed = target.ref, report.verdicts
         report.engines.update([seen.verdict.state for seen in observations])
+        workload = (target.namespace, target.target_name)
+        report.workload_engines.update([(seen.verdict.state, *workload) for seen in observations])
         for seen in observations:
             verdict = seen.verdict
             if seen.present:
@@ -377,16 +384,21 @@ class Watchdog:
                          extra=facts(target, engine=seen.key, state=verdict.state, reason=verdict.reason))
             episode = seen.engine.follow_episode()
             if episode:
-                self.metrics.stalls.inc()
+                self.metrics.stalls.labels(*workload).inc()
             elif episode is not None:
                 self.policy.episode_over(target.uid, seen.key)
         if not observations:  # no engine series known (scrape failed, or none in the body): one unknown engine
             report.engines["unknown"] += 1
+            report.workload_engines[("unknown", *workload)] += 1
         dropped = pod.cap_series()
         if dropped:
             self.metrics.series_dropped.inc(dropped)
             log.info("pod %s exports more engine series than are watched: %d dropped", target.ref, dropped,
                      extra=facts(target, reason="series_cap"))
+        if self.config.per_engine_metrics:  # after the cap: at most MAX_SERIES_PER_POD series per pod
+            for key, engine in pod.engines.items():
+                series = (target.namespace, target.name, target.target_name, key)
+                report.engine_progress[series] = seconds_without_progress(engine.verdict)
         return present
 
     def _act(self, target: WatchedPod, pod: PodRecord, report: CycleReport) -> None:
@@ -408,8 +420,11 @@ class Watchdog:
     def _publish(self, report: CycleReport) -> None:
         m = self.metrics
         m.pods_watched.set(report.pods)
-        for state in ENGINE_STATES:
-            m.engines.labels(state).set(report.engines.get(state, 0))
+        m.set_per_workload(m.engines, report.workload_engines, [(state,) for state in ENGINE_STATES])
+        if m.publish_engines(report.engine_progress) and not self._engines_capped:
+            self._engines_capped = True  # said once: the cap holds from then on
+            log.warning("more engine series than the per-engine gauge exports (%d): those longest without progress "
+                        "are exported", len(m.engine_series), extra=facts(reason="engine_series_cap"))
         m.cycle_duration.observe(report.duration_s)
         m.last_cycle.set(time.time())
         opted = (f"opted-in namespaces {counts(report.namespaces)}" if report.namespaces else

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -99,7 +100,7 @@ class Quarantine:
         self.written = {uid: s for uid, s in self.written.items() if uid in self.fleet.gated}
         self._held = {k for k in self._held if k[0] in self.fleet.gated}
         if not leader:
-            self.metrics.quarantined.set(0)
+            self.metrics.set_per_workload(self.metrics.quarantined, {})
             return []
         now = self.clock()
         drained = {uid: p.owner_key for uid, p in self.fleet.gated.items() if self.current(uid) == "False"}
@@ -129,14 +130,16 @@ class Quarantine:
                 changed.append(target.ref)
             if change == "quarantined" and written in ("written", "lost"):  # a lost drain counts (fail closed)
                 share.drain(gated.owner_key, gated.ready)
-        self.metrics.quarantined.set(sum(self.current(uid) == "False" for uid in self.fleet.gated))
+        drained_now = Counter((t.namespace, t.target_name) for t, _ in judged if t.uid in self.fleet.gated
+                              and self.current(t.uid) == "False")
+        self.metrics.set_per_workload(self.metrics.quarantined, drained_now)
         return changed
 
     def _hold(self, target: WatchedPod, rule: str, why: str) -> None:
         if (target.uid, rule) in self._held:
             return
         self._held.add((target.uid, rule))
-        self.metrics.quarantine_held.labels(rule).inc()
+        self.metrics.quarantine_held.labels(rule, target.namespace, target.target_name).inc()
         log.info("quarantine of %s held back: %s", target.ref, why, extra=facts(target, rule=rule, reason=why))
 
     def _write(self, target: WatchedPod, change: QuarantineChange, evidence: str) -> str:
@@ -163,7 +166,7 @@ class Quarantine:
                      extra=facts(target, result=result))
             return "not_written"
         self.written[target.uid] = condition["status"]
-        self.metrics.quarantine_changes.labels(change).inc()
+        self.metrics.quarantine_changes.labels(change, target.namespace, target.target_name).inc()
         log.log(logging.INFO if change == "admitted" else logging.WARNING, "readiness gate of %s %s: %s=%s (%s)",
                 target.ref, change, GATE_CONDITION, condition["status"], evidence,
                 extra=facts(target, result=change, reason=evidence))

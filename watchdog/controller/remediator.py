@@ -38,7 +38,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from watchdog.adapters.events import EventRecorder
@@ -78,11 +78,13 @@ class Say(Protocol):
 
 @dataclass(frozen=True)
 class Remediation:
-    """What one remediation did: ``result``, a one-line ``detail`` and, for a deferral, the ``rule``."""
+    """What one remediation did: ``result``, a one-line ``detail`` and, for a deferral, the ``rule``; ``counted``:
+    it counts in remediations_total (a deferral only once per stall episode)."""
 
     result: RemediationResult
     detail: str
     rule: str = ""
+    counted: bool = field(default=True, compare=False)
 
 
 def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float = 0.0) -> float | None:
@@ -141,6 +143,7 @@ class Remediator:
         ``history``: the episode's samples, for the evidence. Every outcome but ``skip`` is logged once, with its
         facts as fields."""
         outcome = self._remediate(target, series, verdict, seen_for_s, signals, history, window_source)
+        self._count(target, outcome)
         if outcome.result != "skip":
             log.log(logging.WARNING if outcome.result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
                     "remediation %s: %s", outcome.result, outcome.detail,
@@ -281,7 +284,7 @@ class Remediator:
     def _charge(self, target: WatchedPod, key: str, now: float, verb: str) -> None:
         """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
         removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
-        self.metrics.deletions.labels(verb).inc()
+        self.metrics.deletions.labels(verb, target.namespace, target.target_name).inc()
         self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
                                     owner=target.owner_key)
 
@@ -314,6 +317,7 @@ class Remediator:
                 del self._unsettled[uid]
                 continue
             outcome = self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone since")
+            self._count(target, outcome)
             log.warning("remediation %s: %s", outcome.result, outcome.detail,
                         extra=facts(target, engine=key, result=outcome.result, reason=outcome.detail))
 
@@ -359,16 +363,19 @@ class Remediator:
         first_episode, first = self.policy.held(target.uid, key, decision, now)
         frees = frees_phrase(decision.frees_in_s, decision.frees_when, self.wall_clock())
         if first:
-            self.metrics.deferrals.labels(rule).inc()
+            self.metrics.deferrals.labels(rule, target.namespace, target.target_name).inc()
         if first and rule != "not_leader" and self.policy.first_event(target.uid, key, f"{REASON_DEFERRED}:{rule}"):
             self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why, frees))
         detail = f"{target.ref}: {why}" + (f"; {frees}" if frees else "")
         return self._done("deferred", detail, rule, count=first_episode)
 
     def _done(self, result: RemediationResult, detail: str, rule: str = "", *, count: bool = True) -> Remediation:
-        if count:
-            self.metrics.remediations.labels(result).inc()
-        return Remediation(result, detail, rule)
+        return Remediation(result, detail, rule, counted=count)
+
+    def _count(self, target: WatchedPod, outcome: Remediation) -> None:
+        """remediations_total{result,namespace,target} (skip is never counted)."""
+        if outcome.result != "skip" and outcome.counted:
+            self.metrics.remediations.labels(outcome.result, target.namespace, target.target_name).inc()
 
     def _changed(self, target: WatchedPod) -> str | None:
         """Why a fresh GET of the pod and its namespace says not to act (discovery's rules re-applied); raises
