@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cycle_kit import NS, Rig, make_config
 
+from watchdog.controller.signals import watched_workloads
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 
@@ -67,3 +68,10 @@ def test_no_per_engine_series_unless_asked(emulator: EmulatorServer, tmp_path: P
         assert labelled(rig, PER_ENGINE) == [] and labelled(rig, "vllm_watchdog_engines")
     finally:
         rig.close()
+
+
+def test_the_watched_pairs_are_the_opted_in_namespaces_x_targets_within_watch_namespaces() -> None:
+    modes = {"team-a": "enforce", "team-b": "dry_run", "team-c": "enforce"}
+    assert watched_workloads(modes, ["vllm", "sglang"]) == {(ns, t) for ns in modes for t in ("vllm", "sglang")}
+    # namespace-only mode: an opted-in namespace not in watchNamespaces is never watched, so it has no series
+    assert watched_workloads(modes, ["vllm"], ("team-a", "team-x")) == {("team-a", "vllm")}
