@@ -18,9 +18,10 @@ from watchdog.adapters.scrape import redact
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.cli import check_prometheus
 from watchdog.cli.argtypes import positive_int, positive_seconds
+from watchdog.cli.configtarget import chosen_target
 from watchdog.core.confirm import known, live_evidence
 from watchdog.core.parsing import ParseResult, parse_exposition
-from watchdog.core.profiles import PROFILES, Profile, get_profile
+from watchdog.core.profiles import PROFILES, Profile, get_profile, target_profile
 
 PROG = "vllm-watchdog check"
 
@@ -32,6 +33,10 @@ TARGET forms:
                              --deadline for the whole scrape, --max-bytes after decompression)
   PATH                       a saved exposition (e.g. from curl -s http://.../metrics > m.prom)
   -                          read the exposition from stdin
+  --config FILE [--target NAME]
+                             read with that watchdog config target's profile (custom ones too) and print its
+                             effective policy on stderr: window and where it came from, min samples, action,
+                             completion-only window
   --prometheus URL --pod NS/NAME
                              the pod's series as the watchdog reads them with source: prometheus (the
                              same queries, restricted to the pod; --deadline bounds them all together,
@@ -69,10 +74,18 @@ def add_parser(verbs: Any) -> None:
     )
     p.add_argument("target", metavar="TARGET", nargs="?", help="http(s):// URL, file path, or '-' for stdin")
     p.add_argument(
+        "--config", metavar="FILE", default=None,
+        help="read with the profile of a target of this watchdog config file (custom profiles too) and print that "
+             "target's effective policy (window and where it came from, min samples, action, completion-only "
+             "window) on stderr",
+    )
+    p.add_argument("--target", dest="config_target", metavar="NAME", default=None,
+                   help="with --config: which target (needed when the file has several)")
+    p.add_argument(
         "--profile",
         choices=sorted(PROFILES),
-        default="vllm",
-        help="which engine's metric names to read (default: %(default)s)",
+        default=None,
+        help="which engine's metric names to read (default: vllm)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.add_argument(
@@ -95,7 +108,11 @@ def add_parser(verbs: Any) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     """Run ``check`` for parsed ``args``; return the exit status (0, 1 or 2, see the module docstring)."""
-    profile = get_profile(args.profile)
+    try:
+        profile = _profile(args)
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
     if getattr(args, "prometheus", None):
         return check_prometheus.run(args, profile, _as_json, _as_table)
     if args.target is None:
@@ -118,6 +135,21 @@ def run_check(args: argparse.Namespace) -> int:
     if result.overrun:
         print(f"{PROG}: parse stopped, the body is unknown to the watchdog: {result.overrun}", file=sys.stderr)
         return 1
+    _warn(result, profile)
+    if not result.found_families:
+        print(
+            f"{PROG}: none of the {profile.name} profile's metrics ({', '.join(profile.metric_names())}) "
+            f"found in {target} ({len(body)} bytes). Was the engine started with metrics off (vLLM: "
+            f"--disable-log-stats; SGLang: without --enable-metrics; llama.cpp: without --metrics), is the "
+            f"path wrong ({profile.name} serves them at {profile.metrics_path}), or is --profile wrong?",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _warn(result: ParseResult, profile: Profile) -> None:
+    """The series the watchdog would read as unknown, and the ones dropped beyond the cap, on stderr."""
     no_running = [s.key or "(no labels)" for s in result.series if known(s.running) is None]
     if no_running:
         print(f"{PROG}: warning: no valid running gauge ({profile.running}) in series {', '.join(no_running)}: "
@@ -131,16 +163,18 @@ def run_check(args: argparse.Namespace) -> int:
               f"docs/engines.md)", file=sys.stderr)
     if result.dropped_series:
         print(f"{PROG}: note: {result.dropped_series} engine series beyond the cap were dropped", file=sys.stderr)
-    if not result.found_families:
-        print(
-            f"{PROG}: none of the {profile.name} profile's metrics ({', '.join(profile.metric_names())}) "
-            f"found in {target} ({len(body)} bytes). Was the engine started with metrics off (vLLM: "
-            f"--disable-log-stats; SGLang: without --enable-metrics; llama.cpp: without --metrics), is the "
-            f"path wrong ({profile.name} serves them at {profile.metrics_path}), or is --profile wrong?",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+
+
+def _profile(args: argparse.Namespace) -> Profile:
+    """--profile, or the profile of the --config target, whose effective policy is printed on stderr; raises
+    ValueError (one line) on a bad --config or --target."""
+    chosen = chosen_target(args.config, args.config_target, args.profile is not None)
+    if chosen is None:
+        return get_profile(args.profile or "vllm")
+    config, picked = chosen
+    print(f"{PROG}: note: target {picked.name} of {args.config}: {config.policy_of(picked)[0].describe()}",
+          file=sys.stderr)
+    return target_profile(picked.name, picked.profile, picked.metrics)
 
 
 def _read_target(target: str, deadline_s: float, max_bytes: int) -> bytes:

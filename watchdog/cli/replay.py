@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds
+from watchdog.cli.configtarget import chosen_target
 from watchdog.config.settings import Settings, completion_window_problem
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
 from watchdog.core.model import Target
@@ -172,28 +173,8 @@ def _judge_with(args: argparse.Namespace) -> None:
 
 
 def _chosen(args: argparse.Namespace) -> tuple[Settings, Target] | None:
-    """The config file --config and its target --target (the only one when there is one), or None without
-    --config; raises ValueError (one line) on a bad file or target."""
-    if args.config is None:
-        if args.target is not None:
-            raise ValueError("--target needs --config FILE")
-        return None
-    if args.profile is not None:
-        raise ValueError("give either --profile or --config, not both")
-    from watchdog.config.loader import ConfigError, load_config
-
-    try:
-        config = load_config(args.config, env={})
-    except ConfigError as exc:
-        raise ValueError(f"{args.config}: {exc.problems[0]}") from None
-    targets = config.targets
-    names = [t.name for t in targets]
-    if args.target is None and len(targets) > 1:
-        raise ValueError(f"{args.config} has {len(targets)} targets: pick one with --target ({', '.join(names)})")
-    chosen = targets[0] if args.target is None else next((t for t in targets if t.name == args.target), None)
-    if chosen is None:
-        raise ValueError(f"{args.config}: no target {args.target!r} (targets: {', '.join(names)})")
-    return config, chosen
+    """--config FILE and its --target (:func:`watchdog.cli.configtarget.chosen_target`)."""
+    return chosen_target(args.config, args.target, args.profile is not None)
 
 
 def _profile(args: argparse.Namespace) -> Profile:
