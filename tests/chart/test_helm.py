@@ -166,7 +166,9 @@ RBAC_CASES = [
     pytest.param(("--set", "config.evidenceLogLines=200"), BASE_RBAC | DELETE_RBAC | EVIDENCE_RBAC, set(),
                  id="evidence-log"),
     pytest.param(("--set", "config.evidenceLogLines=0"), BASE_RBAC | DELETE_RBAC, set(), id="evidence-log-off"),
-    pytest.param(("-f", str(PRODUCTION)), BASE_RBAC | EVICT_RBAC | NODES_RBAC | QUARANTINE_RBAC | EVIDENCE_RBAC,
+    # production.yaml: action evict, and one target of its own with action delete
+    pytest.param(("-f", str(PRODUCTION)),
+                 BASE_RBAC | EVICT_RBAC | DELETE_RBAC | NODES_RBAC | QUARANTINE_RBAC | EVIDENCE_RBAC,
                  lease_rbac("vllm-stall-watchdog-shard-a"), id="production"),
 ]
 
@@ -207,7 +209,8 @@ def test_no_pod_delete_in_evict_mode_and_no_eviction_in_delete_mode() -> None:
 def test_every_values_file_gets_the_rbac_its_flags_ask_for(values: tuple[str, ...], tmp_path: Path) -> None:
     """Each values file's flags (as the watchdog reads them) -> exactly the ClusterRole promised above."""
     config, _ = config_from(template(*values), tmp_path)
-    want = BASE_RBAC | {"evict": EVICT_RBAC, "delete": DELETE_RBAC}.get(config.action, set())
+    want = BASE_RBAC | (EVICT_RBAC if "evict" in actions(config) else set())
+    want |= DELETE_RBAC if "delete" in actions(config) else set()  # each target's own action, else the global
     want |= NODES_RBAC if config.node_escalation else set()
     want |= QUARANTINE_RBAC if config.quarantine else set()
     want |= EVIDENCE_RBAC if config.evidence_log_lines > 0 else set()
@@ -269,6 +272,25 @@ def test_namespace_only_mode_rbac_grants_pods_in_the_named_namespaces_alone(
                and b["roleRef"]["kind"] == "Role" for b in bindings.values())
     config, raw = config_from(rendered, tmp_path)
     assert raw["watchNamespaces"] == "team-a,team-b" and config.namespaces_watched == ("team-a", "team-b")
+
+
+@pytest.mark.parametrize(("values", "want"), [
+    (("--set", "config.action=delete", "--set-json", 'config.targets=[{"name":"a","podSelector":"app=a"},'
+      '{"name":"b","podSelector":"app=b","action":"evict"}]'), DELETE_RBAC | EVICT_RBAC),
+    (("--set", "config.action=evict", "--set-json", 'config.targets=[{"name":"a","podSelector":"app=a",'
+      '"action":"delete"}]'), DELETE_RBAC),
+    (("--set", "config.action=evict", "--set-json", 'config.targets=[{"name":"a","podSelector":"app=a"}]'),
+     EVICT_RBAC),
+])
+def test_rbac_follows_each_targets_own_action(values: tuple[str, ...], want: set[tuple[str, str, str, str]],
+                                              tmp_path: Path) -> None:
+    """A target's own action (issue 30 item 1) gets its grant: an evicting target beside deleting ones needs
+    pods/eviction, a deleting target under a global evict needs pods delete (and the other is not granted)."""
+    rendered = template(*values)
+    config, _ = config_from(rendered, tmp_path)  # the watchdog's own reading of the actions in use agrees
+    used = actions(config)
+    assert want == (DELETE_RBAC if "delete" in used else set()) | (EVICT_RBAC if "evict" in used else set())
+    assert_grants(rbac_grants(one(rendered, "ClusterRole")), BASE_RBAC | want)
 
 
 def test_namespace_only_mode_notes_name_the_namespaces() -> None:
@@ -355,10 +377,15 @@ def test_rbac_create_false_notes_say_what_to_grant() -> None:
 
 CHART_README = CHART / "README.md"
 # The conditions the README's RBAC table may name, read from the config the watchdog loads.
+def actions(config: Any) -> set[str]:
+    """The actions in use: each target's effective one (the watchdog's own rule, Settings.policy_of)."""
+    return {config.policy_of(t)[0].action for t in config.targets}
+
+
 README_WHEN: dict[str, Callable[[Any], bool]] = {
     "always": lambda c: True,
-    "`config.action=delete` (the default)": lambda c: c.action == "delete",
-    "`config.action=evict`": lambda c: c.action == "evict",
+    "`config.action=delete` (the default), or a target's `action: delete`": lambda c: "delete" in actions(c),
+    "`config.action=evict`, or a target's `action: evict`": lambda c: "evict" in actions(c),
     "`config.quarantine=true`": lambda c: c.quarantine,
     "`config.evidenceLogLines` > 0": lambda c: c.evidence_log_lines > 0,
     "`config.nodeEscalation=true`": lambda c: c.node_escalation,

@@ -151,8 +151,12 @@ problem (watchdog/config/loader.py). */}}
 {{/* The rules on pods, their Events and their owners: in the ClusterRole (every namespace), or with
 watchNamespaces in a Role in each of those namespaces (namespace-roles.yaml). One list, rendered in either place. */}}
 {{- define "vllm-stall-watchdog.podRules" -}}
-{{- $evict := eq .Values.config.action "evict" }}
-{{- $delete := eq .Values.config.action "delete" -}}
+{{- /* the actions in use: each target's own action (targets[].action), else the global config.action */}}
+{{- $actions := list }}
+{{- range .Values.config.targets }}{{ $actions = append $actions (.action | default $.Values.config.action) }}{{ end }}
+{{- if not $actions }}{{ $actions = list .Values.config.action }}{{ end }}
+{{- $evict := has "evict" $actions }}
+{{- $delete := has "delete" $actions -}}
 # Pods: list + watch by label selector (in every namespace, or in this one with watchNamespaces) for the
 # discovery cache (LIST once, then WATCH; a re-LIST every 10 min or after 410 Gone), get one to re-check it just
 # before acting, and (action=delete only) delete the wedged one with a UID precondition. With action=evict or quarantine there is no delete at
