@@ -169,6 +169,7 @@ def test_help_teaches_how_to_reach_the_watchdog(capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(("given", "url"), [
     ("127.0.0.1:8080", "http://127.0.0.1:8080/status"),
     ("http://127.0.0.1:18082/status/", "http://127.0.0.1:18082/status"),
+    ("http://127.0.0.1:18082/readyz", "http://127.0.0.1:18082/status"),  # not /readyz/readyz for --ready
     ("http://h:1/prefix/", "http://h:1/prefix/status"),
     ("h:8080?x=1", "http://h:8080/status?x=1"),
     ("https://h", "https://h/status"),

@@ -151,7 +151,7 @@ def status_url(given: str) -> str | None:
         port_ok = False
     if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         return None
-    path = parts.path.rstrip("/")
+    path = parts.path.rstrip("/").removesuffix("/readyz")  # the /readyz URL itself names the same watchdog
     path = path if path.endswith("/status") else path + "/status"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
