@@ -311,7 +311,7 @@ def test_without_watch_namespaces_there_is_no_namespace_role() -> None:
     assert "watchNamespaces" not in yaml.safe_load(one(rendered, "ConfigMap")["data"]["config.yaml"])
 
 
-@pytest.mark.parametrize("bad", ["Team-A", "team_a", "-a", "a" * 64])
+@pytest.mark.parametrize("bad", ["Team-A", "team_a", "-a", "a" * 64, "kube-system"])
 def test_watch_namespaces_must_be_namespace_names(bad: str) -> None:
     assert "watchNamespaces" in template_fails("--set", f"watchNamespaces={{{bad}}}")
 

@@ -89,3 +89,16 @@ def test_the_chart_schema_of_the_target_keys_is_generated_from_the_rows() -> Non
     again = chart_schema(current)["properties"]["config"]["properties"]["targets"]["items"]["properties"]
     assert {k: again[k] for k in (BY_NAME[n].key for n in TARGET_POLICY)} == {
         BY_NAME[n].key: target_setting_schema(BY_NAME[n]) for n in TARGET_POLICY}
+
+
+def test_watch_namespaces_refuses_a_namespace_that_is_never_watched() -> None:
+    """Fresh-eyes finding: kube-system in watchNamespaces would get a Role with pod deletes for nothing."""
+    from watchdog.config.loader import ConfigError, load_config
+
+    try:
+        load_config(None, flags={"watch_namespaces": "team-a,kube-system"}, env={})
+    except ConfigError as exc:
+        assert exc.problems == ["watchNamespaces names kube-system, which is never watched: leave it out (its Role "
+                                "would grant pod deletes for nothing)"]
+    else:
+        raise AssertionError("kube-system accepted in watchNamespaces")

@@ -34,7 +34,13 @@ from watchdog.config.settings import (
 from watchdog.config.sources import SOURCES
 from watchdog.config.sources import source_checks as _source_checks
 from watchdog.core import profiles
-from watchdog.core.model import DEFAULT_TARGETS, LEASE_DURATION_S, MAX_FENCED_TIMEOUT_S, Target
+from watchdog.core.model import (
+    DEFAULT_TARGETS,
+    LEASE_DURATION_S,
+    MAX_FENCED_TIMEOUT_S,
+    NEVER_WATCHED_NAMESPACES,
+    Target,
+)
 from watchdog.core.profiles import Profile
 from watchdog.core.taints import parse_taint
 
@@ -520,7 +526,9 @@ def _watch_problems(v: Mapping[str, Any]) -> list[str]:
     if len(names) > MAX_WATCH_NAMESPACES:
         return [f"watchNamespaces names {len(names)} namespaces, at most {MAX_WATCH_NAMESPACES} (each costs a LIST "
                 "and a WATCH per target): watch the whole cluster instead (unset it)"]
-    return [problem for name in names if (problem := label_problem(name, "watchNamespaces entry"))]
+    problems = [problem for name in names if (problem := label_problem(name, "watchNamespaces entry"))]
+    return problems + [f"watchNamespaces names {name}, which is never watched: leave it out (its Role would grant "
+                       "pod deletes for nothing)" for name in names if name in NEVER_WATCHED_NAMESPACES]
 
 
 def _leadership_problems(v: Mapping[str, Any]) -> list[str]:
