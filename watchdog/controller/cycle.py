@@ -264,9 +264,8 @@ class Watchdog:
         return next((self._source_why(k, h) for k, h in self.source_health.items() if not h.up), None)
 
     def _source_why(self, kind: str, health: SourceHealth) -> str:
-        where = f"prometheus ({self.config.prometheus_url})" if kind == "prometheus" else "scrape (the pods' /metrics)"
-        return (f"source {where} has read no pod for {health.failed_cycles} cycles in a row (down after "
-                f"{FAILED_CYCLES}): {health.why}")
+        return (f"source {self.source_by_kind[kind].where} has read no pod for {health.failed_cycles} cycles in a "
+                f"row (down after {FAILED_CYCLES}): {health.why}")
 
     def _take(self, target: WatchedPod, pod: PodRecord, reading: Reading, report: CycleReport,
               tallies: BreakerTallies) -> bool:

@@ -53,8 +53,9 @@ class PrometheusSource:
 
     def __init__(self, client: Querier, staleness_s: float, namespace_label: str, pod_label: str,
                  timeout_s: float | None = None, *, profiles: Mapping[str, Profile] | None = None,
-                 wall_clock: Clock = time.time, offset: float = 0.0) -> None:
+                 wall_clock: Clock = time.time, offset: float = 0.0, where: str = "prometheus") -> None:
         self.client = client
+        self.where = where  # "prometheus (URL)": what it reads, for people (/readyz, the log)
         self.timeout_s = timeout_s  # one deadline for a reading's batches of queries (None: one per batch)
         self.staleness_s = staleness_s
         self.namespace_label = namespace_label

@@ -34,6 +34,8 @@ class ScrapeSource:
     """Fetch with ``scraper`` (on its loop, ``fanout`` deciding how many at once and in which order), parse with the
     target's profile."""
 
+    where = "scrape (the pods' /metrics)"
+
     def __init__(self, scraper: AsyncFetcher, fanout: Fanout, profiles: Mapping[str, Profile], metrics: Metrics,
                  clock: Clock = time.monotonic) -> None:
         self.scraper, self.fanout, self.profiles, self.metrics, self.clock = scraper, fanout, profiles, metrics, clock

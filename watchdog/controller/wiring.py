@@ -137,7 +137,8 @@ def _sources(config: Settings, profiles: dict[str, Profile], metrics: Metrics, f
         built["prometheus"] = PrometheusSource(
             prometheus or PrometheusClient(prometheus_limits(config)), config.prometheus_staleness_seconds,
             config.prometheus_namespace_label, config.prometheus_pod_label, config.prometheus_timeout_seconds,
-            profiles=profiles, wall_clock=wall_clock, offset=wall_clock() - clock())
+            profiles=profiles, wall_clock=wall_clock, offset=wall_clock() - clock(),
+            where=f"prometheus ({config.prometheus_url})")
     return {t.name: built[config.source_of(t)] for t in config.targets}
 
 
