@@ -22,10 +22,10 @@ test-unit:       ## every test but the e2e ones and the tiers that run on their 
 test-e2e:        ## end-to-end tests only (emulator + simulated pods, separate processes)
 	$(PY) -m pytest -m e2e
 
-lint:            ## ruff + mypy (strict on core, config and the typed test fakes) + the import contracts
+lint:            ## ruff + mypy (strict on core, config, the typed test fakes and the schema generator) + the import contracts
 	$(BIN)/ruff check watchdog tests
 	$(BIN)/mypy
-	$(BIN)/mypy --strict tests/fakes.py
+	$(BIN)/mypy --strict tests/fakes.py tests/chart/values_schema.py
 	$(BIN)/lint-imports --no-cache
 
 lint-deadcode:   ## vulture: unused code (allowlist in tests/vulture_allowlist.py)

@@ -2,7 +2,7 @@
 rendered objects: RBAC exactly as specified per feature flag (action, nodeEscalation, leaderElection), none
 with rbac.create=false, and the chart README's table of rules equal to what the templates grant,
 PSS-restricted security context, one replica unless leader election is on, probes, the config checksum, the fail
-guards, the values schema (and that it is what watchdog/config/schema.py generates from the settings table), every
+guards, the values schema (and that it is what tests/chart/values_schema.py generates from the settings table), every
 refused setting refused either by the schema at install time or by the watchdog's start-up check on the rendered
 ConfigMap, and that the ConfigMap the chart renders is read by the watchdog (watchdog.config.loader.load_config) as
 exactly what the values set (no drift between chart and code).
@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import tools
+import values_schema as chart_schema
 import yaml
 from chart_kit import (
     CHART,
@@ -42,14 +43,13 @@ from chart_kit import (
     validate,
 )
 
-from watchdog.config import schema as chart_schema
 from watchdog.config.loader import ConfigError, load_config
 from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, target_to_dict
 from watchdog.core.model import DEFAULT_TARGETS
 
 REPO = tools.REPO
 CONFIG_DIR = "/etc/vllm-stall-watchdog"
-# Settings the chart deliberately does not expose under `config:` (watchdog/config/schema.py says why;
+# Settings the chart deliberately does not expose under `config:` (tests/chart/values_schema.py says why;
 # pauseConfigMap: tests/chart/test_helm_brake.py).
 NOT_IN_CHART = {BY_NAME[name].key for name in chart_schema.NOT_IN_CHART}
 # In the chart (values and schema, default false) but never turned on by the production example: demo/tests only.
@@ -644,11 +644,12 @@ def test_chart_config_exposes_every_watchdog_setting(schema: dict[str, Any]) -> 
 
 def test_the_schema_is_generated_from_the_settings_and_profile_tables(schema: dict[str, Any]) -> None:
     """Each config property (type, bounds, enum, default, help), the cross-setting rules and the targets' profile
-    and source enums are what watchdog/config/schema.py makes of the tables: no bound or enum written twice."""
+    and source enums are what tests/chart/values_schema.py makes of the tables: no bound or enum written twice."""
     path = CHART / "values.schema.json"
     assert path.read_text() == chart_schema.dumps(chart_schema.chart_schema(schema)), (
-        f"{path.relative_to(REPO)} differs from the settings table: run `.venv/bin/python -m watchdog.config.schema` "
-        "(edit watchdog/config/settings.py for a setting; the chart-only parts of the schema by hand)")
+        f"{path.relative_to(REPO)} differs from the settings table: run "
+        "`.venv/bin/python tests/chart/values_schema.py` (edit watchdog/config/settings.py for a setting; the "
+        "chart-only parts of the schema by hand)")
     props = schema["properties"]["config"]["properties"]
     assert props["breakerFraction"]["maximum"] == 1  # a fraction of the watched pods
     assert props["targets"]["items"]["properties"]["profile"]["enum"] == ["vllm", "sglang", "llamacpp", "trtllm"]

@@ -4,14 +4,12 @@ target's key; maxPodWindowSeconds, the annotation ceiling, is a row of the table
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from watchdog.config.loader import ConfigError, load_config
-from watchdog.config.schema import DEFAULT_PATH, chart_schema, target_setting_schema
-from watchdog.config.settings import BY_NAME, TARGET_POLICY, target_to_dict
+from watchdog.config.settings import target_to_dict
 
 
 def load(tmp_path: Path, target: str, extra: str = ""):  # type: ignore[no-untyped-def]
@@ -70,25 +68,6 @@ def test_a_target_value_is_held_to_the_global_cross_checks(tmp_path: Path, targe
                                                            problem: str) -> None:
     [line] = problems(tmp_path, target, extra)
     assert problem in line and line.endswith("(target 'b')") and "\n" not in line, line
-
-
-def test_the_chart_schema_of_a_target_key_is_its_rows_without_a_default() -> None:
-    for name in TARGET_POLICY:
-        node = target_setting_schema(BY_NAME[name])
-        assert "default" not in node
-        for bound in ("minimum", "maximum"):
-            assert node.get(bound) == (None if getattr(BY_NAME[name], bound) is None else
-                                       pytest.approx(getattr(BY_NAME[name], bound)))
-
-
-def test_the_chart_schema_of_the_target_keys_is_generated_from_the_rows() -> None:
-    current = json.loads((Path(__file__).parents[2] / DEFAULT_PATH).read_text())
-    item = current["properties"]["config"]["properties"]["targets"]["items"]["properties"]
-    for name in TARGET_POLICY:
-        item.pop(BY_NAME[name].key)  # generated, never hand-written: put back from the rows
-    again = chart_schema(current)["properties"]["config"]["properties"]["targets"]["items"]["properties"]
-    assert {k: again[k] for k in (BY_NAME[n].key for n in TARGET_POLICY)} == {
-        BY_NAME[n].key: target_setting_schema(BY_NAME[n]) for n in TARGET_POLICY}
 
 
 def test_watch_namespaces_refuses_a_namespace_that_is_never_watched() -> None:

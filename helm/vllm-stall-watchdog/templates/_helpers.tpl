@@ -131,7 +131,7 @@ held it to the setting's bounds, and the watchdog reads a number from a string a
 {{/* Fail early, with a message, on chart-only values (the watchdog never sees replicaCount or the
 PodDisruptionBudget) whose refusal needs more words than a schema error gives. Settings are judged once: their
 bounds, enums and the cross-setting rules a schema can express by values.schema.json (generated from the settings
-table: python -m watchdog.config.schema), the rest by the watchdog's start-up check, one JSON log line naming every
+table: python tests/chart/values_schema.py), the rest by the watchdog's start-up check, one JSON log line naming every
 problem (watchdog/config/loader.py). */}}
 
 {{- define "vllm-stall-watchdog.validate" -}}

@@ -6,8 +6,9 @@ property under ``config`` (type, minimum/maximum, enum, default, description; fo
 decimal string ``helm --set`` passes, held to the same bounds by a pattern), the install-time cross-setting rules
 the schema can express (``config.allOf``), and the ``profile``/``source`` enums of ``config.targets``. Everything
 else (image, resources, probes, the target item's other keys, ...) is the chart's own and kept as written.
-``python -m watchdog.config.schema [PATH]`` rewrites the file; tests/chart/test_helm.py fails while it differs. Pure but
-for :func:`main`.
+``.venv/bin/python tests/chart/values_schema.py [PATH]`` rewrites the file; tests/chart/test_helm.py fails while it
+differs. Chart tooling beside the chart's other generator (chart_readme.py), not part of the watchdog: it only reads
+the package's tables. Pure but for :func:`main`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from watchdog.core.profiles import PROFILES
 #: pauseConfigMap is the chart's own config ConfigMap, set by the Deployment's env; watchNamespaces is the chart's
 #: top-level list of that name, which also renders the Roles in those namespaces.
 NOT_IN_CHART = ("kubeconfig", "context", "listen_address", "pause_config_map", "watch_namespaces")
-DEFAULT_PATH = "helm/vllm-stall-watchdog/values.schema.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "helm/vllm-stall-watchdog/values.schema.json"
 _TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
 _DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _LABEL_NAME = "^([a-zA-Z][a-zA-Z0-9_]*|_([a-zA-Z0-9][a-zA-Z0-9_]*)?)$"  # no "__" prefix: Prometheus reserves it
@@ -251,8 +252,9 @@ def chart_schema(current: Mapping[str, Any]) -> dict[str, Any]:
     item["source"]["enum"] = list(BY_NAME["source"].choices)
     item.update({BY_NAME[n].key: target_setting_schema(BY_NAME[n]) for n in TARGET_POLICY})
     out["properties"]["config"] = {"$comment": "generated from watchdog/config/settings.py (SETTINGS) and "
-                                   "watchdog/core/profiles.py (PROFILES): edit those and run python -m "
-                                   "watchdog.config.schema", **{k: v for k, v in config.items() if k != "$comment"}}
+                                   "watchdog/core/profiles.py (PROFILES): edit those and run python "
+                                   "tests/chart/values_schema.py",
+                                   **{k: v for k, v in config.items() if k != "$comment"}}
     return out
 
 
@@ -262,7 +264,7 @@ def dumps(schema: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] = ()) -> int:
     """Rewrite the schema file (argument, else the chart's in the working directory) from the tables."""
-    path = Path(argv[0] if argv else DEFAULT_PATH)
+    path = Path(argv[0]) if argv else DEFAULT_PATH
     text = path.read_text()
     new = dumps(chart_schema(json.loads(text)))
     path.write_text(new)

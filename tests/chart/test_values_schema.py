@@ -1,4 +1,4 @@
-"""watchdog/config/schema.py: the decimal-string pattern holds exactly the bounds it is made from (the schema's
+"""tests/chart/values_schema.py: the decimal-string pattern holds exactly the bounds it is made from (the schema's
 only way to bound ``helm --set k=2.5``), and a setting's property is its table row."""
 
 from __future__ import annotations
@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import re
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from values_schema import DEFAULT_PATH, chart_schema, decimal_pattern, setting_schema, target_setting_schema
 
-from watchdog.config.schema import DEFAULT_PATH, chart_schema, decimal_pattern, setting_schema
-from watchdog.config.settings import BY_NAME, SETTINGS
+from watchdog.config.settings import BY_NAME, SETTINGS, TARGET_POLICY
 
 TABLE_BOUNDS = sorted({(s.minimum, s.maximum) for s in SETTINGS if s.type == "float"
                        if s.minimum is not None and s.maximum is not None})
@@ -68,9 +67,28 @@ def test_a_property_is_its_row() -> None:
 
 def test_generating_keeps_the_charts_own_parts() -> None:
     """Only generated nodes change: a hand-written part (image) survives, a generated one is rewritten."""
-    current = json.loads((Path(__file__).resolve().parents[2] / DEFAULT_PATH).read_text())
+    current = json.loads(DEFAULT_PATH.read_text())
     current["properties"]["image"]["properties"]["tag"]["maxLength"] = 128
     current["properties"]["config"]["properties"]["windowSeconds"]["maximum"] = 3600
     out = chart_schema(current)
     assert out["properties"]["image"]["properties"]["tag"]["maxLength"] == 128
     assert out["properties"]["config"]["properties"]["windowSeconds"]["maximum"] == 86400
+
+
+def test_the_chart_schema_of_a_target_key_is_its_rows_without_a_default() -> None:
+    for name in TARGET_POLICY:
+        node = target_setting_schema(BY_NAME[name])
+        assert "default" not in node
+        for bound in ("minimum", "maximum"):
+            assert node.get(bound) == (None if getattr(BY_NAME[name], bound) is None else
+                                       pytest.approx(getattr(BY_NAME[name], bound)))
+
+
+def test_the_chart_schema_of_the_target_keys_is_generated_from_the_rows() -> None:
+    current = json.loads(DEFAULT_PATH.read_text())
+    item = current["properties"]["config"]["properties"]["targets"]["items"]["properties"]
+    for name in TARGET_POLICY:
+        item.pop(BY_NAME[name].key)  # generated, never hand-written: put back from the rows
+    again = chart_schema(current)["properties"]["config"]["properties"]["targets"]["items"]["properties"]
+    assert {k: again[k] for k in (BY_NAME[n].key for n in TARGET_POLICY)} == {
+        BY_NAME[n].key: target_setting_schema(BY_NAME[n]) for n in TARGET_POLICY}
