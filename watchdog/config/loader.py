@@ -253,27 +253,7 @@ def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
     except UnicodeDecodeError as exc:
         problems.append(f"{path}: not UTF-8 text (byte {exc.start}): expected a YAML config file")
         return {}
-    try:
-        alias = _anchor_or_alias(text)
-        if alias is not None:
-            problems.append(f"{path}:{alias}: YAML anchors and aliases (&name, *name, <<) are not allowed in "
-                            "the config file: write each value out")
-            return {}
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        twice = _duplicate_key(node)
-        if twice is not None:
-            problems.append(f"{path}:{twice[1]}: key {show(twice[0])} appears twice in one mapping (refused rather "
-                            "than letting the last one win)")
-            return {}
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problems.append(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
-        return {}
-    except ValueError:  # PyYAML's int() of a number with thousands of digits
-        problems.append(f"{path}: a number in the config file has too many digits")
-        return {}
+    data, node = _parse_yaml(text, path, problems, in_file=True)
     if data is None:
         return {}
     if not isinstance(data, dict) or node is None:
@@ -281,6 +261,37 @@ def _read_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
         return {}
     lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     return {str(k): (v, f"{path}:{lines.get(k, 1)} key {show(k)}") for k, v in data.items()}
+
+
+def _parse_yaml(text: str, where: str, problems: list[str], in_file: bool = False) -> tuple[Any, yaml.Node | None]:
+    """``text`` read as YAML, and its node tree; anchors and aliases, and a key twice in one mapping, are refused.
+    On a problem it is appended and the answer is (None, None). ``in_file``: the config file ``where``, whose
+    problems name their line and say more; else a value such as ``env WATCHDOG_TARGETS``."""
+    def at(line: int | None) -> str:
+        return f"{where}:{line}" if in_file and line is not None else where
+
+    try:
+        alias = _anchor_or_alias(text)
+        if alias is not None:
+            problems.append(f"{at(alias)}: YAML anchors and aliases " + (
+                "(&name, *name, <<) are not allowed in the config file: write each value out" if in_file
+                else "(&name, *name) are not allowed"))
+            return None, None
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        twice = _duplicate_key(node)
+        if twice is not None:
+            problems.append(f"{at(twice[1])}: key {show(twice[0])} appears twice in one mapping"
+                            + (" (refused rather than letting the last one win)" if in_file else ""))
+            return None, None
+        return yaml.safe_load(text), node
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problems.append(f"{at(None if mark is None else mark.line + 1)}: " + (
+            f"not valid YAML: {getattr(exc, 'problem', None) or exc}" if in_file else "not valid YAML/JSON"))
+    except ValueError:  # PyYAML's int() of a number with thousands of digits
+        problems.append(f"{where}: " + (
+            "a number in the config file has too many digits" if in_file else "not valid YAML/JSON"))
+    return None, None
 
 
 def _duplicate_key(node: yaml.Node | None) -> tuple[str, int] | None:
@@ -365,7 +376,7 @@ def _from_env(env: Mapping[str, str], values: dict[str, Any], problems: list[str
     if "WATCHDOG_TARGETS" not in env:
         return None
     before = len(problems)
-    raw = _yaml_value(env["WATCHDOG_TARGETS"], "env WATCHDOG_TARGETS", problems)
+    raw, _ = _parse_yaml(env["WATCHDOG_TARGETS"], "env WATCHDOG_TARGETS", problems)
     if len(problems) != before:
         return None
     return _targets(raw, "env WATCHDOG_TARGETS", problems)
@@ -382,21 +393,6 @@ def _unknown_env(env: Mapping[str, str]) -> list[str]:
         if name.startswith("WATCHDOG_") and name not in known and not _SERVICE_LINK.match(name):
             out.append(f"env {show(name)[1:-1]} is not a setting and is ignored{_suggest(name[:100], sorted(known))}")
     return out
-
-
-def _yaml_value(text: str, where: str, problems: list[str]) -> Any:
-    try:
-        if _anchor_or_alias(text) is not None:
-            problems.append(f"{where}: YAML anchors and aliases (&name, *name) are not allowed")
-            return None
-        twice = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
-        if twice is not None:
-            problems.append(f"{where}: key {show(twice[0])} appears twice in one mapping")
-            return None
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError):
-        problems.append(f"{where}: not valid YAML/JSON")
-        return None
 
 
 def _cross_checks(v: Mapping[str, Any]) -> list[str]:
