@@ -14,12 +14,15 @@ The numeric ``>`` / ``<`` (Gt/Lt) operators are refused: they make no sense for 
 from __future__ import annotations
 
 import re
+from collections import deque
 
 __all__ = ["selector_problem", "show"]
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_SPECIAL = "!=<>(),"
+_TOKEN = re.compile(r"==|!=|[!=<>(),]|[^\s!=<>(),]+")  # spaces apart: ==, !=, one of !=<>(), or a run of the rest
+_END = ""  # the token after the last one (no token is empty)
+_PUNCTUATION = {*"!=<>(),", "==", "!=", _END}  # every token that is not a word
 MAX_SHOWN = 80
 
 
@@ -32,30 +35,6 @@ def show(value: object, limit: int = MAX_SHOWN) -> str:
         return f"<integer of {value.bit_length()} bits>"
     text = repr(value) if not isinstance(value, str) or len(value) <= 4 * limit else repr(value[: 4 * limit])
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _tokens(text: str) -> list[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isspace():
-            i += 1
-        elif ch in _SPECIAL:
-            two = text[i:i + 2]
-            if two in ("==", "!="):
-                out.append(two)
-                i += 2
-            else:
-                out.append(ch)
-                i += 1
-        else:
-            j = i
-            while j < len(text) and not text[j].isspace() and text[j] not in _SPECIAL:
-                j += 1
-            out.append(text[i:j])
-            i = j
-    return out
 
 
 def _key_problem(key: str) -> str | None:
@@ -76,124 +55,79 @@ def _value_problem(value: str) -> str | None:
     return None
 
 
-def _is_word(token: str | None) -> bool:
-    return token is not None and token not in _SPECIAL and token not in ("==", "!=")
-
-
 def selector_problem(text: str) -> str | None:
     """Why the API server would refuse the label selector ``text`` (one line), or None when it is valid.
     The empty selector is valid (it matches everything)."""
-    toks = _Tokens(text)
-    if toks.peek() is None:
-        return None
-    while True:
+    toks = deque([*_TOKEN.findall(text), _END])  # the parser's only state: the tokens not read yet
+    while toks[0] != _END:
         problem = _requirement_problem(toks)
         if problem:
             return problem
-        after = toks.peek()
-        if after is None:
-            return None
-        if after != ",":
-            return f"expected ',' between requirements, found {show(after)}"
-        toks.skip()
-        if toks.peek() is None:
-            return "a trailing ',' ends the selector: a requirement must follow"
+        if toks[0] == ",":
+            toks.popleft()
+            if toks[0] == _END:
+                return "a trailing ',' ends the selector: a requirement must follow"
+        elif toks[0] != _END:
+            return f"expected ',' between requirements, found {show(toks[0])}"
+    return None
 
 
-class _Tokens:
-    """The selector's tokens and the position of the next one: the parser's only state."""
-
-    def __init__(self, text: str) -> None:
-        self.items = _tokens(text)
-        self.pos = 0
-
-    def peek(self) -> str | None:
-        return self.items[self.pos] if self.pos < len(self.items) else None
-
-    def skip(self) -> None:
-        self.pos += 1
-
-
-def _requirement_problem(toks: _Tokens) -> str | None:
-    """One requirement (``KEY``, ``!KEY`` or ``KEY <operator> ...``), read up to the token after it."""
-    key = toks.peek()
-    negated = key == "!"
+def _requirement_problem(toks: deque[str]) -> str | None:
+    """One requirement (``KEY``, ``!KEY``, ``KEY`` and an operator with its value or list of values), read up to
+    the token after it."""
+    negated = toks[0] == "!"
     if negated:
-        toks.skip()
-        key = toks.peek()
-    if not _is_word(key):
-        return f"expected a label key, found {show(key or '')}"
-    assert key is not None
+        toks.popleft()
+    key = toks[0]
+    if key in _PUNCTUATION:
+        return f"expected a label key, found {show(key)}"
     problem = _key_problem(key)
     if problem:
         return problem
-    toks.skip()
-    op = toks.peek()
-    if op is None or op == ",":
+    toks.popleft()
+    op = toks[0]
+    if op in (",", _END):
         return None  # KEY or !KEY: exists, does not exist
     if negated:
         return f"'!{key}' (does not exist) takes no operator or value"
-    return _operator_problem(toks, key, op)
-
-
-def _operator_problem(toks: _Tokens, key: str, op: str) -> str | None:
-    """What follows ``key`` when it is not the end of the requirement: an operator and its value(s)."""
-    if op in ("=", "==", "!="):
-        return _equality_problem(toks, op)
-    if op in ("in", "notin"):
-        return _set_problem(toks, key, op)
     if op in (">", "<"):
         return f"{op!r} (Gt/Lt) is not allowed in a label selector here; use =, !=, in, notin or exists"
-    return f"expected an operator (=, ==, !=, in, notin) or ',' after {show(key)}, found {show(op)}"
-
-
-def _equality_problem(toks: _Tokens, op: str) -> str | None:
-    """``=``, ``==`` or ``!=`` and its value (which may be empty)."""
-    toks.skip()
-    value = toks.peek()
-    if _is_word(value):
-        assert value is not None
-        toks.skip()
+    if op not in ("=", "==", "!=", "in", "notin"):
+        return f"expected an operator (=, ==, !=, in, notin) or ',' after {show(key)}, found {show(op)}"
+    toks.popleft()
+    if op in ("in", "notin"):
+        return _list_problem(toks, key, op)
+    value = toks[0]  # none (the end, or a ','): KEY= is KEY equal to ""
+    if value not in _PUNCTUATION:
+        toks.popleft()
         return _value_problem(value)
-    if value is not None and value != ",":
+    if value not in (",", _END):
         return f"expected a label value after {op!r}, found {show(value)}"
     return None
 
 
-def _set_problem(toks: _Tokens, key: str, op: str) -> str | None:
-    """``in`` or ``notin`` and its parenthesised list of values: not empty, though a value in it may be."""
-    toks.skip()
-    if toks.peek() != "(":
+def _list_problem(toks: deque[str], key: str, op: str) -> str | None:
+    """The parenthesised values of ``in`` or ``notin``, read up to and including the ``)``: not an empty list,
+    though a value in it may be empty (a ``,`` with no value before it)."""
+    if toks[0] != "(":
         return f"{op!r} needs a parenthesised list of values, e.g. {key} {op} (a,b)"
-    toks.skip()
-    if toks.peek() == ")":
+    toks.popleft()
+    if toks[0] == ")":
         return f"the {op!r} list of {key!r} is empty: give at least one value"
-    return _values_problem(toks, op)
-
-
-def _values_problem(toks: _Tokens, op: str) -> str | None:
-    """The values of an ``in``/``notin`` list, read up to and including its ``)``; a ``,`` with no value before it
-    stands for the empty value."""
-    while True:
-        value = toks.peek()
-        if value == ")":
-            toks.skip()
-            return None
-        if value is None:
+    after_value = False
+    while toks[0] != ")":
+        token = toks.popleft()
+        if token == _END:
             return f"{op!r} list is not closed with ')'"
-        if value == ",":
-            toks.skip()
-            continue
-        if not _is_word(value):
-            return f"expected a label value in the {op!r} list, found {show(value)}"
-        problem = _value_problem(value)
-        if problem:
+        if token == ",":
+            after_value = False
+        elif after_value:
+            return f"expected ',' or ')' in the {op!r} list, found {show(token)}"
+        elif token in _PUNCTUATION:
+            return f"expected a label value in the {op!r} list, found {show(token)}"
+        elif problem := _value_problem(token):
             return problem
-        toks.skip()
-        after = toks.peek()
-        if after == ",":
-            toks.skip()
-        elif after is None:
-            return f"{op!r} list is not closed with ')'"
-        elif after != ")":
-            return f"expected ',' or ')' in the {op!r} list, found {show(after)}"
+        else:
+            after_value = True
+    toks.popleft()
+    return None
