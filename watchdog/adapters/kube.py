@@ -16,7 +16,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -192,22 +192,19 @@ class KubeClient:
             raise KubeError(what, 0, f"{type(reason).__name__}: {reason}") from e
         self.credentials.answered(what, 200)
 
-    def _call(self, what: str, fn: Any, *args: Any, _read: Callable[[Any], bytes] | None = None,
-              _tenant_refusable: bool = False, **kwargs: Any) -> Any:
-        """Run one API call; return the decoded JSON body (``_read``: the bytes it reads off the response instead).
-        Raise KubeError (ApiException keeps its status)."""
+    def _call(self, what: str, fn: Any, *args: Any, _tenant_refusable: bool = False, **kwargs: Any) -> dict[str, Any]:
+        """Run one API call; return the decoded JSON body. Raise KubeError (ApiException keeps its status)."""
         with self._request(what, tenant_refusable=_tenant_refusable):
             resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
             try:
-                data = resp.data if _read is None else _read(resp)
+                data = resp.data
             finally:
                 resp.release_conn()
-        if _read is not None:
-            return data
         try:
-            return json.loads(data) if data else {}
+            body: dict[str, Any] = json.loads(data) if data else {}
         except ValueError as e:
             raise KubeError(what, 0, f"invalid JSON in response: {e}") from e
+        return body
 
     def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
         """Namespaces matching ``label_selector`` ("" = all); one request served from the watch cache."""
@@ -233,10 +230,8 @@ class KubeClient:
         """One page of a paged LIST (``limit`` items, ``token``: the previous page's ``metadata.continue``),
         a consistent read (no ``resourceVersion``: the API server pages only those), of every namespace or of
         pods in ``namespace``. The whole body."""
-        body: dict[str, Any] = self._call(_what("list", resource, label_selector, namespace),
-                                          self._listing(resource, namespace),
-                                          label_selector=label_selector, limit=limit, _continue=token)
-        return body
+        return self._call(_what("list", resource, label_selector, namespace), self._listing(resource, namespace),
+                          label_selector=label_selector, limit=limit, _continue=token)
 
     def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int,
               namespace: str | None = None) -> WatchStream:
@@ -268,12 +263,11 @@ class KubeClient:
 
     def _get(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         try:
-            result: dict[str, Any] = self._call(what, fn, *args, **kwargs)
+            return self._call(what, fn, *args, **kwargs)
         except KubeError as e:
             if e.status == 404:
                 return None
             raise
-        return result
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult:
         """Delete a pod only if its ``metadata.uid`` is still ``uid`` (DeleteOptions preconditions).
@@ -348,16 +342,14 @@ class KubeClient:
     def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create a Lease in ``namespace``; return it as stored. Raises KubeError (status 409 if it exists)."""
         name = (body.get("metadata") or {}).get("name", "")
-        result: dict[str, Any] = self._call(f"create lease {namespace}/{name}",
-                                            self._coordination.create_namespaced_lease, namespace, body)
-        return result
+        return self._call(f"create lease {namespace}/{name}", self._coordination.create_namespaced_lease, namespace,
+                          body)
 
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """PUT a Lease; ``body["metadata"]["resourceVersion"]`` must be the one read (optimistic concurrency).
         Returns the stored Lease; raises KubeError (status 409 when someone else wrote it first, 404 if gone)."""
-        result: dict[str, Any] = self._call(f"replace lease {namespace}/{name}",
-                                            self._coordination.replace_namespaced_lease, name, namespace, body)
-        return result
+        return self._call(f"replace lease {namespace}/{name}", self._coordination.replace_namespaced_lease, name,
+                          namespace, body)
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A ConfigMap (quorum read); None when it does not exist (404)."""
@@ -366,15 +358,13 @@ class KubeClient:
     def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create a ConfigMap; raises KubeError (409 when it exists)."""
         name = (body.get("metadata") or {}).get("name", "")
-        result: dict[str, Any] = self._call(f"create configmap {namespace}/{name}",
-                                            self._core.create_namespaced_config_map, namespace, body)
-        return result
+        return self._call(f"create configmap {namespace}/{name}", self._core.create_namespaced_config_map, namespace,
+                          body)
 
     def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """PUT a ConfigMap with the ``metadata.resourceVersion`` read (409 when someone wrote it first)."""
-        result: dict[str, Any] = self._call(f"replace configmap {namespace}/{name}",
-                                            self._core.replace_namespaced_config_map, name, namespace, body)
-        return result
+        return self._call(f"replace configmap {namespace}/{name}", self._core.replace_namespaced_config_map, name,
+                          namespace, body)
 
     def get_node(self, name: str) -> dict[str, Any] | None:
         """A Node (quorum read); None when it does not exist (404)."""
@@ -390,9 +380,8 @@ class KubeClient:
         if not resource_version:
             raise ValueError("patch_node_taints needs the resourceVersion the taints were read at")
         patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": taints}}
-        result: dict[str, Any] = self._call(f"patch node {name} taints", self._core.patch_node, name, patch,
-                                            _content_type="application/merge-patch+json")
-        return result
+        return self._call(f"patch node {name} taints", self._core.patch_node, name, patch,
+                          _content_type="application/merge-patch+json")
 
     def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
         """Set one pod condition (``status.conditions[]``, merged by ``type``) through ``pods/status`` with a
@@ -415,7 +404,10 @@ class KubeClient:
         """The newest ``limit_bytes`` of the last ``lines`` lines of ``container``'s log (pods/log; no limitBytes:
         the API would keep the oldest), read within the request timeout. Raises KubeError."""
         deadline = time.monotonic() + self._timeout
-        data: bytes = self._call(f"read log of pod {namespace}/{name}", self._core.read_namespaced_pod_log, name,
-                                 namespace, container=container or None, tail_lines=lines,
-                                 _read=lambda resp: read_bounded(resp, deadline, limit_bytes))
-        return data
+        with self._request(f"read log of pod {namespace}/{name}"):
+            resp = self._core.read_namespaced_pod_log(name, namespace, container=container or None, tail_lines=lines,
+                                                      _preload_content=False, _request_timeout=self._timeout)
+            try:
+                return read_bounded(resp, deadline, limit_bytes)
+            finally:
+                resp.release_conn()
