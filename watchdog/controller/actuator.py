@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from watchdog.adapters.kube import DeleteResult, EvictResult, Fenced, PatchResult
-from watchdog.core.model import FENCE_MARGIN_S
+from watchdog.core.model import FENCE_MARGIN_S, WatchedPod
+from watchdog.core.vocab import RemovalAction
 
 log = logging.getLogger(__name__)
 
@@ -68,17 +69,17 @@ class Actuator:
             log.info("%s held back by the leadership fence", what)
             raise Fenced(what)
 
-    def remove_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None, *,
-                   evict: bool) -> DeleteResult | EvictResult:
+    def remove_pod(self, pod: WatchedPod, action: RemovalAction, grace_period_s: int | None,
+                   ) -> DeleteResult | EvictResult:
         """DELETE the pod (``evict``: through the Eviction API, so PodDisruptionBudgets hold), UID precondition."""
-        self._fenced(f"{'evict' if evict else 'delete'} pod {namespace}/{name}")
-        if evict:
-            return self.kube.evict_pod(namespace, name, uid, grace_period_s)
-        return self.kube.delete_pod(namespace, name, uid, grace_period_s)
+        self._fenced(f"{action} pod {pod.ref}")
+        if action == "evict":
+            return self.kube.evict_pod(pod.namespace, pod.name, pod.uid, grace_period_s)
+        return self.kube.delete_pod(pod.namespace, pod.name, pod.uid, grace_period_s)
 
-    def set_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
-        self._fenced(f"readiness gate of pod {namespace}/{name}")
-        return self.kube.patch_pod_condition(namespace, name, uid, condition)
+    def set_pod_condition(self, pod: WatchedPod, condition: dict[str, Any]) -> PatchResult:
+        self._fenced(f"readiness gate of pod {pod.ref}")
+        return self.kube.patch_pod_condition(pod.namespace, pod.name, pod.uid, condition)
 
     def taint_node(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
         self._fenced(f"taint of node {name}")

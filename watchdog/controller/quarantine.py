@@ -151,7 +151,7 @@ class Quarantine:
             message = f"Engine idle or progressing ({evidence})"
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         try:
-            result = self.actuator.set_pod_condition(target.namespace, target.name, target.uid, condition)
+            result = self.actuator.set_pod_condition(target, condition)
         except KubeError as exc:
             lost = ambiguous(exc.status)
             if lost and change == "quarantined":

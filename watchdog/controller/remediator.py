@@ -59,7 +59,7 @@ from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import Decision, DeletionPolicy, ambiguous, fate_after_lost_answer
 from watchdog.core.profiles import Selector
-from watchdog.core.vocab import RemediationResult, WindowSource
+from watchdog.core.vocab import RemediationResult, RemovalAction, WindowSource
 
 log = logging.getLogger("watchdog.controller.remediator")
 _PAST: dict[str, Outcome] = {"delete": "deleted", "evict": "evicted"}  # Event and log wording per action
@@ -239,7 +239,7 @@ class Remediator:
         action = self._action(target)
         if action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
             raise AssertionError(f"action {action!r} removes nothing")
-        verb = "evict" if action == "evict" else "delete"
+        verb: RemovalAction = "evict" if action == "evict" else "delete"
         # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
         if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
             return self._defer(target, key, Decision(
@@ -249,8 +249,7 @@ class Remediator:
         if retry:
             self.policy.recharge(now, uid=target.uid, namespace=target.namespace)
         try:
-            result: str = self.actuator.remove_pod(target.namespace, target.name, target.uid, self.grace_period_s,
-                                                   evict=verb == "evict")
+            result: str = self.actuator.remove_pod(target, verb, self.grace_period_s)
         except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
             return self._defer(target, key, _not_leader(str(exc)), evidence, now)
         except KubeError as exc:
