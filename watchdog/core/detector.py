@@ -224,15 +224,11 @@ class DetectorState:
             + f", progress signals unchanged ({', '.join(f'{name}={_fmt(v)}' for name, v in frozen)}) for "
             f"{stalled_for:.0f} s over {self._busy_samples} busy samples (window {window_s:.0f} s)"
         )
-        if window_reached(stalled_for, window_s) and self._busy_samples >= self.min_samples:
-            return Verdict(
-                "stalled", stalled_for, f"stalled: {evidence}",
-                t=sample.t, running=running, busy_samples=self._busy_samples,
-                waiting=waiting, frozen=frozen, window_s=window_s,
-            )
+        stalled = window_reached(stalled_for, window_s) and self._busy_samples >= self.min_samples
         why = "first busy sample, no progress seen yet" if first_ever else "busy without progress"
         return Verdict(
-            "suspect", stalled_for, f"suspect ({why}): {evidence}",
+            "stalled" if stalled else "suspect", stalled_for,
+            f"stalled: {evidence}" if stalled else f"suspect ({why}): {evidence}",
             t=sample.t, running=running, busy_samples=self._busy_samples,
             waiting=waiting, frozen=frozen, window_s=window_s,
         )
