@@ -252,26 +252,21 @@ class Reading:
     def add(self, query: str, rows: Sequence[Series]) -> None:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
         values of :meth:`Plan.labels_of` ``query``."""
-        if query == self.plan.time:
-            self._add_times(rows)
+        if query == self.plan.time:  # rows without both pod labels or a finite time are ignored
+            times: dict[PodKey, dict[Labels, float]] = {}
+            if self.times is None:
+                self.times = times
+            else:  # the time query's second answer: after the value queries
+                self.after = times
+            for (namespace, name, *engine_values), value in rows:
+                if namespace and name and math.isfinite(value):
+                    times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
         if query == self.plan.up:
             self.down.update((namespace, name) for (namespace, name), value in rows
                              if namespace and name and not value > 0)
         for index, slot in enumerate(self.plan.slots):  # nearly always one slot is this query
             if slot == query:
                 self._add_slot(index, rows)
-
-    def _add_times(self, rows: Sequence[Series]) -> None:
-        """The time query's answer: its first is :attr:`times`, its second (after the value queries) :attr:`after`;
-        rows without both pod labels or a finite time are ignored."""
-        times: dict[PodKey, dict[Labels, float]] = {}
-        if self.times is None:
-            self.times = times
-        else:  # the time query's second answer: after the value queries
-            self.after = times
-        for (namespace, name, *engine_values), value in rows:
-            if namespace and name and math.isfinite(value):
-                times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
 
     def _add_slot(self, index: int, rows: Sequence[Series]) -> None:
         """One slot query's answer: each row's value added to its engine series' slot ``index``."""
