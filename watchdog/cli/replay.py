@@ -19,9 +19,8 @@ from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds
 from watchdog.cli.configtarget import chosen_target
-from watchdog.config.settings import Settings, completion_window_problem
+from watchdog.config.settings import completion_window_problem
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
-from watchdog.core.model import Target
 from watchdog.core.profiles import PROFILES, Profile, get_profile, target_profile
 from watchdog.core.trace import Trace, TraceError, decode_trace, read_trace, replay
 
@@ -154,7 +153,7 @@ def _judge_with(args: argparse.Namespace) -> None:
     """Fill in the policy the trace is judged with: the effective policy of the --config target (printed on
     stderr; a flag given as well wins over it), else the flags or their defaults; raises ValueError (one line) on
     a bad --config or target."""
-    args.chosen = _chosen(args)
+    args.chosen = chosen_target(args.config, args.target, args.profile is not None)
     if args.chosen is not None:
         config, target = args.chosen
         policy = config.policy_of(target)[0]
@@ -170,11 +169,6 @@ def _judge_with(args: argparse.Namespace) -> None:
         args.count_waiting = args.count_waiting or config.count_waiting
     args.window = DEFAULT_WINDOW_S if args.window is None else args.window
     args.min_samples = DEFAULT_MIN_SAMPLES if args.min_samples is None else args.min_samples
-
-
-def _chosen(args: argparse.Namespace) -> tuple[Settings, Target] | None:
-    """--config FILE and its --target (:func:`watchdog.cli.configtarget.chosen_target`)."""
-    return chosen_target(args.config, args.target, args.profile is not None)
 
 
 def _profile(args: argparse.Namespace) -> Profile:
