@@ -44,18 +44,19 @@ def list_expositions(directory: str) -> list[Scrape]:
         raise TraceError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
     scrapes: dict[float, Scrape] = {}
     for name in names:
+        path = os.path.join(directory, name)
         match = _NAME.fullmatch(name)
         if match is None:
-            raise TraceError(f"{os.path.join(directory, name)}: expected a file named <seconds>.prom "
-                             "(e.g. 1733030400.prom or 15.5.prom), one per scrape")
+            raise TraceError(f"{path}: expected a file named <seconds>.prom (e.g. 1733030400.prom or 15.5.prom), one "
+                             "per scrape")
         t = float(match.group(1))
         if not math.isfinite(t):
-            raise TraceError(f"{os.path.join(directory, name)}: the time in the name is not a finite number")
+            raise TraceError(f"{path}: the time in the name is not a finite number")
         if t in scrapes:
-            raise TraceError(f"{os.path.join(directory, name)}: same time as {scrapes[t].path}")
-        if not os.path.isfile(os.path.join(directory, name)):  # checked before any verdict is printed
-            raise TraceError(f"{os.path.join(directory, name)}: not a regular file (a directory or a dangling link)")
-        scrapes[t] = Scrape(t, os.path.join(directory, name))
+            raise TraceError(f"{path}: same time as {scrapes[t].path}")
+        if not os.path.isfile(path):  # checked before any verdict is printed
+            raise TraceError(f"{path}: not a regular file (a directory or a dangling link)")
+        scrapes[t] = Scrape(t, path)
     if not scrapes:
         raise TraceError(f"{directory}: no <seconds>.prom files")
     return [scrapes[t] for t in sorted(scrapes)]
@@ -72,9 +73,7 @@ def read_body(scrape: Scrape, limits: ScrapeLimits = SCRAPE_LIMITS) -> bytes | N
             data = stream.read(limits.max_bytes + 1)
     except OSError as exc:
         raise TraceError(f"{scrape.path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > limits.max_bytes:
-        return None
-    return data
+    return None if len(data) > limits.max_bytes else data
 
 
 def replay_expositions(scrapes: list[Scrape], profile: Profile, window_s: float, min_samples: int,
