@@ -149,7 +149,7 @@ def test_bare_pod_gets_one_event(api: EmulatorServer, kube_client: KubeClient) -
     api.create_pod(pod_manifest(NS, "bare", "10.0.0.7", 8000))
     stored = api.get_pod(NS, "bare")
     assert stored is not None
-    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("v", "x=y"), [stored])],
+    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])],
                         require_controller=False).targets
     rem, _ = remediator(kube_client, require_controller=False)
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
@@ -640,7 +640,7 @@ def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, ku
     api.create_pod(pod_manifest(NS, "static-gpu-1", "10.0.0.9", 8000, owner=node))
     stored = api.get_pod(NS, "static-gpu-1")
     assert stored is not None
-    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("v", "x=y"), [stored])]).targets
+    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])]).targets
     rem, _ = remediator(kube_client)
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "static-gpu-1")]

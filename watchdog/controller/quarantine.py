@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -66,7 +65,7 @@ class Quarantine:
     """The readiness gate writer; inert (``enabled`` False) unless the setting ``quarantine`` is on."""
 
     def __init__(self, actuator: Actuator, metrics: Metrics, events: EventRecorder, rails: QuarantineRails, *,
-                 enabled: bool, clock: Clock = time.monotonic, wall_clock: Clock = time.time) -> None:
+                 enabled: bool, clock: Clock, wall_clock: Clock) -> None:
         self.actuator, self.metrics, self.events, self.rails = actuator, metrics, events, rails
         self.enabled, self.clock, self.wall_clock = enabled, clock, wall_clock
         self.fleet = Fleet({}, {}, {})

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -103,29 +102,25 @@ def _not_leader(why: str) -> Decision:
 
 
 class Remediator:
-    """Deletes stalled pods through :meth:`remediate` only.
+    """Deletes stalled pods through :meth:`remediate` only, as the composition root wires it.
 
+    ``policies``: target name -> its policy (what is done to a stalled pod, the completion-only window);
     ``grace_period_s`` None keeps the pod's own; ``count_waiting``: the detector's setting, so the re-scrape
-    judges idleness the same way; ``action``: delete | evict; ``leader``: returns whether this replica holds
-    the lease (always True without leader election); ``clock``: monotonic seconds; ``wall_clock``: Unix
-    seconds (pod age only); ``escalation``: node escalation or None.
+    judges idleness the same way; ``leader``: returns whether this replica holds the lease (always True without
+    leader election); ``clock``: monotonic seconds; ``wall_clock``: Unix seconds (pod age, the Events' times);
+    ``escalation``: node escalation or None; ``ledger``: the deletion ledger or None.
     """
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
                  actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
-                 grace_period_s: int | None = None, count_waiting: bool = False, action: str = "delete",
-                 completion_only_allowed: bool = False, policies: Mapping[str, EffectivePolicy] | None = None,
-                 leader: Callable[[], bool] = lambda: True, clock: Clock = time.monotonic,
-                 wall_clock: Clock = time.time, escalation: Escalation | None = None,
-                 require_controller: bool = True, ledger: DeletionLedger | None = None) -> None:
+                 policies: Mapping[str, EffectivePolicy], grace_period_s: int | None, count_waiting: bool,
+                 require_controller: bool, leader: Callable[[], bool], clock: Clock, wall_clock: Clock,
+                 escalation: Escalation | None, ledger: DeletionLedger | None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
-        self.actuator, self.events, self.evidence = actuator, events, evidence
-        self.grace_period_s, self.count_waiting, self.action = grace_period_s, count_waiting, action
-        self.completion_only_allowed = completion_only_allowed
-        self.policies = policies or {}  # target name -> its policy (action, completion-only window): else the above
+        self.actuator, self.events, self.evidence, self.policies = actuator, events, evidence, policies
+        self.grace_period_s, self.count_waiting = grace_period_s, count_waiting
+        self.require_controller, self.ledger = require_controller, ledger
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
-        self.require_controller = require_controller
-        self.ledger = ledger
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
         self._unsettled: dict[str, tuple[WatchedPod, str, Say, str]] = {}
@@ -154,7 +149,8 @@ class Remediator:
     def _remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
                    signals: tuple[Selector, ...], history: tuple[Entry, ...], window_source: WindowSource,
                    ) -> Remediation:
-        if self._action(target) == "quarantine":  # drain through the readiness gate only: nothing removed here
+        action = self.policies[target.target_name].action
+        if action == "quarantine":  # drain through the readiness gate only: nothing removed here
             return Remediation("skip", "action quarantine: the readiness gate drains, nothing is removed")
         now = self.clock()
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
@@ -195,8 +191,8 @@ class Remediator:
             return fresh
         if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
             return self._defer(target, series.key, _not_leader("lost the leader Lease before acting"), evidence, now)
-        kept = keep(self._action(target), fresh, "confirmation")  # the log read: before the fence, never after it
-        return self._remove(target, series.key, evidence, now, retry=decision.action == "retry")
+        kept = keep(action, fresh, "confirmation")  # the log read: before the fence, never after it
+        return self._remove(target, series.key, action, evidence, now, retry=decision.action == "retry")
 
     def _confirmed(self, target: WatchedPod, series: EngineSnapshot, signals: tuple[Selector, ...],
                    ) -> EngineSnapshot | Remediation:
@@ -211,23 +207,14 @@ class Remediator:
         fresh = self.rescrape(target, series.key)
         if fresh is None:
             return self._done("aborted", f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
-        why = no_evidence(fresh, signals, self._completion_only_allowed(target))
+        completion_only = self.policies[target.target_name].completion_only_window_s > 0  # judged when it is on
+        why = no_evidence(fresh, signals, completion_only)
         if why is not None:
             return self._done("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
-        why = not_confirmed(series, fresh, self.count_waiting, signals, self._completion_only_allowed(target))
+        why = not_confirmed(series, fresh, self.count_waiting, signals, completion_only)
         if why is not None:
             return self._done("aborted", f"engine recovered before deletion: {why}")
         return fresh
-
-    def _action(self, target: WatchedPod) -> str:
-        """What is done to a stalled pod of ``target``'s target: its own ``action``, else the global one."""
-        policy = self.policies.get(target.target_name)
-        return policy.action if policy is not None else self.action
-
-    def _completion_only_allowed(self, target: WatchedPod) -> bool:
-        """Whether completion-only signals are judged for ``target`` (its completion-only window is on)."""
-        policy = self.policies.get(target.target_name)
-        return policy.completion_only_window_s > 0 if policy is not None else self.completion_only_allowed
 
     def _since(self, verdict: Verdict, now: float) -> dt.datetime:
         """Wall-clock time (UTC) the verdict's stall clock started: its sample time minus the stall, moved from
@@ -235,11 +222,8 @@ class Remediator:
         start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
         return dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
 
-    def _remove(self, target: WatchedPod, key: str, evidence: Say, now: float, *, retry: bool) -> Remediation:
-        action = self._action(target)
-        if action not in ("delete", "evict"):  # never reached (see _remediate); never a delete by default
-            raise AssertionError(f"action {action!r} removes nothing")
-        verb: RemovalAction = "evict" if action == "evict" else "delete"
+    def _remove(self, target: WatchedPod, key: str, verb: RemovalAction, evidence: Say, now: float, *,
+                retry: bool) -> Remediation:
         # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
         if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
             return self._defer(target, key, Decision(

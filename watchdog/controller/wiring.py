@@ -113,10 +113,9 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
     sources = _sources(config, profiles, metrics, fanout, scraper, prometheus, clock, wall_clock)
     remediator = Remediator(
         kube, policy, confirmation(sources, metrics), metrics, actuator=actuator, events=events, evidence=evidence,
-        grace_period_s=config.grace_period_seconds, count_waiting=config.count_waiting, action=config.action,
-        completion_only_allowed=config.completion_only_window_seconds > 0,
-        policies={t.name: config.policy_of(t)[0] for t in config.targets}, leader=leader, clock=clock,
-        wall_clock=wall_clock, escalation=escalation, require_controller=config.require_controller, ledger=ledger)
+        policies={t.name: config.policy_of(t)[0] for t in config.targets}, grace_period_s=config.grace_period_seconds,
+        count_waiting=config.count_waiting, require_controller=config.require_controller, leader=leader, clock=clock,
+        wall_clock=wall_clock, escalation=escalation, ledger=ledger)
     quarantine = Quarantine(actuator, metrics, events, QuarantineRails(
         config.quarantine_after_seconds, config.quarantine_max_owner_fraction, config.quarantine_in_dry_run,
         config.dry_run), enabled=config.quarantine, clock=clock, wall_clock=wall_clock)
