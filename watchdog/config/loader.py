@@ -134,10 +134,8 @@ def _to_text(setting: Setting, raw: Any) -> tuple[Any, str]:
     value = str(raw)
     if setting.type == "choice" and value not in setting.choices:
         return None, f"{show(value)} is not one of {', '.join(setting.choices)}"
-    if setting.name == "namespace_selector":
-        problem = selector_problem(value)
-        if problem:
-            return None, f"{show(value)} is not a valid label selector: {problem}"
+    if setting.name == "namespace_selector" and (problem := selector_problem(value)):
+        return None, f"{show(value)} is not a valid label selector: {problem}"
     return value, ""
 
 
@@ -388,11 +386,9 @@ _SERVICE_LINK = re.compile(r".*_(SERVICE_HOST|SERVICE_PORT(_.*)?|PORT(_\d+_(TCP|
 def _unknown_env(env: Mapping[str, str]) -> list[str]:
     """WATCHDOG_* variables that set nothing (typos), minus Kubernetes service-link variables."""
     known = {s.env for s in SETTINGS} | {"WATCHDOG_CONFIG", "WATCHDOG_TARGETS"}
-    out = []
-    for name in sorted(env):
-        if name.startswith("WATCHDOG_") and name not in known and not _SERVICE_LINK.match(name):
-            out.append(f"env {show(name)[1:-1]} is not a setting and is ignored{_suggest(name[:100], sorted(known))}")
-    return out
+    return [f"env {show(name)[1:-1]} is not a setting and is ignored{_suggest(name[:100], sorted(known))}"
+            for name in sorted(env)
+            if name.startswith("WATCHDOG_") and name not in known and not _SERVICE_LINK.match(name)]
 
 
 def _cross_checks(v: Mapping[str, Any]) -> list[str]:
@@ -534,8 +530,7 @@ def _leadership_problems(v: Mapping[str, Any]) -> list[str]:
         problems.append(f"apiTimeoutSeconds {_number(v['api_timeout_seconds'])} is too long for leaderElection: a "
                         f"write is sent only while the {LEASE_DURATION_S:g} s Lease outlasts it (the leadership "
                         f"fence), so at most {MAX_FENCED_TIMEOUT_S:g}")
-    if v["leader_election_namespace"] is not None:
-        problem = label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")
-        if problem:
-            problems.append(problem)
+    if v["leader_election_namespace"] is not None and (
+            problem := label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")):
+        problems.append(problem)
     return problems
