@@ -118,6 +118,15 @@ def _message(body: Any) -> str:
     return str(parsed.get("message", ""))[:200] if isinstance(parsed, dict) else str(body)[:200]
 
 
+def _delete_options(uid: str, grace_period_s: int | None) -> dict[str, Any]:
+    """DeleteOptions that apply only while the pod's ``metadata.uid`` is ``uid`` (preconditions), with
+    ``grace_period_s`` (None: the pod's own grace period)."""
+    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+    if grace_period_s is not None:
+        options["gracePeriodSeconds"] = grace_period_s
+    return options
+
+
 def _configuration(s: KubeSettings) -> client.Configuration:
     """The client configuration for ``s`` (see :class:`KubeSettings`); raise KubeError if none can be loaded."""
     cfg = client.Configuration()
@@ -275,12 +284,9 @@ class KubeClient:
         Returns "deleted" (2xx), "not_found" (404: already gone) or "conflict" (409: the uid differs, i.e. the
         name now belongs to a new pod). ``grace_period_s`` None keeps the pod's own grace period. Sent once,
         never retried; raises KubeError on anything else (5xx, 403, timeout, connection error)."""
-        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        if grace_period_s is not None:
-            options["gracePeriodSeconds"] = grace_period_s
         try:
             self._call(f"delete pod {namespace}/{name}", self._core.delete_namespaced_pod, name, namespace,
-                       body=options)
+                       body=_delete_options(uid, grace_period_s))
         except KubeError as e:
             if e.status == 404:
                 return "not_found"
@@ -318,11 +324,8 @@ class KubeClient:
         API server's 500 for a pod selected by more than one PodDisruptionBudget, which eviction does not
         support). ``grace_period_s`` None keeps the pod's own grace period. Sent once, never retried; raises
         KubeError on anything else."""
-        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        if grace_period_s is not None:
-            options["gracePeriodSeconds"] = grace_period_s
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
-                "deleteOptions": options}
+                "deleteOptions": _delete_options(uid, grace_period_s)}
         try:
             self._call(f"evict pod {namespace}/{name}", self._core.create_namespaced_pod_eviction, name, namespace,
                        body)
