@@ -16,10 +16,11 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from watchdog.config.names import subdomain_problem
+
 __all__ = ["selector_problem", "show"]
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _TOKEN = re.compile(r"==|!=|[!=<>(),]|[^\s!=<>(),]+")  # spaces apart: ==, !=, one of !=<>(), or a run of the rest
 _END = ""  # the token after the last one (no token is empty)
 _PUNCTUATION = {*"!=<>(),", "==", "!=", _END}  # every token that is not a word
@@ -39,8 +40,7 @@ def show(value: object, limit: int = MAX_SHOWN) -> str:
 
 def _key_problem(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
-    bad_prefix = not prefix or len(prefix) > 253 or not all(_DNS_LABEL.fullmatch(p) for p in prefix.split("."))
-    if slash and bad_prefix:
+    if slash and subdomain_problem(prefix, "the prefix"):
         return f"label key {show(key)}: the prefix must be a DNS subdomain (lowercase, e.g. example.com/name)"
     if not name or len(name) > 63 or not _NAME.fullmatch(name):
         return (f"label key {show(key)}: the name must be 1-63 characters, alphanumeric at both ends, "
