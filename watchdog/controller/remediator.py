@@ -38,7 +38,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import Fenced, KubeError
@@ -56,12 +56,13 @@ from watchdog.core.evidence import Entry, pointer
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
-from watchdog.core.policy import Decision, DeletionPolicy, ambiguous, fate_after_lost_answer
+from watchdog.core.policy import Decision, DeletionPolicy, ambiguous, fate_after_lost_answer, not_leader
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import RemediationResult, RemovalAction, WindowSource
 
 log = logging.getLogger("watchdog.controller.remediator")
-_PAST: dict[str, Outcome] = {"delete": "deleted", "evict": "evicted"}  # Event and log wording per action
+#: What a removal did, per action: its result and the Event's and the log's wording.
+_PAST: dict[RemovalAction, Literal["deleted", "evicted"]] = {"delete": "deleted", "evict": "evicted"}
 
 #: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
 Rescrape = Callable[[WatchedPod, str], EngineSnapshot | None]
@@ -86,7 +87,7 @@ class Remediation:
     counted: bool = field(default=True, compare=False)
 
 
-def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float = 0.0) -> float | None:
+def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float) -> float | None:
     """Seconds since ``metadata.creationTimestamp`` (wall clock, as the API reports it), but never less than
     ``seen_for_s`` (how long this process has watched the pod, monotonic), so a wall clock jumping back cannot
     hold a wedged pod for hours. None when the timestamp is unknown and the pod was never seen before."""
@@ -95,10 +96,6 @@ def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float = 0.0) -> f
     except ValueError:
         return seen_for_s or None
     return max(wall_now - created.timestamp(), seen_for_s)
-
-
-def _not_leader(why: str) -> Decision:
-    return Decision("defer", "not_leader", why, None, "when this replica holds the leader Lease")
 
 
 class Remediator:
@@ -123,7 +120,7 @@ class Remediator:
         self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
-        self._unsettled: dict[str, tuple[WatchedPod, str, Say, str]] = {}
+        self._unsettled: dict[str, tuple[WatchedPod, str, Say, RemovalAction]] = {}
         # Whether this replica led when the cycle began, i.e. when the budget was restored for it: a Lease won in
         # the middle of a cycle acts from the next one (after reading the deletion ledger back), never on a
         # standby's old budget.
@@ -138,13 +135,18 @@ class Remediator:
         ``history``: the episode's samples, for the evidence. Every outcome but ``skip`` is logged once, with its
         facts as fields."""
         outcome = self._remediate(target, series, verdict, seen_for_s, signals, history, window_source)
-        self._count(target, outcome)
-        if outcome.result != "skip":
-            log.log(logging.WARNING if outcome.result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
-                    "remediation %s: %s", outcome.result, outcome.detail,
-                    extra=facts(target, engine=series.key, state=verdict.state, result=outcome.result,
-                                rule=outcome.rule, reason=outcome.detail))
+        self._tell(target, series.key, outcome, verdict.state)
         return outcome
+
+    def _tell(self, target: WatchedPod, key: str, outcome: Remediation, state: str = "") -> None:
+        """Count ``outcome`` in remediations_total{result,namespace,target} and log it (skip is neither)."""
+        if outcome.result == "skip":
+            return
+        if outcome.counted:
+            self.metrics.remediations.labels(outcome.result, target.namespace, target.target_name).inc()
+        log.log(logging.WARNING if outcome.result in ("deleted", "evicted", "dry_run", "error") else logging.INFO,
+                "remediation %s: %s", outcome.result, outcome.detail, extra=facts(
+                    target, engine=key, state=state, result=outcome.result, rule=outcome.rule, reason=outcome.detail))
 
     def _remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
                    signals: tuple[Selector, ...], history: tuple[Entry, ...], window_source: WindowSource,
@@ -159,7 +161,9 @@ class Remediator:
             owner=target.owner_key, pod_age_s=age, now=now, leader=self.cycle_leader and self.leader())
         if decision.action == "skip":
             return Remediation("skip", decision.why)
-        since = self._since(verdict, now)
+        # The stall clock's start (its sample time minus the stall), from the monotonic clock to the wall clock.
+        start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
+        since = dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
 
         kept = ""  # the evidence record's id, once written
 
@@ -174,11 +178,11 @@ class Remediator:
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
             if not self.policy.first_event(target.uid, series.key, REASON_DRY_RUN):
-                return self._done("dry_run", f"would delete {target.ref}: {decision.why} (announced already for "
-                                  "another engine series of this pod)", decision.rule)
+                return Remediation("dry_run", f"would delete {target.ref}: {decision.why} (announced already for "
+                                   "another engine series of this pod)", decision.rule)
             kept = keep("dry_run", series, "cycle")
             self.events.on_pod_and_owner(target, REASON_DRY_RUN, evidence("dry_run", "", decision.why))
-            return self._done("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
+            return Remediation("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
         if decision.action == "defer":
             return self._defer(target, series.key, decision, evidence, now)
 
@@ -190,7 +194,7 @@ class Remediator:
         if isinstance(fresh, Remediation):
             return fresh
         if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
-            return self._defer(target, series.key, _not_leader("lost the leader Lease before acting"), evidence, now)
+            return self._defer(target, series.key, not_leader("lost the leader Lease before acting"), evidence, now)
         kept = keep(action, fresh, "confirmation")  # the log read: before the fence, never after it
         return self._remove(target, series.key, action, evidence, now, retry=decision.action == "retry")
 
@@ -198,29 +202,26 @@ class Remediator:
                    ) -> EngineSnapshot | Remediation:
         """The fresh GET and the confirmation scrape: the fresh snapshot that confirms the stall, or why not."""
         try:
-            changed = self._changed(target)
+            pod = self.kube.get_pod(target.namespace, target.name)
+            namespace = self.kube.get_namespace(target.namespace) if pod is not None else None
         except KubeError as exc:  # refused credentials are an error (alerted on), anything else a retry next cycle
-            return self._done("error" if exc.status in (401, 403) else "aborted",
-                              f"pod {target.ref}: fresh GET failed ({exc}); retrying next cycle")
+            return Remediation("error" if exc.status in (401, 403) else "aborted",
+                               f"pod {target.ref}: fresh GET failed ({exc}); retrying next cycle")
+        changed = recheck(pod, namespace, target, require_controller=self.require_controller)  # discovery's rules
         if changed:
-            return self._done("aborted", f"pod {target.ref} changed since the decision: {changed}")
+            return Remediation("aborted", f"pod {target.ref} changed since the decision: {changed}")
         fresh = self.rescrape(target, series.key)
         if fresh is None:
-            return self._done("aborted", f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
+            return Remediation("aborted",
+                               f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
         completion_only = self.policies[target.target_name].completion_only_window_s > 0  # judged when it is on
         why = no_evidence(fresh, signals, completion_only)
         if why is not None:
-            return self._done("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
+            return Remediation("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
         why = not_confirmed(series, fresh, self.count_waiting, signals, completion_only)
         if why is not None:
-            return self._done("aborted", f"engine recovered before deletion: {why}")
+            return Remediation("aborted", f"engine recovered before deletion: {why}")
         return fresh
-
-    def _since(self, verdict: Verdict, now: float) -> dt.datetime:
-        """Wall-clock time (UTC) the verdict's stall clock started: its sample time minus the stall, moved from
-        the monotonic clock (``now``) to the wall clock."""
-        start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
-        return dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
 
     def _remove(self, target: WatchedPod, key: str, verb: RemovalAction, evidence: Say, now: float, *,
                 retry: bool) -> Remediation:
@@ -235,11 +236,11 @@ class Remediator:
         try:
             result: str = self.actuator.remove_pod(target, verb, self.grace_period_s)
         except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
-            return self._defer(target, key, _not_leader(str(exc)), evidence, now)
+            return self._defer(target, key, not_leader(str(exc)), evidence, now)
         except KubeError as exc:
             if not ambiguous(exc.status):
                 self._withdraw(target, retry)
-                return self._done("error", f"{verb} {target.ref} refused, not retried: {exc}")
+                return Remediation("error", f"{verb} {target.ref} refused, not retried: {exc}")
             return self._lost_answer(target, key, evidence, now, verb, exc, retry)
         if result in ("blocked", "several_pdbs"):
             self._withdraw(target, retry)
@@ -252,7 +253,7 @@ class Remediator:
         if result not in ("deleted", "evicted"):
             self._withdraw(target, retry)
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
-            return self._done("not_found" if result == "not_found" else "conflict",
+            return Remediation("not_found" if result == "not_found" else "conflict",
                               f"nothing {_PAST[verb]} for {target.ref}: {why}")
         if not retry:
             self._charge(target, key, now, verb)
@@ -264,7 +265,7 @@ class Remediator:
         if not retry and self.ledger is not None:
             self.ledger.withdraw(target.uid)
 
-    def _charge(self, target: WatchedPod, key: str, now: float, verb: str) -> None:
+    def _charge(self, target: WatchedPod, key: str, now: float, verb: RemovalAction) -> None:
         """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
         removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
         self.metrics.deletions.labels(verb, target.namespace, target.target_name).inc()
@@ -275,12 +276,8 @@ class Remediator:
         """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
         after all; reported as such (with its Events) instead of being sent again."""
         unsettled = self._unsettled.get(target.uid)
-        try:
-            pod = self.kube.get_pod(target.namespace, target.name)
-        except KubeError:
-            return None  # the fresh GET below says why
-        if unsettled is None or not fate_after_lost_answer(pod, target.uid):
-            return None
+        if self._fate(target) is not True or unsettled is None:
+            return None  # still there: sent again; unreadable: the fresh GET below says why
         _, key, evidence, verb = unsettled
         return self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone or terminating "
                              "since")
@@ -292,29 +289,32 @@ class Remediator:
         without a word (its charge stays). Unreadable: asked again next cycle."""
         for uid in [uid for uid in self._unsettled if uid not in watched_uids]:
             target, key, evidence, verb = self._unsettled[uid]
-            try:
-                pod = self.kube.get_pod(target.namespace, target.name)
-            except KubeError:
-                continue
-            if not fate_after_lost_answer(pod, uid):
+            fate = self._fate(target)
+            if fate is False:
                 del self._unsettled[uid]
-                continue
-            outcome = self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone since")
-            self._count(target, outcome)
-            log.warning("remediation %s: %s", outcome.result, outcome.detail,
-                        extra=facts(target, engine=key, result=outcome.result, reason=outcome.detail))
+            elif fate is True:
+                self._tell(target, key, self._removed(target, key, evidence, verb, "its answer was lost and the pod "
+                                                      "is gone since"))
 
-    def _removed(self, target: WatchedPod, key: str, evidence: Say, verb: str, note: str) -> Remediation:
+    def _fate(self, target: WatchedPod) -> bool | KubeError:
+        """A fresh GET after a lost answer: whether the removal took effect (:func:`fate_after_lost_answer`), or
+        why the pod could not be read."""
+        try:
+            return fate_after_lost_answer(self.kube.get_pod(target.namespace, target.name), target.uid)
+        except KubeError as exc:
+            return exc
+
+    def _removed(self, target: WatchedPod, key: str, evidence: Say, verb: RemovalAction, note: str) -> Remediation:
         self._unsettled.pop(target.uid, None)
         self.policy.record(target.uid, key)  # the episode is acted on (a retry's included)
+        done = _PAST[verb]
         if self.policy.first_event(target.uid, key, REASON_DELETED):
-            self.events.on_pod_and_owner(target, REASON_DELETED, evidence(_PAST[verb], "", note), action="Delete")
+            self.events.on_pod_and_owner(target, REASON_DELETED, evidence(done, "", note), action="Delete")
         if self.escalation is not None:
             self.escalation.on_deletion(target.node, target.uid, target.ref, target.namespace)
-        return self._done("evicted" if verb == "evict" else "deleted",
-                          f"{_PAST[verb]} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
+        return Remediation(done, f"{done} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
-    def _lost_answer(self, target: WatchedPod, key: str, evidence: Say, now: float, verb: str,
+    def _lost_answer(self, target: WatchedPod, key: str, evidence: Say, now: float, verb: RemovalAction,
                      exc: KubeError, retry: bool) -> Remediation:
         """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
         budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see; a retry
@@ -322,20 +322,17 @@ class Remediator:
         unreadable means it is sent again next cycle (``retry``) while the stall lasts."""
         if not retry:
             self._charge(target, key, now, verb)
-        try:
-            pod = self.kube.get_pod(target.namespace, target.name)
-        except KubeError as again:
-            self.policy.retry_later(target.uid, key)
-            self._unsettled[target.uid] = (target, key, evidence, verb)
-            return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read "
-                              f"({again}): charged to the budgets (fail closed), sent again next cycle")
-        if fate_after_lost_answer(pod, target.uid):
+        fate = self._fate(target)
+        if fate is True:
             return self._removed(target, key, evidence, verb, f"the {verb} answer was lost ({exc.reason}) and the "
                                  "pod is gone or terminating")
         self.policy.retry_later(target.uid, key)
         self._unsettled[target.uid] = (target, key, evidence, verb)
-        return self._done("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: "
-                          "charged to the budgets (fail closed), sent again next cycle with the same UID precondition")
+        if fate is False:
+            return Remediation("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: charged "
+                               "to the budgets (fail closed), sent again next cycle with the same UID precondition")
+        return Remediation("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read ({fate}): "
+                           "charged to the budgets (fail closed), sent again next cycle")
 
     def _defer(self, target: WatchedPod, key: str, decision: Decision, evidence: Say, now: float) -> Remediation:
         """A deferral: its Event, log line and /status (the policy's :meth:`~DeletionPolicy.held`) say why and when
@@ -350,19 +347,4 @@ class Remediator:
         if first and rule != "not_leader" and self.policy.first_event(target.uid, key, f"{REASON_DEFERRED}:{rule}"):
             self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why, frees))
         detail = f"{target.ref}: {why}" + (f"; {frees}" if frees else "")
-        return self._done("deferred", detail, rule, count=first_episode)
-
-    def _done(self, result: RemediationResult, detail: str, rule: str = "", *, count: bool = True) -> Remediation:
-        return Remediation(result, detail, rule, counted=count)
-
-    def _count(self, target: WatchedPod, outcome: Remediation) -> None:
-        """remediations_total{result,namespace,target} (skip is never counted)."""
-        if outcome.result != "skip" and outcome.counted:
-            self.metrics.remediations.labels(outcome.result, target.namespace, target.target_name).inc()
-
-    def _changed(self, target: WatchedPod) -> str | None:
-        """Why a fresh GET of the pod and its namespace says not to act (discovery's rules re-applied); raises
-        KubeError when it cannot be read."""
-        pod = self.kube.get_pod(target.namespace, target.name)
-        namespace = self.kube.get_namespace(target.namespace) if pod is not None else None
-        return recheck(pod, namespace, target, require_controller=self.require_controller)
+        return Remediation("deferred", detail, rule, counted=first_episode)

@@ -81,6 +81,11 @@ def _defer(rule: str, why: str, when: str, in_s: float | None = None) -> Decisio
     return Decision("defer", rule, why, None if in_s is None else max(0.0, in_s), when)
 
 
+def not_leader(why: str) -> Decision:
+    """The deferral of a replica that may not write: rule 2, and the remediator's fence before its writes."""
+    return _defer("not_leader", why, "when this replica holds the leader Lease")
+
+
 @dataclass(frozen=True)
 class Rails:
     """The configurable limits (see RUNBOOK.md "Safety rails"). Each field is named as its setting, so the
@@ -262,8 +267,7 @@ class DeletionPolicy:
     def _leader_rule(self, s: _Stall) -> Decision | None:
         """2. Not the leader: before dry-run, a standby announces nothing, keeps no evidence, reads no log."""
         if not s.leader:
-            return _defer("not_leader", "this replica does not hold the leader Lease",
-                          "when this replica holds the leader Lease")
+            return not_leader("this replica does not hold the leader Lease")
         return None
 
     def _dry_run_rule(self, s: _Stall) -> Decision | None:
