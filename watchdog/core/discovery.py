@@ -101,11 +101,6 @@ def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
     return None
 
 
-def _scrapable_ip(text: Any, allow_loopback: bool = False) -> bool:
-    """The SSRF guard: the rules and the one list of metadata addresses live in :mod:`watchdog.core.addresses`."""
-    return is_scrapable(text, allow_loopback=allow_loopback)
-
-
 def condition(status: Mapping[str, Any], kind: str) -> str | None:
     """The ``status`` ("True", "False", ...) of the pod condition of type ``kind``, or None when absent."""
     for c in status.get("conditions") or []:
@@ -161,24 +156,12 @@ def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
 
 
 def _skip_reason(pod: Mapping[str, Any], mode: NamespaceMode | None, ever_ready: bool, require_controller: bool,
-                 allow_loopback: bool = False) -> str | None:
+                 allow_loopback: bool) -> str | None:
     """Why discovery skips ``pod`` (the first rule that does, in order), or None when it is watched."""
     if mode is None:
         return "namespace_not_enabled"
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    reason = _state_skip_reason(meta, pod.get("spec") or {}, status) or _ip_skip_reason(status, allow_loopback)
-    if reason is not None:
-        return reason
-    if not (ever_ready or _is_ready(status) or _gated_and_loaded(pod)):
-        return "never_ready"
-    if require_controller and controller_of(meta) is None:
-        return "no_controller"
-    return None
-
-
-def _state_skip_reason(meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
-    """The pod's own state: a UID, not excluded, not terminating, running, not on the host's network."""
     if not meta.get("uid"):
         return "no_uid"
     if (meta.get("annotations") or {}).get(EXCLUDE_ANNOTATION) == "true":
@@ -187,17 +170,16 @@ def _state_skip_reason(meta: Mapping[str, Any], spec: Mapping[str, Any], status:
         return "terminating"
     if status.get("phase") != "Running":
         return "not_running"
-    if spec.get("hostNetwork"):
+    if (pod.get("spec") or {}).get("hostNetwork"):
         return "host_network"
-    return None
-
-
-def _ip_skip_reason(status: Mapping[str, Any], allow_loopback: bool) -> str | None:
-    """The pod's IP: there, and one it is safe to scrape."""
     if not status.get("podIP"):
         return "no_ip"
-    if not _scrapable_ip(status["podIP"], allow_loopback):
+    if not is_scrapable(status["podIP"], allow_loopback=allow_loopback):  # the SSRF guard: core/addresses
         return "unsafe_ip"
+    if not (ever_ready or _is_ready(status) or _gated_and_loaded(pod)):
+        return "never_ready"
+    if require_controller and controller_of(meta) is None:
+        return "no_controller"
     return None
 
 
