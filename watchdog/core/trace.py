@@ -18,13 +18,10 @@ import csv
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from watchdog.core.detector import DetectorState, Sample
 from watchdog.core.profiles import Selector
-
-if TYPE_CHECKING:
-    from _csv import Reader as CsvReader
 
 REQUIRED_COLUMNS = ("t", "running")
 OPTIONAL_COLUMNS = ("waiting", "paused")
@@ -52,10 +49,9 @@ def _cell(raw: str, where: str, column: str) -> float | None:
     if text == "":
         return None
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise TraceError(f"{where}, column {column!r}: {text!r} is not a number") from None
-    return value
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what the csv module (and open(newline="")) counts as one line
@@ -79,18 +75,6 @@ def decode_trace(data: bytes, name: str) -> str:
 def read_trace(stream: TextIO, name: str) -> Trace:
     """Parse a CSV trace from ``stream`` (``name`` is used in errors). Raises :class:`TraceError`."""
     reader = csv.reader(stream)
-    header = _read_header(reader, name)
-    progress = _progress_columns(header, name)
-    index = {c: header.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in header}
-    index.update((h, header.index(h)) for h in progress)
-    signals = tuple(Selector(h, kind="gauge" if h in GAUGE_COLUMNS else "counter") for h in progress)
-    ignored = [h for h in header if h not in index]
-    samples, backwards = _read_rows(reader, name, len(header), index, progress)
-    return Trace(samples, signals, ignored, backwards)
-
-
-def _read_header(reader: CsvReader, name: str) -> list[str]:
-    """The header row's column names (a UTF-8 BOM and spaces dropped): each once, the required ones there."""
     try:
         header = next(reader, None)
     except (csv.Error, UnicodeDecodeError) as exc:
@@ -104,35 +88,26 @@ def _read_header(reader: CsvReader, name: str) -> list[str]:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise TraceError(f"{name}:1: missing column(s) {', '.join(missing)} (header is {','.join(header)})")
-    return header
-
-
-def _progress_columns(header: list[str], name: str) -> list[str]:
-    """The header's progress columns, in order; at least one."""
     progress = [h for h in header if h in COUNTER_COLUMNS + GAUGE_COLUMNS or h.startswith(PROGRESS_PREFIX)]
     if not progress:
         raise TraceError(f"{name}:1: no progress column (one of {', '.join(COUNTER_COLUMNS + GAUGE_COLUMNS)} or "
                          f"{PROGRESS_PREFIX}<name>; header is {','.join(header)})")
-    return progress
-
-
-def _read_rows(reader: CsvReader, name: str, width: int, index: dict[str, int],
-               progress: list[str]) -> tuple[list[Sample], list[int]]:
-    """The samples of the rows after the header (blank rows skipped), and the lines whose time went back."""
+    index = {c: header.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in header}
+    index.update((h, header.index(h)) for h in progress)
     samples: list[Sample] = []
-    backwards: list[int] = []
+    backwards: list[int] = []  # lines whose time went back
     try:
         for row in reader:
-            line = reader.line_num
             if not row or all(not c.strip() for c in row):
-                continue
-            sample = _sample(row, f"{name}:{line}", width, index, progress)
+                continue  # a blank row
+            sample = _sample(row, f"{name}:{reader.line_num}", len(header), index, progress)
             if samples and sample.t < samples[-1].t:
-                backwards.append(line)
+                backwards.append(reader.line_num)
             samples.append(sample)
     except (csv.Error, UnicodeDecodeError) as exc:
         raise TraceError(f"{name}:{reader.line_num}: unreadable CSV: {exc}") from None
-    return samples, backwards
+    signals = tuple(Selector(h, kind="gauge" if h in GAUGE_COLUMNS else "counter") for h in progress)
+    return Trace(samples, signals, [h for h in header if h not in index], backwards)
 
 
 def _sample(row: list[str], where: str, width: int, index: dict[str, int], progress: list[str]) -> Sample:
