@@ -15,6 +15,7 @@ from watchdog.config.settings import Settings, defaults
 from watchdog.controller.cycle import Watchdog, rails_from
 from watchdog.controller.wiring import build
 from watchdog.core.policy import Rails
+from watchdog.core.quarantine import QuarantineRails
 
 
 class OnLoop(AsyncScraper):
@@ -71,3 +72,9 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
 def rails(**changes: Any) -> Rails:
     """The policy's limits at the settings' defaults (their one source), with ``changes``."""
     return dataclasses.replace(rails_from(defaults()), **changes)
+
+
+def quarantine_rails(**changes: Any) -> QuarantineRails:
+    """The readiness gate's limits at the settings' defaults (their one source), with ``changes``."""
+    config = defaults()
+    return QuarantineRails(**{f.name: getattr(config, f.name) for f in dataclasses.fields(QuarantineRails)} | changes)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import quarantine_rails
 from builders import rails as policy_rails
 from fakes import FakeClock, FakeKube
 from metricsum import summed
@@ -68,7 +69,7 @@ class Rig:
         self.policy = DeletionPolicy(policy_rails(), started=0.0)
         self.actuator = Actuator(self.kube, fence=lambda _s: self.is_leader)
         self.q = Quarantine(self.actuator, self.metrics, EventRecorder(self.kube, self.actuator, self.metrics),
-                            rails or QuarantineRails(quarantine_after_seconds=60.0), enabled=True,
+                            rails or quarantine_rails(quarantine_after_seconds=60.0), enabled=True,
                             clock=self.clock, wall_clock=lambda: 1.7e9)
 
     def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[WatchedPod, PodRecord]]) -> list[str]:
@@ -123,7 +124,7 @@ def test_unknown_neither_drains_nor_releases() -> None:
 
 
 def test_never_drains_the_last_ready_pod_and_says_why_once() -> None:
-    rig = Rig(rails=QuarantineRails(quarantine_max_owner_fraction=1.0))
+    rig = Rig(rails=quarantine_rails(quarantine_max_owner_fraction=1.0))
     pods = [listed("a"), listed("b", ready=False, gate=None)]
     for _ in range(3):
         rig.cycle(pods, [(target("a"), record("stalled", 130.0))])
@@ -175,7 +176,7 @@ def test_dry_run_namespace_only_admits_and_releases_unless_opted_in() -> None:
     rig.cycle([listed("a"), listed("b")], [(target("a", "dry-run"), record("stalled", 130.0))])
     assert rig.statuses() == [("pod-a", "True")]
     assert rig.metric("vllm_watchdog_quarantine_held_total", rule="dry_run") == 1
-    opted = Rig(rails=QuarantineRails(quarantine_in_dry_run=True))
+    opted = Rig(rails=quarantine_rails(quarantine_in_dry_run=True))
     opted.cycle([listed("a"), listed("b")], [(target("a", "dry-run"), record("stalled", 130.0))])
     assert opted.statuses() == [("pod-a", "False")]
 
@@ -237,7 +238,7 @@ def test_a_drain_whose_answer_was_lost_counts_against_the_owner_share(pods: str,
         applied.append(name)
         raise lost
 
-    rig = Rig(patch=applied_then_lost, rails=QuarantineRails(quarantine_after_seconds=60.0,
+    rig = Rig(patch=applied_then_lost, rails=quarantine_rails(quarantine_after_seconds=60.0,
                                                              quarantine_max_owner_fraction=share))
     rig.cycle([listed(u) for u in pods], [(target(u), record("stalled", 130.0)) for u in pods])
     assert len(applied) == allowed
@@ -246,7 +247,7 @@ def test_a_drain_whose_answer_was_lost_counts_against_the_owner_share(pods: str,
 
 def test_a_lost_drain_is_resolved_by_the_next_listing() -> None:
     """Not applied after all (the next LIST still shows the gate True): sent again, its rails asked again."""
-    rig = Rig(rails=QuarantineRails(quarantine_after_seconds=60.0, quarantine_max_owner_fraction=1.0))
+    rig = Rig(rails=quarantine_rails(quarantine_after_seconds=60.0, quarantine_max_owner_fraction=1.0))
     rig.kube.fail["patch_pod_condition"] = KubeError("patch pod status", 504, "Gateway Timeout")
     pods = [listed("a"), listed("b")]
     rig.cycle(pods, [(target("a"), record("stalled", 130.0))])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import quarantine_rails
 
 from watchdog.core.quarantine import (
     GATE_CONDITION,
@@ -114,13 +115,13 @@ def test_one_pod_owner_is_never_drained_even_at_fraction_one() -> None:
 
 
 @pytest.mark.parametrize(("rails", "kw", "rule"), [
-    (QuarantineRails(), {"namespace_mode": "dry-run"}, "dry_run"),
-    (QuarantineRails(dry_run=True), {}, "dry_run"),
-    (QuarantineRails(quarantine_in_dry_run=True), {"namespace_mode": "dry-run"}, None),
-    (QuarantineRails(), {"paused_by": "paused: true"}, "paused"),
-    (QuarantineRails(), {"breaker_open": True}, "breaker"),
-    (QuarantineRails(), {"namespace_breaker_open": True}, "namespace_breaker"),
-    (QuarantineRails(), {}, None),
+    (quarantine_rails(), {"namespace_mode": "dry-run"}, "dry_run"),
+    (quarantine_rails(dry_run=True), {}, "dry_run"),
+    (quarantine_rails(quarantine_in_dry_run=True), {"namespace_mode": "dry-run"}, None),
+    (quarantine_rails(), {"paused_by": "paused: true"}, "paused"),
+    (quarantine_rails(), {"breaker_open": True}, "breaker"),
+    (quarantine_rails(), {"namespace_breaker_open": True}, "namespace_breaker"),
+    (quarantine_rails(), {}, None),
 ])
 def test_the_rails_before_the_owner_share(rails: QuarantineRails, kw: dict[str, Any], rule: str | None) -> None:
     args: dict[str, Any] = {"namespace_mode": "enforce", "paused_by": None, "breaker_open": False,

@@ -144,16 +144,15 @@ class Quarantine:
     def _write(self, target: WatchedPod, change: QuarantineChange, evidence: str) -> str:
         """Patch the gate: "written", "lost" (no answer or 5xx: it may have been applied), or "not_written" (a
         refusal, or the pod gone or replaced: not an error). Raises Fenced when the fence holds it back."""
-        if change == "quarantined":
-            message = f"Quarantined by vllm-stall-watchdog: {evidence}"
-        else:
-            message = f"Engine idle or progressing ({evidence})"
+        drain = change == "quarantined"
+        message = (f"Quarantined by vllm-stall-watchdog: {evidence}" if drain else
+                   f"Engine idle or progressing ({evidence})")
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         try:
             result = self.actuator.set_pod_condition(target, condition)
         except KubeError as exc:
             lost = ambiguous(exc.status)
-            if lost and change == "quarantined":
+            if lost and drain:
                 self.written[target.uid] = condition["status"]
                 self._unanswered.add(target.uid)
             log.warning("could not set %s=%s on %s: %s%s", GATE_CONDITION, condition["status"], target.ref, exc,
@@ -170,10 +169,8 @@ class Quarantine:
                 target.ref, change, GATE_CONDITION, condition["status"], evidence,
                 extra=facts(target, result=change, reason=evidence))
         if change != "admitted":
-            reason = REASON_QUARANTINED if change == "quarantined" else REASON_RELEASED
-            what = ("taken out of its Services' endpoints" if change == "quarantined" else
-                    "back in its Services' endpoints")
-            self.events.on_pod_and_owner(target, reason, f"Pod {target.ref} {what}: readiness gate "
-                                                         f"{GATE_CONDITION}={condition['status']}; {evidence}.")
+            what = "taken out of its Services' endpoints" if drain else "back in its Services' endpoints"
+            self.events.on_pod_and_owner(target, REASON_QUARANTINED if drain else REASON_RELEASED, f"Pod {target.ref} "
+                                         f"{what}: readiness gate {GATE_CONDITION}={condition['status']}; {evidence}.")
         self._held = {k for k in self._held if k[0] != target.uid}
         return "written"

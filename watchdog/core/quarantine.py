@@ -63,12 +63,12 @@ class Fleet:
 
 @dataclass(frozen=True)
 class QuarantineRails:
-    """The settings the rule reads (each field named as its setting)."""
+    """The settings the rule reads (each field named as its setting; their defaults are the settings', none here)."""
 
-    quarantine_after_seconds: float = 60.0
-    quarantine_max_owner_fraction: float = 0.5
-    quarantine_in_dry_run: bool = False
-    dry_run: bool = False
+    quarantine_after_seconds: float
+    quarantine_max_owner_fraction: float
+    quarantine_in_dry_run: bool
+    dry_run: bool
 
 
 @dataclass(frozen=True)
@@ -78,11 +78,6 @@ class Hold:
 
     rule: QuarantineHold
     why: str
-
-
-def owner_key_of(meta: Mapping[str, Any]) -> str | None:
-    """``namespace/Kind/name`` of the pod's controller owner (as :attr:`WatchedPod.owner_key`)."""
-    return owner_key(str(meta.get("namespace")), controller_of(meta))
 
 
 def read_fleet(pods: Iterable[Mapping[str, Any]]) -> Fleet:
@@ -97,7 +92,7 @@ def read_fleet(pods: Iterable[Mapping[str, Any]]) -> Fleet:
         if not uid or uid in seen or meta.get("deletionTimestamp"):
             continue
         seen.add(uid)
-        owner = owner_key_of(meta)
+        owner = owner_key(str(meta.get("namespace")), controller_of(meta))  # as WatchedPod.owner_key
         ready = condition(status, "Ready") == "True"
         if owner is not None:
             owner_pods[owner] += 1
