@@ -1,13 +1,21 @@
-"""argparse value types shared by the verbs: one clear line for a bad value, never a traceback."""
+"""argparse value types shared by the verbs: one clear line for a bad value, never a traceback; and the verbs'
+one-line refusal (:func:`refuse`)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable
 
 MAX_SECONDS = 86400.0  # a day: a longer duration is a typo, and overflows timers and sleeps
 MAX_INT = 1 << 40
+
+
+def refuse(prog: str, message: str) -> int:
+    """Say ``message`` on stderr as one line after the verb's ``prog``; return exit status 2 (bad usage or input)."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    return 2
 
 
 def _seconds(text: str) -> float:

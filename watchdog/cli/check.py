@@ -17,11 +17,11 @@ from typing import Any
 from watchdog.adapters.scrape import redact
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.cli import check_prometheus
-from watchdog.cli.argtypes import positive_int, positive_seconds
-from watchdog.cli.configtarget import chosen_target
+from watchdog.cli.argtypes import positive_int, positive_seconds, refuse
+from watchdog.cli.configtarget import chosen_target, profile_of
 from watchdog.core.confirm import known, live_evidence
 from watchdog.core.parsing import ParseResult, parse_exposition
-from watchdog.core.profiles import PROFILES, Profile, get_profile, target_profile
+from watchdog.core.profiles import PROFILES, Profile
 
 PROG = "vllm-watchdog check"
 
@@ -111,8 +111,7 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         profile = _profile(args)
     except ValueError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return refuse(PROG, str(exc))
     if getattr(args, "prometheus", None):
         return check_prometheus.run(args, profile, _as_json, _as_table)
     if args.target is None:
@@ -122,11 +121,9 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         body = _read_target(target, args.deadline, args.max_bytes)
     except ScrapeError as exc:
-        print(f"{PROG}: cannot scrape {redact(target)}: {exc}", file=sys.stderr)
-        return 2
+        return refuse(PROG, f"cannot scrape {redact(target)}: {exc}")
     except OSError as exc:
-        print(f"{PROG}: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return refuse(PROG, f"cannot read {target}: {exc.strerror or exc}")
     result = parse_exposition(body, profile)
     if args.format == "json":
         print(json.dumps(_as_json(result, target, profile), indent=2))
@@ -169,12 +166,11 @@ def _profile(args: argparse.Namespace) -> Profile:
     """--profile, or the profile of the --config target, whose effective policy is printed on stderr; raises
     ValueError (one line) on a bad --config or --target."""
     chosen = chosen_target(args.config, args.config_target, args.profile is not None)
-    if chosen is None:
-        return get_profile(args.profile or "vllm")
-    config, picked = chosen
-    print(f"{PROG}: note: target {picked.name} of {args.config}: {config.policy_of(picked)[0].describe()}",
-          file=sys.stderr)
-    return target_profile(picked.name, picked.profile, picked.metrics)
+    if chosen is not None:
+        config, picked = chosen
+        print(f"{PROG}: note: target {picked.name} of {args.config}: {config.policy_of(picked)[0].describe()}",
+              file=sys.stderr)
+    return profile_of(chosen, args.profile)
 
 
 def _read_target(target: str, deadline_s: float, max_bytes: int) -> bytes:

@@ -10,9 +10,12 @@ import datetime as dt
 import json
 import sys
 import time
+from collections.abc import Callable
 
 from watchdog.adapters.prometheus import PrometheusLimits
+from watchdog.cli.argtypes import refuse
 from watchdog.config.settings import BY_NAME
+from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
 from watchdog.core.promql import pod_labels_problem, reading_outcome
 
@@ -36,20 +39,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pod-label", default="pod", help="with --prometheus (default: %(default)s)")
 
 
-def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: object) -> int:
+def run(args: argparse.Namespace, profile: Profile, as_json: Callable[[ParseResult, str, Profile], dict[str, object]],
+        as_table: Callable[[ParseResult, str, Profile], str]) -> int:
     """``check`` against Prometheus; ``as_json``/``as_table``: check's own formatters (same output)."""
     namespace, _, name = str(args.pod or "").partition("/")
     if args.target is not None or not namespace or not name or "/" in name:
-        print(f"{PROG}: --prometheus URL needs --pod NAMESPACE/NAME and no TARGET", file=sys.stderr)
-        return 2
+        return refuse(PROG, "--prometheus URL needs --pod NAMESPACE/NAME and no TARGET")
     low, high = STALENESS.minimum, STALENESS.maximum
     if not low <= args.staleness <= high:
-        print(f"{PROG}: --staleness must be in [{low:g}, {high:g}] seconds (Prometheus' lookback delta)",
-              file=sys.stderr)
-        return 2
+        return refuse(PROG, f"--staleness must be in [{low:g}, {high:g}] seconds (Prometheus' lookback delta)")
     if problem := pod_labels_problem(args.namespace_label, args.pod_label):
-        print(f"{PROG}: --namespace-label/--pod-label: {problem}", file=sys.stderr)
-        return 2
+        return refuse(PROG, f"--namespace-label/--pod-label: {problem}")
     from watchdog.controller.wiring import one_pod_source  # the composition root (see check._read_target)
 
     try:
@@ -59,12 +59,10 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
             password_file=args.password_file, tenant=args.tenant),
             args.staleness, args.namespace_label, args.pod_label)
     except ValueError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return refuse(PROG, str(exc))
     reading = source.read_pod(profile, namespace, name, time.time())
     if isinstance(reading, str):
-        print(f"{PROG}: {reading}", file=sys.stderr)
-        return 2
+        return refuse(PROG, reading)
     if reading is None:
         print(f"{PROG}: no series of the {profile.name} profile for pod {namespace}/{name} in {args.prometheus} "
               f"within {args.staleness:g} s (is Prometheus scraping it, with labels {args.namespace_label} and "
@@ -77,12 +75,12 @@ def run(args: argparse.Namespace, profile: Profile, as_json: object, as_table: o
         return 1
     url = args.prometheus
     if args.format == "json":
-        print(json.dumps(as_json(reading.parsed, url, profile), indent=2))  # type: ignore[operator]
+        print(json.dumps(as_json(reading.parsed, url, profile), indent=2))
     else:
         when = "unknown" if reading.t is None else dt.datetime.fromtimestamp(reading.t, dt.UTC).isoformat(
             timespec="seconds")
         print(f"pod {namespace}/{name}, newest sample {when}")
-        print(as_table(reading.parsed, url, profile))  # type: ignore[operator]
+        print(as_table(reading.parsed, url, profile))
     if outcome != "ok":
         print(unknown, file=sys.stderr)
         return 1

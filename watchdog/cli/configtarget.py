@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from watchdog.core.profiles import Profile, get_profile, target_profile
+
 if TYPE_CHECKING:
     from watchdog.config.settings import Settings
     from watchdog.core.model import Target
@@ -35,3 +37,11 @@ def chosen_target(config_path: str | None, target_name: str | None,
     if chosen is None:
         raise ValueError(f"{config_path}: no target {target_name!r} (targets: {', '.join(names)})")
     return config, chosen
+
+
+def profile_of(chosen: tuple[Settings, Target] | None, profile_name: str | None) -> Profile:
+    """The profile to read with: the chosen target's (custom profiles too), else ``--profile`` (default vllm)."""
+    if chosen is None:
+        return get_profile(profile_name or "vllm")
+    target = chosen[1]
+    return target_profile(target.name, target.profile, target.metrics)

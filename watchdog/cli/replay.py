@@ -17,11 +17,11 @@ import sys
 from importlib import resources
 from typing import Any
 
-from watchdog.cli.argtypes import positive_int, positive_seconds
-from watchdog.cli.configtarget import chosen_target
+from watchdog.cli.argtypes import positive_int, positive_seconds, refuse
+from watchdog.cli.configtarget import chosen_target, profile_of
 from watchdog.config.settings import completion_window_problem
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
-from watchdog.core.profiles import PROFILES, Profile, get_profile, target_profile
+from watchdog.core.profiles import PROFILES
 from watchdog.core.trace import Trace, TraceError, decode_trace, read_trace, replay
 
 __all__ = ["EXAMPLE", "Trace", "TraceError", "add_parser", "open_trace", "read_trace", "replay", "run_replay"]
@@ -90,27 +90,22 @@ def _from_bytes(data: bytes, name: str) -> Trace:
 def run_replay(args: argparse.Namespace) -> int:
     """The ``replay`` verb: exit 0 after printing every verdict, 2 on bad input."""
     if (args.trace is None) == (args.expositions is None):
-        print(f"{PROG}: give either TRACE or --expositions DIR (see --help)", file=sys.stderr)
-        return 2
+        return refuse(PROG, "give either TRACE or --expositions DIR (see --help)")
     try:
         _judge_with(args)
     except ValueError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return refuse(PROG, str(exc))
     window = args.completion_only_window
     if problem := completion_window_problem(window, args.window, "--completion-only-window", "--window"):
-        print(f"{PROG}: {problem} (the rule of the setting completionOnlyWindowSeconds)", file=sys.stderr)
-        return 2
+        return refuse(PROG, f"{problem} (the rule of the setting completionOnlyWindowSeconds)")
     if args.expositions is not None:
         return _replay_expositions(args)
     if args.profile is not None:
-        print(f"{PROG}: --profile applies to --expositions only (a CSV names its columns)", file=sys.stderr)
-        return 2
+        return refuse(PROG, "--profile applies to --expositions only (a CSV names its columns)")
     try:
         trace = open_trace(args.trace)
     except TraceError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return refuse(PROG, str(exc))
     note = f"{PROG}: note:"
     if trace.ignored_columns:
         print(f"{note} ignoring column(s) {', '.join(trace.ignored_columns)}", file=sys.stderr)
@@ -131,7 +126,7 @@ def _replay_expositions(args: argparse.Namespace) -> int:
         print(f"{PROG}: note: {text}", file=sys.stderr)
 
     try:
-        profile = _profile(args)
+        profile = profile_of(args.chosen, args.profile)
         scrapes = list_expositions(args.expositions)
         rows = 0
         for row in replay_expositions(scrapes, profile, args.window, args.min_samples, args.count_waiting,
@@ -139,8 +134,7 @@ def _replay_expositions(args: argparse.Namespace) -> int:
             print(json.dumps(row))
             rows += 1
     except (TraceError, ValueError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return refuse(PROG, str(exc))
     if not rows:
         print(f"{PROG}: no engine series of the {profile.name} profile ({', '.join(profile.metric_names()[:3])}, "
               f"...) in any of the {len(scrapes)} files: wrong --profile, or metrics off in the engine?",
@@ -169,14 +163,6 @@ def _judge_with(args: argparse.Namespace) -> None:
         args.count_waiting = args.count_waiting or config.count_waiting
     args.window = DEFAULT_WINDOW_S if args.window is None else args.window
     args.min_samples = DEFAULT_MIN_SAMPLES if args.min_samples is None else args.min_samples
-
-
-def _profile(args: argparse.Namespace) -> Profile:
-    """--profile P, or the profile of the chosen target of --config (custom profiles too)."""
-    if args.chosen is None:
-        return get_profile(args.profile or "vllm")
-    _, chosen = args.chosen
-    return target_profile(chosen.name, chosen.profile, chosen.metrics)
 
 
 def add_parser(verbs: Any) -> None:

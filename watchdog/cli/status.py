@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from watchdog.cli.argtypes import positive_seconds
+from watchdog.cli.argtypes import positive_seconds, refuse
 from watchdog.core.events import escape_controls
 
 PROG = "vllm-watchdog status"
@@ -68,11 +67,6 @@ def add_parser(verbs: Any) -> None:
                    help="how long to wait for the answer (default: %(default)s)")
     p.add_argument("--ready", action="store_true", help="one line from GET /readyz: ready, or why not (exit 1)")
     p.set_defaults(handler=status)
-
-
-def _fail(message: str) -> int:
-    print(f"{PROG}: {message}", file=sys.stderr)
-    return 2
 
 
 def fetch(url: str, timeout_s: float) -> dict[str, Any] | str:
@@ -159,24 +153,24 @@ def status_url(given: str) -> str | None:
 def status(args: argparse.Namespace) -> int:
     url = status_url(args.url)
     if url is None:
-        return _fail(f"--url {args.url[:200]!r} is not an http(s) URL of the watchdog (e.g. {DEFAULT_URL})")
+        return refuse(PROG, f"--url {args.url[:200]!r} is not an http(s) URL of the watchdog (e.g. {DEFAULT_URL})")
     if args.ready:
         said = readiness(url.removesuffix("/status") + "/readyz", args.timeout)
         if isinstance(said, str):
-            return _fail(said)
+            return refuse(PROG, said)
         print(f"{PROG}: {said[1]}")
         return 0 if said[0] else 1
     doc = fetch(url, args.timeout)
     if isinstance(doc, str):
-        return _fail(doc)
+        return refuse(PROG, doc)
     if args.format == "json":
         print(json.dumps(doc, indent=1))
     else:
         try:
             print("\n".join(render(doc)))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            return _fail(f"{url} answered a status document this version cannot read ({type(exc).__name__}: "
-                         f"{str(exc)[:100]}); try --format json")
+            return refuse(PROG, f"{url} answered a status document this version cannot read "
+                                f"({type(exc).__name__}: {str(exc)[:100]}); try --format json")
     return 0 if doc.get("pods") is not None else 1
 
 
