@@ -18,21 +18,16 @@ def refuse(prog: str, message: str) -> int:
     return 2
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a number of seconds") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a finite number of seconds")
-    return value
-
-
 def seconds_between(low: float, high: float = MAX_SECONDS, *, low_inclusive: bool = False) -> Callable[[str], float]:
     """A type for a finite number of seconds in ``low..high`` (``low`` itself only when ``low_inclusive``)."""
 
     def parse(text: str) -> float:
-        value = _seconds(text)
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a number of seconds") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a finite number of seconds")
         if value < low or (value == low and not low_inclusive):
             raise argparse.ArgumentTypeError(f"{text[:80]!r} must be {'>=' if low_inclusive else '>'} {low:g} seconds")
         if value > high:
@@ -43,14 +38,8 @@ def seconds_between(low: float, high: float = MAX_SECONDS, *, low_inclusive: boo
     return parse
 
 
-def positive_seconds(text: str) -> float:
-    """A finite number of seconds > 0 and at most :data:`MAX_SECONDS`."""
-    return seconds_between(0.0)(text)
-
-
-def non_negative_seconds(text: str) -> float:
-    """A finite number of seconds >= 0 and at most :data:`MAX_SECONDS`."""
-    return seconds_between(0.0, low_inclusive=True)(text)
+positive_seconds = seconds_between(0.0)  # a finite number of seconds > 0 and at most MAX_SECONDS
+non_negative_seconds = seconds_between(0.0, low_inclusive=True)  # the same, >= 0
 
 
 def positive_int(text: str) -> int:
