@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
@@ -59,24 +60,16 @@ class ScrapeSource:
     async def read(self, pod: WatchedPod, record: PodRecord, deadline_s: float | None) -> Reading:
         """One pod's reading on the loop; ``deadline_s``: this cycle's shortened deadline, or None."""
         start = time.perf_counter()
-        try:
-            body = await (self.scraper.fetch_async(pod.url) if deadline_s is None
-                          else self.scraper.fetch_async(pod.url, deadline_s=deadline_s))
-            parsed = parse_exposition(body, self.profiles[pod.target_name])
-            del body
-            if not parsed.overrun:
-                if parsed.dropped_series:
-                    self.metrics.series_dropped.inc(parsed.dropped_series)
-                return Reading("ok", parsed, t=self.clock(), seconds=time.perf_counter() - start)
-            failed = self._overrun(pod, parsed.overrun)
+        try:  # the body is parsed as soon as it arrived and freed with the parse
+            reading = self._parse(pod, await (self.scraper.fetch_async(pod.url) if deadline_s is None
+                                              else self.scraper.fetch_async(pod.url, deadline_s=deadline_s)))
         except ScrapeError as exc:
-            failed = self._failed(pod, exc, record.timeouts if deadline_s is not None else None)
+            reading = self._failed(pod, exc, record.timeouts if deadline_s is not None else None)
         except Exception as exc:  # one pod's unexpected trouble is its own unknown, never the others' (one batch)
             log.exception("scrape of %s failed unexpectedly", pod.ref, extra=facts(pod))
-            failed = self._failed(pod, ScrapeError("connection", f"scrape failed unexpectedly: "
-                                                                 f"{type(exc).__name__}: {exc}"[:300]))
-        return Reading(failed.outcome, None, failed.detail, failed.what, t=self.clock(),
-                       seconds=time.perf_counter() - start)
+            reading = self._failed(pod, ScrapeError("connection", f"scrape failed unexpectedly: "
+                                                                  f"{type(exc).__name__}: {exc}"[:300]))
+        return replace(reading, t=self.clock(), seconds=time.perf_counter() - start)
 
     def _failed(self, pod: WatchedPod, exc: ScrapeError, shortened_after: int | None = None) -> Reading:
         """``shortened_after``: the timeouts in a row that shortened this scrape's deadline (None: the full one)."""
