@@ -106,7 +106,7 @@ class Metrics:
         pair not watched (also one labelled outside this list, e.g. by a late removal's answer) is removed."""
         pairs = set(watched)
         for metric, values in self._per_workload():
-            for labels in _children(metric):
+            for labels in {tuple(s.labels.values()) for f in metric.collect() for s in f.samples}:  # each series now
                 if labels[-2:] not in pairs:
                     metric.remove(*labels)
             for pair in pairs - self.workloads:
@@ -142,11 +142,6 @@ class Metrics:
         if status is not None:
             self.api_auth_failures.labels(str(status)).inc()
         self.api_refused.set(int(refused))
-
-
-def _children(metric: Counter | Gauge) -> set[tuple[str, ...]]:
-    """The label values of every series ``metric`` has now."""
-    return {tuple(s.labels.values()) for f in metric.collect() for s in f.samples}  # in the labels' order
 
 
 def new_metrics() -> Metrics:

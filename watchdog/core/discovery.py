@@ -125,10 +125,6 @@ def _gated_and_loaded(pod: Mapping[str, Any]) -> bool:
     return has_gate(pod) and condition(pod.get("status") or {}, "ContainersReady") == "True"
 
 
-def _declared_ports(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [p for c in spec.get("containers") or [] for p in c.get("ports") or [] if p.get("containerPort")]
-
-
 def engine_container(pod: Mapping[str, Any], port: int) -> str:
     """The name of the container declaring ``port`` (the engine's), else of the first container ("" if none)."""
     containers = (pod.get("spec") or {}).get("containers") or [{}]
@@ -140,7 +136,8 @@ def engine_container(pod: Mapping[str, Any], port: int) -> str:
 def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
     """The metrics port for ``pod`` under ``target`` (see module docstring); None when the annotation names a
     port the pod does not declare."""
-    declared = _declared_ports(pod.get("spec") or {})
+    containers = (pod.get("spec") or {}).get("containers") or []
+    declared = [p for c in containers for p in c.get("ports") or [] if p.get("containerPort")]
     wanted = ((pod.get("metadata") or {}).get("annotations") or {}).get(PORT_ANNOTATION)
     if wanted is not None:
         for p in declared:
