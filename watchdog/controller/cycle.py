@@ -302,9 +302,8 @@ class Watchdog:
         if status.breaker_tripped:
             log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled (threshold %.0f%%, "
                       "at least %d pods, with any one namespace left out): deleting nothing until it stays below "
-                      "for %g s", health.stalled,
-                      health.watched,
-                      100 * self.config.breaker_fraction, self.config.breaker_min_pods,
+                      "for %g s", health.stalled, health.watched, 100 * self.config.breaker_fraction,
+                      self.config.breaker_min_pods,
                       self.config.breaker_cooldown_seconds, extra=facts(rule="breaker"))
         self.metrics.breaker_open.set(int(status.breaker_open))
         self.metrics.leader.set(int(leader))

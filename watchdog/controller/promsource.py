@@ -106,7 +106,6 @@ class PrometheusSource:
             return FleetReading({}, f"unexpected {type(exc).__name__} reading Prometheus' answers: {exc}"[:400])
         return FleetReading({r.profile: r.pods() for r in readings})
 
-
     # -- the Source ---------------------------------------------------------------------------------------------
     def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]:
         """The readings are made when asked for, in the caller's thread (while the scrapes run on their loop)."""
