@@ -42,9 +42,7 @@ class DeletionLedger:
         except KubeError as exc:
             log.warning("cannot read the deletion ledger %s (%s): deletions wait until it can be read", self.ref, exc)
             return None
-        if obj is None:
-            return []
-        entries, problem = parse(obj.get("data"))
+        entries, problem = parse((obj or {}).get("data"))  # no ConfigMap: no entries
         if problem is not None:
             log.error("deletion ledger %s is unusable (%s): deletions wait until it is fixed or deleted (RUNBOOK "
                       "section 5)", self.ref, problem)
@@ -77,17 +75,14 @@ class DeletionLedger:
         return False
 
     def _write(self, change: Callable[[list[Entry]], list[Entry]]) -> None:
-        obj = self.kube.get_config_map(self.namespace, self.name)
-        if obj is None:
-            self.actuator.save_config_map(self.namespace, self._body(render(change([]))))
-            return
+        obj = self.kube.get_config_map(self.namespace, self.name) or {}  # none yet: created (no resourceVersion)
         entries, problem = parse(obj.get("data"))
         if problem is not None:  # never overwrite what cannot be read: the budget it held would be lost
             raise KubeError(f"update {self.ref}", 0, "unusable", problem)
         body = self._body(render(change(entries)), str((obj.get("metadata") or {}).get("resourceVersion") or ""))
         self.actuator.save_config_map(self.namespace, body)
 
-    def _body(self, data: dict[str, str], resource_version: str = "") -> dict[str, Any]:
+    def _body(self, data: dict[str, str], resource_version: str) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace,
                                 "labels": {"app.kubernetes.io/managed-by": COMPONENT}}
         if resource_version:
