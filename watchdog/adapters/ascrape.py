@@ -234,7 +234,8 @@ class AsyncScraper:
         except _ConnectTimeout:
             raise ScrapeError("timeout", f"timeout: no connection within {self.limits.connect_timeout_s} s") from None
         except (httptools.HttpParserError, OSError, ValueError, EOFError) as exc:
-            error = _map_error(exc)
+            error = (ScrapeError("refused", "connection refused") if isinstance(exc, ConnectionRefusedError)
+                     else ScrapeError("connection", f"connection failed: {_short(exc)}"))
             if isinstance(exc, ConnectionRefusedError | ConnectionResetError) \
                     and deadline - loop.time() >= 2 * _RETRY_PAUSE_S:  # a retry has room before the deadline
                 raise _Retryable(error) from exc
@@ -280,12 +281,6 @@ class AsyncScraper:
             raise ValueError(f"invalid URL: {target.path!r} or {host!r} cannot be sent in a request line")
         lines = [f"GET {target.path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in self.headers.items())]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
-
-
-def _map_error(exc: BaseException) -> ScrapeError:
-    if isinstance(exc, ConnectionRefusedError):
-        return ScrapeError("refused", "connection refused")
-    return ScrapeError("connection", f"connection failed: {_short(exc)}")
 
 
 async def _cancel_all() -> None:
