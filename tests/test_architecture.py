@@ -172,7 +172,7 @@ def test_only_the_actuator_calls_the_write_methods() -> None:
 def test_the_write_check_sees_a_write_outside_the_actuator(tmp_path: Path) -> None:
     sneaky = tmp_path / "sneaky.py"
     sneaky.write_text("def f(self):\n    self.kube.delete_pod('ns', 'p', 'u', None)\n"
-                      "    self.actuator.remove_pod('ns', 'p', 'u', None, evict=False)\n")
+                      "    self.actuator.remove_pod(pod, 'delete', None)\n")
     assert write_calls(sneaky) == ["2: self.kube.delete_pod"]
 
 

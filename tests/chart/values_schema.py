@@ -263,7 +263,7 @@ def dumps(schema: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    """Rewrite the schema file (argument, else the chart's in the working directory) from the tables."""
+    """Rewrite the schema file (argument, else the chart's in this checkout) from the tables."""
     path = Path(argv[0]) if argv else DEFAULT_PATH
     text = path.read_text()
     new = dumps(chart_schema(json.loads(text)))

@@ -71,7 +71,11 @@ class Actuator:
 
     def remove_pod(self, pod: WatchedPod, action: RemovalAction, grace_period_s: int | None,
                    ) -> DeleteResult | EvictResult:
-        """DELETE the pod (``evict``: through the Eviction API, so PodDisruptionBudgets hold), UID precondition."""
+        """``action`` delete: DELETE the pod; evict: through the Eviction API, so PodDisruptionBudgets hold; both
+        with the pod's UID as precondition. Any other action is refused before anything is sent (never a delete
+        by default)."""
+        if action not in ("delete", "evict"):
+            raise ValueError(f"remove_pod: {action!r} is not a removal (delete or evict)")
         self._fenced(f"{action} pod {pod.ref}")
         if action == "evict":
             return self.kube.evict_pod(pod.namespace, pod.name, pod.uid, grace_period_s)
