@@ -51,7 +51,7 @@ class ConfigError(Exception):
     """Invalid configuration; ``problems`` lists one line per problem, each naming its source; ``log_format``:
     the configured log format when it could be read (else the default), to report the problems in."""
 
-    def __init__(self, problems: Sequence[str], log_format: str = "json") -> None:
+    def __init__(self, problems: Sequence[str], log_format: str) -> None:
         # One line each, and bounded: a message never echoes a huge value (values are cut by show() already;
         # this is the backstop for text quoted by other modules' exceptions).
         lines = [_one_line(p) for p in problems]
