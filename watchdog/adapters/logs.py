@@ -90,7 +90,7 @@ def _escape_lines(text: str) -> str:
     return "\n".join(escape_controls(line) for line in text.split("\n"))
 
 
-def setup_logging(fmt: str = "json", level: str = "info") -> None:
+def setup_logging(fmt: str, level: str) -> None:
     """Send the ``watchdog`` loggers to stderr in ``fmt`` (json|text) at ``level``; quiet noisy libraries."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":

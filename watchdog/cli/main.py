@@ -96,8 +96,9 @@ def _refuse(exc: UsageError, argv: list[str]) -> NoReturn:
     import logging
 
     from watchdog.adapters.logs import setup_logging
+    from watchdog.config.settings import BY_NAME
 
-    setup_logging(_log_format(argv))
+    setup_logging(_log_format(argv), BY_NAME["log_level"].default)
     logging.getLogger("watchdog.cli.run").error("command line refused: %s (see: vllm-watchdog run --help)", exc,
                                                 extra={"reason": "usage"})
     raise SystemExit(2)

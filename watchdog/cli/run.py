@@ -10,6 +10,7 @@ from typing import Any
 from watchdog.adapters.logs import setup_logging
 from watchdog.config.flags import add_flags, flags_from_args
 from watchdog.config.loader import ConfigError, load_config
+from watchdog.config.settings import BY_NAME
 
 log = logging.getLogger("watchdog.cli.run")
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = load_config(args.config, flags=flags_from_args(args))
     except ConfigError as exc:
-        setup_logging(exc.log_format)
+        setup_logging(exc.log_format, BY_NAME["log_level"].default)
         count = len(exc.problems)
         log.error("configuration refused, %d problem%s: %s", count, "" if count == 1 else "s",
                   "; ".join(exc.problems), extra={"reason": "config", "problems": exc.problems})
