@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,6 +96,69 @@ def kubeconfig_file(path: Path, server: str, ca_file: Path, user: dict[str, str]
     return path
 
 
+def timed_start(start: Callable[[], None], log_report: Callable[[], str], stop: Callable[[], None],
+                error: type[Exception], *wrapped: type[BaseException]) -> float:
+    """Run ``start`` and return how many seconds it took. When it fails, ``stop`` undoes what it started; a failure
+    that is an ``error`` or one of ``wrapped`` is raised again as ``error`` with ``log_report()`` (the processes'
+    log tails, read before stopping) appended."""
+    t0 = time.monotonic()
+    try:
+        start()
+    except BaseException as exc:
+        report = log_report()
+        stop()
+        if isinstance(exc, (error, *wrapped)):
+            raise error(f"{exc}\n{report}") from exc
+        raise
+    return time.monotonic() - t0
+
+
+def apiserver_files(work: Path) -> tuple[str, Path, Path, Path]:
+    """A fresh admin token, the token file naming it (``system:masters``, mode 0600), the :data:`AUDIT_POLICY` file
+    and where the audit log goes, all in ``work``: kube-apiserver's ``--token-auth-file``, ``--audit-policy-file``
+    and ``--audit-log-path``."""
+    token = secrets.token_hex(24)
+    tokens = work / "tokens.csv"
+    tokens.write_text(f'{token},cluster-admin,cluster-admin-uid,"system:masters"\n')
+    tokens.chmod(0o600)
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    return token, tokens, policy, work / "audit.log"
+
+
+def spawn(procs: dict[str, subprocess.Popen[bytes]], logs: dict[str, Path], work: Path, name: str,
+          argv: list[str]) -> None:
+    """Start ``argv`` as ``name`` (in ``procs``), its output to ``work/<name>.log`` (in ``logs``), in a session of
+    its own, stopped by SIGTERM when the starting process dies (:func:`die_with_parent`)."""
+    log = work / f"{name}.log"
+    logs[name] = log
+    with open(log, "wb") as out:
+        procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True, preexec_fn=die_with_parent)
+
+
+def running(procs: dict[str, subprocess.Popen[bytes]], name: str, error: type[Exception]) -> bool:
+    """True while ``name`` runs; ``error`` naming its exit status once it has exited (ends a wait at once)."""
+    proc = procs[name]
+    if proc.poll() is not None:
+        raise error(f"{name} exited with {proc.returncode}")
+    return True
+
+
+def stop_processes(procs: dict[str, subprocess.Popen[bytes]], names: Iterable[str], wait_s: float) -> None:
+    """SIGTERM each of ``names`` still running, in that order, waiting up to ``wait_s`` for it, else SIGKILL."""
+    for name in names:
+        proc = procs.get(name)
+        if proc is None or proc.poll() is not None:
+            continue
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def process_report(procs: dict[str, subprocess.Popen[bytes]], logs: dict[str, Path], lines: int) -> str:
     """Each started process's state and the last ``lines`` lines of its log."""
     parts = []
@@ -134,16 +198,7 @@ class ControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> ControlPlane:
-        t0 = time.monotonic()
-        try:
-            self._start()
-        except BaseException as exc:
-            report = self.log_report()
-            self.stop()
-            if isinstance(exc, ControlPlaneError | AssertionError):
-                raise ControlPlaneError(f"{exc}\n{report}") from exc
-            raise
-        self.start_seconds = time.monotonic() - t0
+        self.start_seconds = timed_start(self._start, self.log_report, self.stop, ControlPlaneError, AssertionError)
         return self
 
     def __enter__(self) -> ControlPlane:
@@ -153,16 +208,7 @@ class ControlPlane:
         self.stop()
 
     def stop(self) -> None:
-        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
-            proc = self.procs.get(name)
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_processes(self.procs, ("kube-controller-manager", "kube-apiserver", "etcd"), wait_s=15)
 
     def _start(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -182,13 +228,7 @@ class ControlPlane:
         subprocess.run(["openssl", "genrsa", "-out", str(self.sa_key), "2048"], check=True, capture_output=True)
         subprocess.run(["openssl", "rsa", "-in", str(self.sa_key), "-pubout", "-out", str(sa_pub)], check=True,
                        capture_output=True)
-        self.admin_token = secrets.token_hex(24)
-        tokens = self.work / "tokens.csv"
-        tokens.write_text(f'{self.admin_token},cluster-admin,cluster-admin-uid,"system:masters"\n')
-        tokens.chmod(0o600)
-        policy = self.work / "audit-policy.yaml"
-        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
-        self.audit_log = self.work / "audit.log"
+        self.admin_token, tokens, policy, self.audit_log = apiserver_files(self.work)
         cert_dir = self.work / "certs"
         self.base_url = f"https://127.0.0.1:{api_port}"
         self._spawn("kube-apiserver", [
@@ -228,18 +268,10 @@ class ControlPlane:
                  api.find("/api/v1/namespaces/default/serviceaccounts/default"), timeout=60)
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        log = self.work / f"{name}.log"
-        self.logs[name] = log
-        with open(log, "wb") as out:
-            self.procs[name] = subprocess.Popen([str(self.bin_dir / name), *args], stdout=out,
-                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                start_new_session=True, preexec_fn=die_with_parent)
+        spawn(self.procs, self.logs, self.work, name, [str(self.bin_dir / name), *args])
 
     def _alive(self, name: str) -> bool:
-        proc = self.procs[name]
-        if proc.poll() is not None:
-            raise ControlPlaneError(f"{name} exited with {proc.returncode}")
-        return True
+        return running(self.procs, name, ControlPlaneError)
 
     def _exited(self, name: str) -> str:
         proc = self.procs.get(name)

@@ -23,7 +23,6 @@ import contextlib
 import ctypes
 import json
 import os
-import secrets
 import signal
 import subprocess
 import time
@@ -35,7 +34,16 @@ import yaml
 
 from watchdog.demo.controlplane.api import Api, wait_for
 from watchdog.demo.controlplane.locate import NotAvailable, binary_dir
-from watchdog.demo.controlplane.plane import AUDIT_POLICY, die_with_parent, kubeconfig_file, process_report, read_audit
+from watchdog.demo.controlplane.plane import (
+    apiserver_files,
+    kubeconfig_file,
+    process_report,
+    read_audit,
+    running,
+    spawn,
+    stop_processes,
+    timed_start,
+)
 from watchdog.demo.node.images import PAUSE_IMAGE
 
 NODE_NAME = "node-1"
@@ -133,16 +141,8 @@ class Node:
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> Node:
-        t0 = time.monotonic()
-        try:
-            self._start()
-        except BaseException as exc:
-            report = self.log_report()
-            self.stop()
-            if isinstance(exc, NodeError | AssertionError | TimeoutError):
-                raise NodeError(f"{exc}\n{report}") from exc
-            raise
-        self.timings["node_start_s"] = time.monotonic() - t0
+        self.timings["node_start_s"] = timed_start(self._start, self.log_report, self.stop, NodeError,
+                                                   AssertionError, TimeoutError)
         return self
 
     def _start(self) -> None:
@@ -197,13 +197,7 @@ class Node:
         ])
 
     def _apiserver(self) -> None:
-        self.admin_token = secrets.token_hex(24)
-        tokens = self.work / "tokens.csv"
-        tokens.write_text(f'{self.admin_token},cluster-admin,cluster-admin-uid,"system:masters"\n')
-        tokens.chmod(0o600)
-        policy = self.work / "audit-policy.yaml"
-        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
-        self.audit_log = self.work / "audit.log"
+        self.admin_token, tokens, policy, self.audit_log = apiserver_files(self.work)
         crt, key = self.apiserver_cert
         kcrt, kkey = self.apiserver_kubelet_client
         self._spawn("kube-apiserver", [
@@ -357,19 +351,10 @@ class Node:
 
     # -- processes ---------------------------------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str], binary: str | None = None) -> None:
-        log = self.work / f"{name}.log"
-        self.logs[name] = log
-        exe = binary or str(self.bin_dir / name)
-        with open(log, "wb") as out:
-            self.procs[name] = subprocess.Popen([exe, *args], stdout=out, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                                preexec_fn=die_with_parent)
+        spawn(self.procs, self.logs, self.work, name, [binary or str(self.bin_dir / name), *args])
 
     def _alive(self, name: str) -> bool:
-        proc = self.procs[name]
-        if proc.poll() is not None:
-            raise NodeError(f"{name} exited with {proc.returncode}")
-        return True
+        return running(self.procs, name, NodeError)
 
     def write_kubeconfig(self, path: Path, user: dict[str, str], name: str) -> Path:
         return kubeconfig_file(path, self.base_url, self.ca_file, user, name, "node-tier")
@@ -428,16 +413,7 @@ class Node:
                                            for line in done.stdout.splitlines()[1:])
 
     def _stop_processes(self) -> None:
-        for name in reversed(PROCESSES):
-            proc = self.procs.get(name)
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_processes(self.procs, reversed(PROCESSES), wait_s=20)
 
     def _remove_sandboxes(self) -> None:
         """Shims and containers the kubelet left (containerd is stopped; shims keep running): kill their
