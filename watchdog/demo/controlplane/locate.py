@@ -13,16 +13,30 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 DIR_ENV = "WATCHDOG_CONTROL_PLANE_DIR"
 CHART_ENV = "WATCHDOG_CHART_DIR"
+T = TypeVar("T")
 BUILD_HINT = "run `make control-plane` (or `bash tests/cluster/build_control_plane.sh`; needs Go >= 1.25)"
 
 
 class NotAvailable(RuntimeError):
     """Something the real control plane needs is not here; the message is one line saying how to get it."""
+
+
+def available(prerequisites: Callable[[str | None], T], control_plane_dir: str | None) -> T | None:
+    """``prerequisites(control_plane_dir)``, or None once the one line saying what is missing is on stderr (a
+    real demo then exits 2, before starting anything)."""
+    try:
+        return prerequisites(control_plane_dir)
+    except NotAvailable as exc:
+        print(f"vllm-watchdog demo: {exc}", file=sys.stderr)
+        return None
 
 
 def checkout() -> Path | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,7 +25,7 @@ from watchdog.demo.controlplane import workloads
 from watchdog.demo.controlplane.api import Api, ApiError, free_port
 from watchdog.demo.controlplane.chart import Release, ToolFailed, WatchdogProcess, install_release, kubectl_out
 from watchdog.demo.controlplane.kubelet import FakeKubelet
-from watchdog.demo.controlplane.locate import NotAvailable, chart_dir, require_binaries
+from watchdog.demo.controlplane.locate import NotAvailable, available, chart_dir, require_binaries
 from watchdog.demo.controlplane.plane import ControlPlane, ControlPlaneError, which_openssl
 from watchdog.demo.controlplane.tools import helm, kubectl
 from watchdog.demo.controlplane.verdict import Described, Outcome, report
@@ -80,10 +79,8 @@ def prerequisites(control_plane_dir: str | None) -> Tools:
 
 def run_real_demo(args: argparse.Namespace) -> int:
     """The ``demo --control-plane real`` verb: 0 pass, 1 fail, 2 a prerequisite is missing."""
-    try:
-        tools = prerequisites(args.control_plane_dir)
-    except NotAvailable as exc:
-        print(f"vllm-watchdog demo: {exc}", file=sys.stderr)
+    tools = available(prerequisites, args.control_plane_dir)
+    if tools is None:
         return 2
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vllm-watchdog-real-demo-") as tmp:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,7 +31,7 @@ import yaml
 
 from watchdog.demo.controlplane import workloads as cp_workloads
 from watchdog.demo.controlplane.api import Api, ApiError, tool_env, wait_for
-from watchdog.demo.controlplane.locate import NotAvailable, binary_dir, chart_dir
+from watchdog.demo.controlplane.locate import NotAvailable, available, binary_dir, chart_dir
 from watchdog.demo.controlplane.tools import helm, kubectl
 from watchdog.demo.node import images
 from watchdog.demo.node.kit import NODE_NAME, Node, NodeError, unavailable
@@ -133,10 +132,8 @@ def _status(kind: str, pod: dict[str, Any]) -> str:
 
 def run_node_demo(args: argparse.Namespace) -> int:
     """The ``demo --control-plane real --node real`` verb: 0 pass, 1 fail, 2 a prerequisite is missing."""
-    try:
-        pre = prerequisites(args.control_plane_dir)
-    except NotAvailable as exc:
-        print(f"vllm-watchdog demo: {exc}", file=sys.stderr)
+    pre = available(prerequisites, args.control_plane_dir)
+    if pre is None:
         return 2
     start = time.monotonic()
     code, stopping = 1, 0.0
