@@ -12,6 +12,7 @@ from typing import Any
 
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.config.settings import Settings, defaults
+from watchdog.controller.actuator import Actuator
 from watchdog.controller.cycle import Watchdog, rails_from
 from watchdog.controller.wiring import build
 from watchdog.core.policy import Rails
@@ -53,12 +54,11 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
     leader, no ledger, no node escalation, the real clocks unless given): target "vllm"'s policy the global one
     with ``action``, an unfenced actuator, an Event recorder and an evidence keeper on it (clocks as given)."""
     from watchdog.adapters.events import EventRecorder
-    from watchdog.controller.actuator import Actuator
     from watchdog.controller.evidence import EvidenceKeeper
     from watchdog.controller.remediator import Remediator
 
     config = defaults()
-    actuator = actuator or Actuator(kube)
+    actuator = actuator or Actuator(kube, write_timeout_s=config.api_timeout_seconds)
     clocks = {k: kw[k] for k in ("clock", "wall_clock") if k in kw}
     given = {"policies": {"vllm": dataclasses.replace(config.base_policy, action=action)},
              "grace_period_s": config.grace_period_seconds, "count_waiting": config.count_waiting,
@@ -67,6 +67,12 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
     return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
                       events=events or EventRecorder(kube, actuator, metrics),
                       evidence=evidence or EvidenceKeeper(actuator, **clocks), **given)
+
+
+def actuator(kube: Any, **kw: Any) -> Actuator:
+    """The actuator on ``kube``, one API request's timeout at the settings' default (its one source); unfenced
+    unless ``fence`` is given."""
+    return Actuator(kube, write_timeout_s=defaults().api_timeout_seconds, **kw)
 
 
 def rails(**changes: Any) -> Rails:

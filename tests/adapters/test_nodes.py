@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders
 import pytest
 from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.nodes import NodeEscalator
-from watchdog.controller.actuator import Actuator
 from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.taints import parse_taint
 from watchdog.demo.emulator import EmulatorServer
@@ -115,7 +115,7 @@ def test_taints_once_the_threshold_is_crossed_keeping_other_taints(emulator: Emu
                                                                    kube_client: KubeClient) -> None:
     created = node(emulator, taints=[GPU])
     clock = Clock()
-    esc = NodeEscalator(kube_client, Actuator(kube_client), NodeStallHistory(), clock=clock)
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(), clock=clock)
     assert esc.on_deletion("gpu-1", "uid-a", "ml/llm-a", "ml") == "below_threshold"
     assert esc.on_deletion("gpu-1", "uid-a2", "ml/llm-a2", "ml") == "below_threshold"  # the same namespace
     assert emulator.emulator.request_log == []  # nothing read below the threshold
@@ -141,7 +141,7 @@ def test_taints_once_the_threshold_is_crossed_keeping_other_taints(emulator: Emu
 
 def test_the_patch_carries_the_resource_version_read(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator)
-    esc = NodeEscalator(kube_client, Actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
                         clock=Clock())
     bumped = emulator.patch_object("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"zone": "a"}}})
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "tainted"
@@ -166,7 +166,7 @@ class RacingKube(FakeKube):
 def test_a_conflict_is_an_error_and_not_retried(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator, taints=[GPU])
     racing = RacingKube(kube_client, emulator)
-    esc = NodeEscalator(racing, Actuator(racing),  # type: ignore[arg-type]
+    esc = NodeEscalator(racing, builders.actuator(racing),  # type: ignore[arg-type]
                         NodeStallHistory(threshold=1, min_namespaces=1), clock=Clock())
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "error"
     assert [r.verb for r in emulator.emulator.request_log] == ["get", "patch"]  # one patch (409), no retry
@@ -175,7 +175,7 @@ def test_a_conflict_is_an_error_and_not_retried(emulator: EmulatorServer, kube_c
 
 def test_dry_run_never_touches_the_node(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator)
-    esc = NodeEscalator(kube_client, Actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
                         dry_run=True, clock=Clock())
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "dry_run"
     assert esc.on_deletion("gpu-1", "uid-b", "ml/b", "ml") == "dry_run"
@@ -183,7 +183,7 @@ def test_dry_run_never_touches_the_node(emulator: EmulatorServer, kube_client: K
 
 
 def test_no_node_missing_node_and_api_errors_never_raise(emulator: EmulatorServer, kube_client: KubeClient) -> None:
-    esc = NodeEscalator(kube_client, Actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
                         clock=Clock())
     assert esc.on_deletion(None, "uid-a", "ml/a", "ml") == "no_node"
     assert esc.on_deletion("", "uid-a", "ml/a", "ml") == "no_node"
@@ -196,7 +196,8 @@ def test_no_node_missing_node_and_api_errors_never_raise(emulator: EmulatorServe
 def test_never_untaints(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator, taints=[{**OURS, "value": "by-hand"}])  # same key and effect, set by a human
     clock = Clock()
-    esc = NodeEscalator(kube_client, Actuator(kube_client), NodeStallHistory(threshold=2, window_s=100), clock=clock)
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(threshold=2, window_s=100),
+                        clock=clock)
     esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml")
     assert esc.on_deletion("gpu-1", "uid-b", "team-b/b", "team-b") == "already_tainted"  # not rewritten to value=true
     for i in range(5):  # stalls stop; time passes far beyond the window

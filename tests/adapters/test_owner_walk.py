@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders
 import pytest
 from fakes import FakeKube
 
 from watchdog.adapters.events import MAX_OWNERS_CACHED, OWNER_RETRY_SECONDS, EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
-from watchdog.controller.actuator import Actuator
 from watchdog.core.model import OwnerRef, WatchedPod
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import seed_deployment
@@ -71,7 +71,7 @@ def pod_events(api: EmulatorServer) -> list[tuple[str, str]]:
 
 
 def recorder(kube: Any, **kw: Any) -> EventRecorder:
-    return EventRecorder(kube, Actuator(kube), new_metrics(), **kw)
+    return EventRecorder(kube, builders.actuator(kube), new_metrics(), **kw)
 
 
 def record(api: EmulatorServer, kube: Any, owner: OwnerRef | None) -> list[str]:

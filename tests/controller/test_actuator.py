@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders
 import pytest
 
-from watchdog.controller.actuator import Actuator
 from watchdog.core.model import WatchedPod
 
 POD = WatchedPod(uid="u-1", namespace="ns", name="pod-1", ip="10.0.0.1", port=8000, path="/metrics",
@@ -32,7 +32,7 @@ class Recorder:
 @pytest.mark.parametrize("action", ["delete", "evict"])
 def test_a_removal_names_the_pod_and_its_uid(action: str) -> None:
     kube = Recorder()
-    Actuator(kube).remove_pod(POD, action, 15)  # type: ignore[arg-type]
+    builders.actuator(kube).remove_pod(POD, action, 15)  # type: ignore[arg-type]
     assert kube.sent == [(action, "ns", "pod-1", "u-1", 15)]
 
 
@@ -40,5 +40,5 @@ def test_a_removal_names_the_pod_and_its_uid(action: str) -> None:
 def test_any_other_action_is_refused_and_nothing_is_sent(action: str) -> None:
     kube = Recorder()
     with pytest.raises(ValueError, match="is not a removal"):
-        Actuator(kube).remove_pod(POD, action, None)  # type: ignore[arg-type]
+        builders.actuator(kube).remove_pod(POD, action, None)  # type: ignore[arg-type]
     assert kube.sent == []

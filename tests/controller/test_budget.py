@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+import builders
 from builders import rails
 
 from watchdog.adapters.kube import KubeClient
-from watchdog.controller.actuator import Actuator
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.events import event_body
@@ -41,7 +41,7 @@ def test_forged_events_never_use_up_the_budget(emulator: EmulatorServer, kube_cl
     forge(emulator, "tenant-a", "p1")
     forge(emulator, "tenant-a", "p2")
     policy = DeletionPolicy(rails(max_deletions=2), started=-1e9, budget_known=False)
-    led = DeletionLedger(kube_client, Actuator(kube_client), WD, f"{WD}-ledger", 600.0, time.time)
+    led = DeletionLedger(kube_client, builders.actuator(kube_client), WD, f"{WD}-ledger", 600.0, time.time)
     assert restore_budget(policy, NOW, time.time(), led)
     assert decide(policy, "tenant-b") == "enforce"
     assert emulator.emulator.count_requests(verb="list", resource="events") == 0

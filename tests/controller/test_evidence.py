@@ -14,7 +14,6 @@ from remediator_kit import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open
 
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
-from watchdog.controller.actuator import Actuator
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.remediator import Remediator
 from watchdog.controller.state import PodRecord
@@ -34,7 +33,7 @@ def records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def remediator(kube: Any, *, lines: int = 100, **rails: Any) -> Remediator:
-    keeper = EvidenceKeeper(Actuator(kube), log_lines=lines, log_bytes=1024, clock=lambda: 140.0,
+    keeper = EvidenceKeeper(builders.actuator(kube), log_lines=lines, log_bytes=1024, clock=lambda: 140.0,
                             wall_clock=lambda: WALL)
     return builders.remediator(kube, open_policy(**rails), Rescrape(), new_metrics(), clock=lambda: 140.0,
                       wall_clock=lambda: WALL, evidence=keeper)

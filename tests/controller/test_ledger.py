@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
+import builders
 import pytest
 from builders import rails
 from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient, KubeError
-from watchdog.controller.actuator import Actuator
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.core.ledger import DATA_KEY
@@ -29,7 +29,7 @@ def api(emulator: EmulatorServer) -> EmulatorServer:
 
 
 def ledger(kube: KubeClient | FakeKube, wall: float = 10_000.0, fence: bool = True) -> DeletionLedger:
-    return DeletionLedger(kube, Actuator(kube, fence=lambda _s: fence), NS, NAME, 600.0, lambda: wall)
+    return DeletionLedger(kube, builders.actuator(kube, fence=lambda _s: fence), NS, NAME, 600.0, lambda: wall)
 
 
 def stored(api: EmulatorServer) -> list[dict[str, object]]:

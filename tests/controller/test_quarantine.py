@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders
 import pytest
 from builders import quarantine_rails
 from builders import rails as policy_rails
@@ -15,7 +16,6 @@ from metricsum import summed
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.metrics import Metrics, new_metrics
-from watchdog.controller.actuator import Actuator
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.core.detector import DetectorState, Verdict
@@ -67,7 +67,7 @@ class Rig:
         self.metrics.watch_workloads({("ns", "vllm")})  # as the cycle does: the pair's series pre-created at 0
         self.clock = FakeClock(1000.0)
         self.policy = DeletionPolicy(policy_rails(), started=0.0)
-        self.actuator = Actuator(self.kube, fence=lambda _s: self.is_leader)
+        self.actuator = builders.actuator(self.kube, fence=lambda _s: self.is_leader)
         self.q = Quarantine(self.actuator, self.metrics, EventRecorder(self.kube, self.actuator, self.metrics),
                             rails or quarantine_rails(quarantine_after_seconds=60.0), enabled=True,
                             clock=self.clock, wall_clock=lambda: 1.7e9)

@@ -22,7 +22,6 @@ from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.leader import LeaderElector
 from watchdog.config.loader import load_config
 from watchdog.config.settings import Settings
-from watchdog.controller.actuator import Actuator
 from watchdog.controller.cycle import CycleReport, Watchdog
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
@@ -440,7 +439,7 @@ def test_node_escalation_taints_a_node_after_two_stalled_pods(fleet: Fleet) -> N
         path = f"/api/v1/namespaces/team-{name}/pods/{manifest['metadata']['name']}"
         fleet.api.patch_object(path, {"spec": {"nodeName": "gpu-7"}})
     kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
-    escalator = NodeEscalator(kube, Actuator(kube), NodeStallHistory(threshold=2, window_s=3600),
+    escalator = NodeEscalator(kube, builders.actuator(kube), NodeStallHistory(threshold=2, window_s=3600),
                               clock=lambda: fleet.now)
     run(fleet, fleet.watchdog(kube, escalation=escalator), 6)
     assert not fleet.alive("wedged-a") and not fleet.alive("wedged-b")
@@ -473,7 +472,7 @@ def test_node_escalation_needs_stalled_pods_of_two_namespaces(fleet: Fleet) -> N
     on_gpu_7("fake-a", "wedged", "tenant")
     on_gpu_7("fake-b", "wedged", "tenant")
     kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
-    escalator = NodeEscalator(kube, Actuator(kube), NodeStallHistory(threshold=2, window_s=3600),
+    escalator = NodeEscalator(kube, builders.actuator(kube), NodeStallHistory(threshold=2, window_s=3600),
                               clock=lambda: fleet.now)
     wd = fleet.watchdog(kube, escalation=escalator, config=fleet.config(maxDeletions=3, maxDeletionsPerNamespace=2))
     run(fleet, wd, 8)

@@ -650,7 +650,7 @@ def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, ku
 
 def ledger_rig(api: EmulatorServer, kube: FakeKube) -> tuple[Remediator, DeletionLedger]:
     api.create_namespace("watchdog")
-    led = DeletionLedger(kube, Actuator(kube), "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
+    led = DeletionLedger(kube, builders.actuator(kube), "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
     return builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led), led
 
 

@@ -57,7 +57,7 @@ class Actuator:
     a pod, set its gate, taint a node, save a ConfigMap, post an Event, read a log); only this class turns that
     into the API's requests (a test holds every other module to it)."""
 
-    def __init__(self, kube: Writes, *, fence: Fence = unfenced, write_timeout_s: float = 10.0) -> None:
+    def __init__(self, kube: Writes, *, fence: Fence = unfenced, write_timeout_s: float) -> None:
         self.kube, self.fence, self.write_timeout_s = kube, fence, write_timeout_s
 
     def may_write(self) -> bool:
