@@ -70,6 +70,17 @@ def validate(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def lint_and_validate(values_file: str, rendered: str, path: Path) -> subprocess.CompletedProcess[str]:
+    """``helm lint --strict`` of the chart with ``values_file`` and kubernetes-validate of ``rendered`` (written to
+    ``path``) both pass; the kubernetes-validate run, for what it checked."""
+    lint = helm("lint", "--strict", str(CHART), "-f", values_file)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    path.write_text(rendered)
+    done = validate(path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 def roles_by_purpose(rendered: str, kind: str = "Role") -> dict[str, dict[str, Any]]:
     """Namespaced Roles (or RoleBindings) keyed by what they are for: "ledger", "brake" or "leader-election"."""
     out = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_kit import CHART, helm, objects, one, template, template_fails, validate
+from chart_kit import CHART, helm, lint_and_validate, objects, one, template, template_fails
 
 ENV_FROM = [{"secretRef": {"name": "watchdog-env"}},
             {"configMapRef": {"name": "proxy", "optional": True}, "prefix": "OPS_"}]
@@ -235,10 +235,5 @@ def test_the_defaults_pass_their_own_schema(tmp_path: Path) -> None:
 
 def test_the_convenient_chart_passes_lint_and_kubernetes_validate(convenient_file: str, convenient: str,
                                                                   tmp_path: Path) -> None:
-    lint = helm("lint", "--strict", str(CHART), "-f", convenient_file)
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-    path = tmp_path / "convenient.yaml"
-    path.write_text(convenient)
-    done = validate(path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = lint_and_validate(convenient_file, convenient, tmp_path / "convenient.yaml")
     assert done.stdout.count("passed for resource") == 2 * len(objects(convenient))

@@ -13,7 +13,18 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_kit import CHART, NAMESPACE, RELEASE, config_from, helm, objects, one, template, template_fails, validate
+from chart_kit import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    config_from,
+    helm,
+    lint_and_validate,
+    objects,
+    one,
+    template,
+    template_fails,
+)
 
 from watchdog.config.settings import BY_KEY, SETTINGS
 
@@ -116,12 +127,7 @@ def test_service_monitor_namespace_and_relabelings(adapted: str) -> None:
 
 def test_the_adapted_chart_passes_lint_and_kubernetes_validate(adapted_file: str, adapted: str,
                                                                tmp_path: Path) -> None:
-    lint = helm("lint", "--strict", str(CHART), "-f", adapted_file)
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-    path = tmp_path / "adapted.yaml"
-    path.write_text(adapted)
-    done = validate(path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = lint_and_validate(adapted_file, adapted, tmp_path / "adapted.yaml")
     assert done.stdout.count("passed for resource") == 2 * len([o for o in objects(adapted)
                                                                if o["kind"] != "ServiceMonitor"])
 
