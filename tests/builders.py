@@ -14,6 +14,7 @@ from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.config.settings import Settings, defaults
 from watchdog.controller.actuator import Actuator
 from watchdog.controller.cycle import Watchdog, rails_from
+from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.wiring import build
 from watchdog.core.policy import Rails
 from watchdog.core.quarantine import QuarantineRails
@@ -54,7 +55,6 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
     leader, no ledger, no node escalation, the real clocks unless given): target "vllm"'s policy the global one
     with ``action``, an unfenced actuator, an Event recorder and an evidence keeper on it (clocks as given)."""
     from watchdog.adapters.events import EventRecorder
-    from watchdog.controller.evidence import EvidenceKeeper
     from watchdog.controller.remediator import Remediator
 
     config = defaults()
@@ -66,13 +66,21 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
              "wall_clock": time.time, "escalation": None, "ledger": None, **kw}
     return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
                       events=events or EventRecorder(kube, actuator, metrics),
-                      evidence=evidence or EvidenceKeeper(actuator, **clocks), **given)
+                      evidence=evidence or evidence_keeper(actuator, **clocks), **given)
 
 
 def actuator(kube: Any, **kw: Any) -> Actuator:
     """The actuator on ``kube``, one API request's timeout at the settings' default (its one source); unfenced
     unless ``fence`` is given."""
     return Actuator(kube, write_timeout_s=defaults().api_timeout_seconds, **kw)
+
+
+def evidence_keeper(actuator: Any, **kw: Any) -> EvidenceKeeper:
+    """The evidence keeper on ``actuator``, its log tail (lines, bytes) at the settings' defaults (their one
+    source) unless given; clocks as given, else the real ones."""
+    config = defaults()
+    return EvidenceKeeper(actuator, **{"log_lines": config.evidence_log_lines, "log_bytes": config.evidence_log_bytes}
+                          | kw)
 
 
 def rails(**changes: Any) -> Rails:

@@ -28,7 +28,6 @@ from remediator_kit import (
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.controller.actuator import Actuator
-from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.core.confirm import not_confirmed
@@ -711,7 +710,7 @@ def test_the_fence_is_checked_after_the_slow_log_read(api: EmulatorServer, kube_
     kube = FakeKube(kube_client, read_pod_log=slow_log, delete_pod=lambda *a: "deleted")
     actuator = Actuator(kube, fence=lambda s: clock() + s < lease_end, write_timeout_s=10.0)
     rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), actuator=actuator, clock=clock,
-                     evidence=EvidenceKeeper(actuator, log_lines=5, clock=clock))
+                     evidence=builders.evidence_keeper(actuator, log_lines=5, clock=clock))
     outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert kube.calls["read_pod_log"] == 1
     assert kube.calls["delete_pod"] == 0

@@ -26,7 +26,7 @@ class EvidenceKeeper:
     read that sits between a decision and its write); ``log_lines`` 0: no log read (no pods/log request at all);
     ``log_bytes``: the cap of the tail kept; clocks as the remediator's."""
 
-    def __init__(self, actuator: Actuator, *, log_lines: int = 0, log_bytes: int = 65536, clock: Clock = time.monotonic,
+    def __init__(self, actuator: Actuator, *, log_lines: int, log_bytes: int, clock: Clock = time.monotonic,
                  wall_clock: Clock = time.time) -> None:
         self.actuator, self.log_lines, self.log_bytes = actuator, log_lines, log_bytes
         self.clock, self.wall_clock = clock, wall_clock
