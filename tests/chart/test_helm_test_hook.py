@@ -20,10 +20,10 @@ import pytest
 import tools
 import yaml
 from chart_kit import objects, one, template, validate
+from served_kit import serving
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.config.loader import load_config
-from watchdog.controller.http import start_http
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config
@@ -115,13 +115,8 @@ def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Any, int,
         closed.bind(("127.0.0.1", 0))
         refusing = int(closed.getsockname()[1])
     seed_deployment(emulator, "llm", "mute", "127.0.0.2", refusing)  # every scrape refused
-    server = start_http("127.0.0.1:0", wd, 15.0)
-    try:
+    with serving(wd, 15.0) as server:
         yield wd, server.server_address[1], now
-    finally:
-        server.shutdown()
-        server.server_close()
-        wd.close()
 
 
 def run_hook(port: int) -> subprocess.CompletedProcess[str]:

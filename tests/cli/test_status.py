@@ -14,10 +14,10 @@ from typing import Any
 
 import builders
 import pytest
+from served_kit import serving
 
 from watchdog.cli import status as status_verb
 from watchdog.cli.main import main
-from watchdog.controller.http import start_http
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config
@@ -43,14 +43,9 @@ def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Any, str]
     with SimPod("127.0.0.2", 0, "wedged") as wedged, SimPod("127.0.0.5", 0, "hang") as mute:
         seed_deployment(emulator, "llm", "wedged", wedged.address, wedged.port)
         seed_deployment(emulator, "llm", "mute", mute.address, mute.port)
-        server = start_http("127.0.0.1:0", wd, 15.0)
-        wd.cycles = lambda n: [(now.__setitem__(0, now[0] + 15), wd.run_cycle()) for _ in range(n)]
-        try:
+        with serving(wd, 15.0) as server:
+            wd.cycles = lambda n: [(now.__setitem__(0, now[0] + 15), wd.run_cycle()) for _ in range(n)]
             yield wd, f"127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
-            wd.close()
 
 
 def test_the_table_has_one_row_per_engine_then_the_policys_view(served: tuple[Any, str],

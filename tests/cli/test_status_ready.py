@@ -13,11 +13,11 @@ from typing import Any
 
 import builders
 import pytest
+from served_kit import serving
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.cli.main import main
 from watchdog.config.loader import load_config
-from watchdog.controller.http import start_http
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config
@@ -39,13 +39,8 @@ def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Any, str,
     now = [0.0]
     wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)), clock=lambda: now[0])
     seed_deployment(emulator, "llm", "mute", "127.0.0.2", free_port())
-    server = start_http("127.0.0.1:0", wd, 15.0)
-    try:
+    with serving(wd, 15.0) as server:
         yield wd, f"127.0.0.1:{server.server_address[1]}", now
-    finally:
-        server.shutdown()
-        server.server_close()
-        wd.close()
 
 
 def cycles(wd: Any, now: list[float], n: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import builders
 import pytest
+from served_kit import ipv6_loopback
 
 from watchdog import __version__
 from watchdog.adapters.kube import KubeClient, KubeSettings
@@ -189,15 +190,6 @@ def test_metrics_negotiates_gzip_and_openmetrics_through_prometheus_client(watch
 
 
 # -- IPv6 and dual-stack ----------------------------------------------------------------------------------------
-def ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 needs_ipv6 = pytest.mark.skipif(not ipv6_loopback(), reason="this kernel has no IPv6 loopback (::1)")
 
 

@@ -18,12 +18,13 @@ from typing import Any
 import builders
 import pytest
 from run_kit import REPO, clean_env, get, rest_of, serving_address, start_run
+from served_kit import ipv6_loopback, serving
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.cli import run as run_verb
 from watchdog.config.loader import load_config
 from watchdog.config.settings import SETTINGS
-from watchdog.controller import http, service
+from watchdog.controller import service
 from watchdog.controller.cycle import Watchdog
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
@@ -198,15 +199,6 @@ def test_a_cycle_cut_short_by_the_stop_is_not_a_failure(tmp_path: Path, caplog: 
         wd.close()
 
 
-def ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 # -- help ------------------------------------------------------------------------------------------------------
 def test_run_help_lists_every_env_var_and_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
@@ -225,13 +217,8 @@ def served(emulator: EmulatorServer, tmp_path: Path) -> Iterator[tuple[Watchdog,
     emulator.create_namespace("inference", {NAMESPACE_LABEL: "true"})
     config = load_config(str(write_config(tmp_path / "config.yaml", **FAST_SETTINGS)), env={})
     wd = builders.watchdog(config, KubeClient.from_settings(KubeSettings(host=emulator.base_url)))
-    server = http.start_http("127.0.0.1:0", wd, 1.0)
-    try:
+    with serving(wd, 1.0) as server:
         yield wd, f"http://127.0.0.1:{server.server_address[1]}", server
-    finally:
-        server.shutdown()
-        server.server_close()
-        wd.close()
 
 
 def test_readyz_is_503_until_a_cycle_completed(served: tuple[Watchdog, str, Any]) -> None:
