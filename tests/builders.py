@@ -16,6 +16,7 @@ from watchdog.controller.actuator import Actuator
 from watchdog.controller.cycle import Watchdog, rails_from
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.wiring import build
+from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.policy import Rails
 from watchdog.core.quarantine import QuarantineRails
 
@@ -81,6 +82,13 @@ def evidence_keeper(actuator: Any, **kw: Any) -> EvidenceKeeper:
     config = defaults()
     return EvidenceKeeper(actuator, **{"log_lines": config.evidence_log_lines, "log_bytes": config.evidence_log_bytes}
                           | kw)
+
+
+def node_history(**changes: Any) -> NodeStallHistory:
+    """Node escalation's memory at the settings' threshold and window (their one source), with ``changes``."""
+    config = defaults()
+    return NodeStallHistory(**{"threshold": config.node_escalation_threshold,
+                               "window_s": config.node_escalation_window_seconds} | changes)
 
 
 def rails(**changes: Any) -> Rails:

@@ -37,7 +37,7 @@ def taints(srv: EmulatorServer, name: str = "gpu-1") -> list[dict[str, Any]]:
 
 
 def test_history_counts_distinct_pods_within_the_window() -> None:
-    h = NodeStallHistory()  # 2 pods within 3600 s
+    h = NodeStallHistory(threshold=2, window_s=3600)
     assert h.record("n1", "pod-a", 0.0, "ns-a") is False
     assert h.record("n1", "pod-a", 10.0, "ns-a") is False  # the same pod again is still one pod
     assert h.record("n2", "pod-b", 20.0, "ns-b") is False  # another node
@@ -48,37 +48,38 @@ def test_history_counts_distinct_pods_within_the_window() -> None:
     assert [h3.record("n", uid, t, f"ns-{uid}") for uid, t in (("a", 0), ("b", 30), ("c", 61), ("d", 70))] == [
         False, False, False, True]  # a left the window before c; b, c, d are within 60 s
     with pytest.raises(ValueError, match="threshold >= 1 and window > 0"):
-        NodeStallHistory(threshold=0)
+        NodeStallHistory(threshold=0, window_s=3600)
     with pytest.raises(ValueError, match="threshold >= 1 and window > 0"):
-        NodeStallHistory(window_s=0)
+        NodeStallHistory(threshold=2, window_s=0)
     with pytest.raises(ValueError, match="1 <= min_namespaces <= threshold"):
-        NodeStallHistory(threshold=2, min_namespaces=3)
+        NodeStallHistory(threshold=2, window_s=3600, min_namespaces=3)
     with pytest.raises(ValueError, match="1 <= min_namespaces <= threshold"):
-        NodeStallHistory(min_namespaces=0)
+        NodeStallHistory(threshold=2, window_s=3600, min_namespaces=0)
 
 
 def test_one_namespace_never_escalates_a_node_alone() -> None:
     """Issue 27 item 9: one tenant's fake-wedged pods pinned to a shared node (spec.nodeName) must not get it
     tainted: the evidence must come from at least two namespaces."""
-    h = NodeStallHistory()  # 2 pods, 2 namespaces, within 3600 s
+    h = NodeStallHistory(threshold=2, window_s=3600)  # and 2 namespaces (min_namespaces' default)
     assert [h.record("gpu-1", f"tenant-{i}", 10.0 * i, "tenant") for i in range(5)] == [False] * 5
     assert h.count("gpu-1") == 5 and h.namespaces("gpu-1") == {"tenant"}
     assert h.record("gpu-1", "other", 60.0, "team-b") is True  # a second namespace's pod: a witness
-    h3 = NodeStallHistory(threshold=3)
+    h3 = NodeStallHistory(threshold=3, window_s=3600)
     assert h3.record("n", "a", 0.0, "x") is False
     assert h3.record("n", "b", 1.0, "y") is False  # 2 namespaces, but only 2 pods
     assert h3.record("n", "c", 2.0, "y") is True
-    late = NodeStallHistory(window_s=100)
+    late = NodeStallHistory(threshold=2, window_s=100)
     assert late.record("n", "a", 0.0, "x") is False
     assert late.record("n", "b", 150.0, "y") is False  # x's pod left the window: one namespace again
     assert late.record("n", "c", 160.0, "y") is False
-    single = NodeStallHistory(min_namespaces=1)  # the pure rule's knob (the watchdog always wires 2)
+    single = NodeStallHistory(threshold=2, window_s=3600, min_namespaces=1)  # the pure rule's knob (the watchdog
+    # always wires 2)
     assert [single.record("n", uid, 0.0, "y") for uid in "ab"] == [False, True]
 
 
 def test_history_forgets_nodes_beyond_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("watchdog.core.escalation.MAX_NODES", 3)
-    h = NodeStallHistory(threshold=1, min_namespaces=1)
+    h = NodeStallHistory(threshold=1, window_s=3600, min_namespaces=1)
     for i in range(10):
         assert h.record(f"n{i}", "p", float(i), "ns") is True
     assert [h.count(f"n{i}") for i in range(10)] == [0] * 7 + [1, 1, 1]
@@ -108,14 +109,14 @@ def test_parse_taint_rejects_with_one_line(text: str, why: str) -> None:
         parse_taint(text)
     assert "\n" not in str(info.value)
     with pytest.raises(ValueError):
-        NodeEscalator(None, None, NodeStallHistory(), taint=text)  # type: ignore[arg-type]
+        NodeEscalator(None, None, builders.node_history(), taint=text)  # type: ignore[arg-type]
 
 
 def test_taints_once_the_threshold_is_crossed_keeping_other_taints(emulator: EmulatorServer,
                                                                    kube_client: KubeClient) -> None:
     created = node(emulator, taints=[GPU])
     clock = Clock()
-    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(), clock=clock)
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client), builders.node_history(), clock=clock)
     assert esc.on_deletion("gpu-1", "uid-a", "ml/llm-a", "ml") == "below_threshold"
     assert esc.on_deletion("gpu-1", "uid-a2", "ml/llm-a2", "ml") == "below_threshold"  # the same namespace
     assert emulator.emulator.request_log == []  # nothing read below the threshold
@@ -141,8 +142,8 @@ def test_taints_once_the_threshold_is_crossed_keeping_other_taints(emulator: Emu
 
 def test_the_patch_carries_the_resource_version_read(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator)
-    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
-                        clock=Clock())
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client),
+                        builders.node_history(threshold=1, min_namespaces=1), clock=Clock())
     bumped = emulator.patch_object("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"zone": "a"}}})
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "tainted"
     stored = emulator.request("GET", "/api/v1/nodes/gpu-1")[1]
@@ -167,7 +168,7 @@ def test_a_conflict_is_an_error_and_not_retried(emulator: EmulatorServer, kube_c
     node(emulator, taints=[GPU])
     racing = RacingKube(kube_client, emulator)
     esc = NodeEscalator(racing, builders.actuator(racing),  # type: ignore[arg-type]
-                        NodeStallHistory(threshold=1, min_namespaces=1), clock=Clock())
+                        builders.node_history(threshold=1, min_namespaces=1), clock=Clock())
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "error"
     assert [r.verb for r in emulator.emulator.request_log] == ["get", "patch"]  # one patch (409), no retry
     assert taints(emulator) == [GPU] and emulator.list_events("default") == []
@@ -175,16 +176,16 @@ def test_a_conflict_is_an_error_and_not_retried(emulator: EmulatorServer, kube_c
 
 def test_dry_run_never_touches_the_node(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator)
-    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
-                        dry_run=True, clock=Clock())
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client),
+                        builders.node_history(threshold=1, min_namespaces=1), dry_run=True, clock=Clock())
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "dry_run"
     assert esc.on_deletion("gpu-1", "uid-b", "ml/b", "ml") == "dry_run"
     assert emulator.emulator.request_log == [] and taints(emulator) == []
 
 
 def test_no_node_missing_node_and_api_errors_never_raise(emulator: EmulatorServer, kube_client: KubeClient) -> None:
-    esc = NodeEscalator(kube_client, builders.actuator(kube_client), NodeStallHistory(threshold=1, min_namespaces=1),
-                        clock=Clock())
+    esc = NodeEscalator(kube_client, builders.actuator(kube_client),
+                        builders.node_history(threshold=1, min_namespaces=1), clock=Clock())
     assert esc.on_deletion(None, "uid-a", "ml/a", "ml") == "no_node"
     assert esc.on_deletion("", "uid-a", "ml/a", "ml") == "no_node"
     assert esc.on_deletion("gone", "uid-a", "ml/a", "ml") == "error"  # 404 on the node

@@ -26,7 +26,7 @@ class NodeStallHistory:
     module docstring). Raises ValueError for a threshold < 1, a window <= 0 or ``min_namespaces`` out of range.
     """
 
-    def __init__(self, threshold: int = 2, window_s: float = 3600.0, min_namespaces: int = 2) -> None:
+    def __init__(self, threshold: int, window_s: float, min_namespaces: int = 2) -> None:
         if threshold < 1 or not window_s > 0:
             raise ValueError(f"node escalation needs threshold >= 1 and window > 0 s, got {threshold}, {window_s:g}")
         if not 1 <= min_namespaces <= threshold:
