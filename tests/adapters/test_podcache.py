@@ -259,7 +259,7 @@ def test_watches_that_open_and_then_fail_make_the_cache_stale_too(srv: EmulatorS
 
 
 def test_close_stops_every_thread_at_once(srv: EmulatorServer, kube: Flaky) -> None:
-    cache = PodCache(kube, make=fast(kube))
+    cache = PodCache(kube, first_sync_wait_s=5, make=fast(kube))
     cache.list_pods(SELECTOR)
     cache.list_namespaces("vllm-watchdog.io/enabled")
     started = time.monotonic()

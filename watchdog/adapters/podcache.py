@@ -178,8 +178,8 @@ class PodCache:
     """``list_namespaces`` / ``list_pods`` of the controller's port, from informers (one per resource, selector
     and, in namespace-only mode, namespace; started by :meth:`watch` or on first use); :meth:`close` stops them."""
 
-    def __init__(self, kube: KubeClient, *, first_sync_wait_s: float = 10.0, clock: Callable[[], float] =
-                 time.monotonic, make: Callable[[Watched, str, str | None], Informer] | None = None) -> None:
+    def __init__(self, kube: KubeClient, *, first_sync_wait_s: float, clock: Callable[[], float] = time.monotonic,
+                 make: Callable[[Watched, str, str | None], Informer] | None = None) -> None:
         self.kube, self.first_sync_wait_s, self.clock = kube, first_sync_wait_s, clock
         self._make = make or (lambda resource, selector, namespace: Informer(kube, resource, selector, namespace,
                                                                               clock=clock))
