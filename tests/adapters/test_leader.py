@@ -16,6 +16,7 @@ from watchdog.adapters.leader import LeaderElector, default_identity
 from watchdog.demo.emulator import EmulatorServer
 
 NS = "vllm-stall-watchdog"
+LEASE = "vllm-stall-watchdog"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
 MICRO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
 
@@ -31,11 +32,11 @@ class Clock:
 
 
 def elector(kube: Any, clock: Clock, identity: str) -> LeaderElector:
-    return LeaderElector(kube, NS, identity=identity, clock=clock)
+    return LeaderElector(kube, NS, LEASE, identity=identity, clock=clock)
 
 
 def lease(srv: EmulatorServer) -> dict[str, Any]:
-    status, body = srv.request("GET", f"{LEASES}/vllm-stall-watchdog")
+    status, body = srv.request("GET", f"{LEASES}/{LEASE}")
     assert status == 200
     return dict(body["spec"])
 
@@ -81,7 +82,7 @@ def test_takeover_only_after_the_lease_duration_on_our_own_clock(emulator: Emula
 
 
 def test_a_stale_wall_clock_in_the_record_is_not_trusted(emulator: EmulatorServer, kube_client: KubeClient) -> None:
-    emulator.create_object(LEASES, {"metadata": {"name": "vllm-stall-watchdog"}, "spec": {
+    emulator.create_object(LEASES, {"metadata": {"name": LEASE}, "spec": {
         "holderIdentity": "ghost", "leaseDurationSeconds": 15, "renewTime": "2000-01-01T00:00:00.000000Z",
         "acquireTime": "2000-01-01T00:00:00.000000Z", "leaseTransitions": 4}})
     clock = Clock()
@@ -94,7 +95,7 @@ def test_a_stale_wall_clock_in_the_record_is_not_trusted(emulator: EmulatorServe
 
 
 def test_the_holders_advertised_duration_is_respected(emulator: EmulatorServer, kube_client: KubeClient) -> None:
-    emulator.create_object(LEASES, {"metadata": {"name": "vllm-stall-watchdog"},
+    emulator.create_object(LEASES, {"metadata": {"name": LEASE},
                                     "spec": {"holderIdentity": "slow", "leaseDurationSeconds": 60}})
     clock = Clock()
     b = elector(kube_client, clock, "b")
@@ -140,9 +141,9 @@ def test_another_holder_ends_leadership_at_once(emulator: EmulatorServer, kube_c
     clock = Clock()
     a = elector(kube_client, clock, "a")
     assert a.step()
-    current = emulator.request("GET", f"{LEASES}/vllm-stall-watchdog")[1]
+    current = emulator.request("GET", f"{LEASES}/{LEASE}")[1]
     current["spec"]["holderIdentity"] = "intruder"
-    assert emulator.request("PUT", f"{LEASES}/vllm-stall-watchdog", current)[0] == 200
+    assert emulator.request("PUT", f"{LEASES}/{LEASE}", current)[0] == 200
     assert a.is_leader()  # not seen yet
     assert not a.step() and not a.is_leader()  # seen: stop acting even before the renew deadline
 
@@ -196,7 +197,7 @@ class Interleaved(FakeKube):
 def test_a_lost_write_race_is_a_409_and_not_leadership(emulator: EmulatorServer, kube_client: KubeClient,
                                                        existing: bool) -> None:
     if existing:
-        emulator.create_object(LEASES, {"metadata": {"name": "vllm-stall-watchdog"},
+        emulator.create_object(LEASES, {"metadata": {"name": LEASE},
                                         "spec": {"holderIdentity": "ghost", "leaseDurationSeconds": 15}})
     clock = Clock()
     racy = Interleaved(kube_client)
@@ -232,7 +233,7 @@ def test_racing_electors_are_never_leaders_together(emulator: EmulatorServer, ku
 
 def test_background_thread_campaigns_and_hands_over_on_stop(emulator: EmulatorServer,
                                                             kube_client: KubeClient) -> None:
-    a, b = (LeaderElector(kube_client, NS, identity=name, lease_duration_s=3.0, renew_deadline_s=2.0,
+    a, b = (LeaderElector(kube_client, NS, LEASE, identity=name, lease_duration_s=3.0, renew_deadline_s=2.0,
                           retry_period_s=0.1) for name in ("a", "b"))  # wide margins for a busy CI machine
     a.start()
     assert wait_for(a.is_leader, 2.0)
@@ -260,8 +261,9 @@ def wait_for(predicate: Any, timeout_s: float) -> bool:
 def test_settings_are_checked_and_identities_unique(kube_client: KubeClient) -> None:
     for lease_s, renew_s, retry_s in ((10.0, 10.0, 2.0), (15.0, 2.0, 2.0), (15.0, 10.0, 0.0)):
         with pytest.raises(ValueError, match=r"lease duration .* > renew deadline"):
-            LeaderElector(kube_client, NS, lease_duration_s=lease_s, renew_deadline_s=renew_s, retry_period_s=retry_s)
+            LeaderElector(kube_client, NS, LEASE, lease_duration_s=lease_s, renew_deadline_s=renew_s,
+                          retry_period_s=retry_s)
     with pytest.raises(ValueError, match="identity"):
-        LeaderElector(kube_client, NS, identity="")
+        LeaderElector(kube_client, NS, LEASE, identity="")
     assert default_identity() != default_identity()
-    assert LeaderElector(kube_client, NS).identity.split("_")[0]
+    assert LeaderElector(kube_client, NS, LEASE).identity.split("_")[0]

@@ -306,7 +306,7 @@ def test_two_replicas_with_leader_election_exactly_one_acts(fleet: Fleet) -> Non
     replicas = []
     for name in ("replica-a", "replica-b"):
         kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
-        elector = LeaderElector(kube, "watchdog-system", identity=name)
+        elector = LeaderElector(kube, "watchdog-system", fleet.config().lease_name, identity=name)
         replicas.append((fleet.watchdog(kube, leader=elector.is_leader), elector))
     (wd_a, el_a), (wd_b, el_b) = replicas
     el_a.step()  # replica A campaigns first and wins

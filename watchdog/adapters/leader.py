@@ -67,7 +67,7 @@ class LeaderElector:
     rule) and ``namespace``/``name``/``identity`` are non-empty.
     """
 
-    def __init__(self, kube: KubeClient, namespace: str, name: str = "vllm-stall-watchdog",
+    def __init__(self, kube: KubeClient, namespace: str, name: str,
                  identity: str | None = None, lease_duration_s: float = LEASE_DURATION_S,
                  renew_deadline_s: float = RENEW_DEADLINE_S, retry_period_s: float = RETRY_PERIOD_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
