@@ -29,7 +29,7 @@ def test_the_adapters_work_without_the_model_classes() -> None:
         from watchdog.adapters.kube import KubeClient
         from kubernetes import client, config
         api = client.ApiClient(client.Configuration())
-        kube = KubeClient(api)
+        kube = KubeClient(api, request_timeout_s=10.0)
         body = api.sanitize_for_serialization({"metadata": {"name": "x"}, "gracePeriodSeconds": 5})
         models = [m for m in sys.modules if m.startswith("kubernetes.client.models.")]
         print(len(models), body["gracePeriodSeconds"], callable(config.load_kube_config), kube.api_requests)

@@ -158,7 +158,7 @@ def _configuration(s: KubeSettings) -> client.Configuration:
 class KubeClient:
     """Thread-safe wrapper of one ``kubernetes.client.ApiClient``; build it with :meth:`from_settings`."""
 
-    def __init__(self, api_client: client.ApiClient, request_timeout_s: float = 10.0) -> None:
+    def __init__(self, api_client: client.ApiClient, request_timeout_s: float) -> None:
         if request_timeout_s <= 0:
             raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s}")
         self._api = api_client
