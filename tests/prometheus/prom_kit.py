@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from daemon_kit import unready
 
 from watchdog.demo.controlplane.api import free_port, stop_process
 
@@ -68,18 +69,9 @@ class PrometheusServer:
                 [self.binary, f"--config.file={self.config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
                  f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.proc.returncode}: {self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"prometheus not ready after {timeout_s} s: {self.log_tail()}")
+        why = unready(self.proc, f"{self.url}/-/ready", timeout_s, answer_timeout_s=1)
+        if why is not None:
+            raise RuntimeError(f"prometheus {why}: {self.log_tail()}")
 
     def stop(self) -> None:
         stop_process(self.proc, 20)

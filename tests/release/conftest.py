@@ -11,11 +11,8 @@ so CI cannot pass by not running the tier.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +20,12 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # registry_kit, release
-sys.path.insert(0, str(HERE.parent))  # tests/tools.py
+sys.path.insert(0, str(HERE.parent))  # tests/tools.py, daemon_kit.py
 
+from daemon_kit import unready  # noqa: E402
 from registry_kit import IN_CI, REUSE_STALE, Registry  # noqa: E402
 
+from watchdog.demo.controlplane.api import free_port  # noqa: E402
 from watchdog.demo.node.images import watchdog_archive  # noqa: E402
 
 
@@ -56,18 +55,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(UNAVAILABLE)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[Registry]:
     """A distribution v2 registry on 127.0.0.1 (plain HTTP, no auth), empty, stopped after the test."""
     storage = tmp_path / "registry-storage"
     storage.mkdir()
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     config = tmp_path / "registry.yml"
     config.write_text(f"""version: 0.1
 log:
@@ -87,17 +80,8 @@ http:
         proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT)
     the_registry = Registry(address, storage, log)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"docker-registry did not answer on {address}:\n{the_registry.log_tail()}")
-            time.sleep(0.2)
+        if unready(proc, f"http://{address}/v2/", 30, answer_timeout_s=2) is not None:
+            raise RuntimeError(f"docker-registry did not answer on {address}:\n{the_registry.log_tail()}")
         yield the_registry
     finally:
         proc.terminate()
