@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from watchdog.adapters.ascrape import AsyncScraper
+from watchdog.adapters.scrape_errors import ScrapeLimits
 from watchdog.config.settings import Settings, defaults
 from watchdog.controller.actuator import Actuator
 from watchdog.controller.cycle import Watchdog, rails_from
@@ -25,7 +26,7 @@ class OnLoop(AsyncScraper):
     """``fake.fetch`` as the scraper (``close`` closes both)."""
 
     def __init__(self, fake: Any) -> None:
-        super().__init__()
+        super().__init__(encoding=defaults().scrape_encoding)
         self.fake = fake
 
     async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
@@ -68,6 +69,11 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
     return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
                       events=events or EventRecorder(kube, actuator, metrics),
                       evidence=evidence or evidence_keeper(actuator, **clocks), **given)
+
+
+def scraper(limits: ScrapeLimits | None = None) -> AsyncScraper:
+    """The bounded scraper within ``limits``, asking for the settings' scrape encoding (its one source)."""
+    return AsyncScraper(limits, encoding=defaults().scrape_encoding)
 
 
 def actuator(kube: Any, **kw: Any) -> Actuator:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import builders
 import pytest
 from loopback_kit import (  # noqa: F401  (serve: the loopback server fixture, a parameter below)
     BODY,
@@ -27,7 +28,7 @@ from loopback_kit import (  # noqa: F401  (serve: the loopback server fixture, a
 )
 
 from watchdog.adapters import ascrape, httpanswer
-from watchdog.adapters.ascrape import MAX_HEAD, AsyncScraper
+from watchdog.adapters.ascrape import MAX_HEAD
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 
 
@@ -57,7 +58,7 @@ def _free_port() -> int:
 # at the async scraper's connect.
 def test_refused_is_retried_once_then_reported(connects: list[str]) -> None:
     started = time.monotonic()
-    error = reason_of(AsyncScraper(), f"http://127.0.0.1:{_free_port()}/metrics")
+    error = reason_of(builders.scraper(), f"http://127.0.0.1:{_free_port()}/metrics")
     elapsed = time.monotonic() - started
     assert (error.reason, str(error)) == ("refused", "connection refused")
     assert len(connects) == 2
@@ -65,7 +66,7 @@ def test_refused_is_retried_once_then_reported(connects: list[str]) -> None:
 
 
 def test_refused_is_not_retried_when_the_deadline_leaves_no_room(connects: list[str]) -> None:
-    scraper = AsyncScraper(ScrapeLimits(deadline_s=0.09, connect_timeout_s=0.09))
+    scraper = builders.scraper(ScrapeLimits(deadline_s=0.09, connect_timeout_s=0.09))
     error = reason_of(scraper, f"http://127.0.0.1:{_free_port()}/m")
     assert error.reason == "refused" and len(connects) == 1  # < 2 x 50 ms left: no retry
 
@@ -76,7 +77,7 @@ def test_refused_is_not_retried_when_the_deadline_leaves_no_room(connects: list[
 def test_many_scrapes_at_once_on_the_one_loop_thread(serve: Callable[[Handler], str]) -> None:
     seen = Seen()
     url = serve(answer(seen, http("200 OK", BODY)))
-    scraper = AsyncScraper()
+    scraper = builders.scraper()
     threads_before = set(threading.enumerate())
 
     async def one() -> tuple[bytes, str]:
@@ -94,7 +95,7 @@ def test_many_scrapes_at_once_on_the_one_loop_thread(serve: Callable[[Handler], 
 
 def test_close_stops_the_loop_and_a_later_scrape_starts_it_again(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), http("200 OK", BODY)))
-    scraper = AsyncScraper()
+    scraper = builders.scraper()
     assert scraper.fetch(url) == BODY
     (loop_thread,) = [t for t in threading.enumerate() if t.name == "scrape-loop" and t is scraper._thread]
     scraper.close()
@@ -106,7 +107,7 @@ def test_close_stops_the_loop_and_a_later_scrape_starts_it_again(serve: Callable
 
 def test_close_cancels_a_scrape_still_waiting(serve: Callable[[Handler], str]) -> None:
     url = serve(never_answer)
-    scraper = AsyncScraper(ScrapeLimits(deadline_s=30))
+    scraper = builders.scraper(ScrapeLimits(deadline_s=30))
     future = scraper.run(scraper.fetch_async(url))
     time.sleep(0.2)
     started = time.monotonic()
@@ -115,7 +116,7 @@ def test_close_cancels_a_scrape_still_waiting(serve: Callable[[Handler], str]) -
 
 
 def test_fetch_from_the_loop_itself_is_refused() -> None:
-    scraper = AsyncScraper()
+    scraper = builders.scraper()
 
     async def inside() -> None:
         scraper.fetch("http://127.0.0.1:1/metrics")
@@ -130,27 +131,27 @@ def test_a_response_head_above_the_bound_is_a_connection_error(serve: Callable[[
         read_request(conn)
         conn.sendall(b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"y" * (2 * MAX_HEAD) + b"\r\n\r\n" + BODY)
 
-    error = reason_of(AsyncScraper(), serve(huge_head))
+    error = reason_of(builders.scraper(), serve(huge_head))
     assert error.reason == "connection" and str(error).startswith("connection failed: ")
     headers = "".join(f"X-Filler-{i}: {'y' * 100}\r\n" for i in range(MAX_HEAD // 200))  # half the bound: read
-    assert AsyncScraper().fetch(serve(answer(Seen(), http("200 OK", BODY, headers)))) == BODY
+    assert builders.scraper().fetch(serve(answer(Seen(), http("200 OK", BODY, headers)))) == BODY
 
 
 def test_close_delimited_body_is_read(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + BODY * 3))
-    assert AsyncScraper().fetch(url) == BODY * 3
+    assert builders.scraper().fetch(url) == BODY * 3
 
 
 def test_bytes_after_the_end_of_the_answer_are_never_read(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), http("200 OK", BODY) + b"\x00 not HTTP at all \r\n\r\n"))
-    assert AsyncScraper().fetch(url) == BODY
+    assert builders.scraper().fetch(url) == BODY
 
 
 def test_a_second_answer_in_the_same_write_is_never_read(serve: Callable[[Handler], str]) -> None:
     """Found by a fresh-eyes helper: llhttp went on parsing after the answer, appending a pipelined answer's body
     (each with its own gzip cap: 55 MB from a 1 MiB cap)."""
     pipelined = http("200 OK", BODY) + http("200 OK", b"INJECTED") + http("500 Oops", b"")
-    assert AsyncScraper().fetch(serve(answer(Seen(), pipelined))) == BODY
+    assert builders.scraper().fetch(serve(answer(Seen(), pipelined))) == BODY
 
 
 @pytest.mark.parametrize(("head", "said"), [
@@ -160,7 +161,7 @@ def test_a_second_answer_in_the_same_write_is_never_read(serve: Callable[[Handle
 ], ids=["101-upgrade", "status-000"])
 def test_a_protocol_switch_or_a_status_below_100_is_a_connection_error(serve: Callable[[Handler], str],
                                                                         head: bytes, said: str) -> None:
-    error = reason_of(AsyncScraper(), serve(answer(Seen(), head + http("200 OK", BODY))))
+    error = reason_of(builders.scraper(), serve(answer(Seen(), head + http("200 OK", BODY))))
     assert error.reason == "connection" and str(error).startswith("connection failed: ") and said in str(error)
 
 
@@ -168,7 +169,7 @@ def test_endless_trailers_end_at_the_framing_bound_not_the_deadline(serve: Calla
     """A chunked body whose trailer never ends: llhttp keeps the line in memory (and grows it quadratically)."""
     url = serve(flood(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nX-T: ", b"y"))
     started = time.monotonic()
-    error = reason_of(AsyncScraper(ScrapeLimits(deadline_s=5.0)), url)
+    error = reason_of(builders.scraper(ScrapeLimits(deadline_s=5.0)), url)
     assert error.reason == "connection" and "without a body byte" in str(error)
     assert time.monotonic() - started < 2.5  # the bound, long before the deadline
 
@@ -178,8 +179,8 @@ def test_the_wire_is_capped_at_twice_the_body_cap(serve: Callable[[Handler], str
     tiny = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * len(body) + b"0\r\n\r\n"
     whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
     limits = ScrapeLimits(max_bytes=2 * len(body))
-    assert AsyncScraper(limits).fetch(serve(answer(Seen(), whole))) == body
-    error = reason_of(AsyncScraper(limits), serve(answer(Seen(), tiny)))  # 600 KB of wire for 100 KB of body
+    assert builders.scraper(limits).fetch(serve(answer(Seen(), whole))) == body
+    error = reason_of(builders.scraper(limits), serve(answer(Seen(), tiny)))  # 600 KB of wire for 100 KB of body
     assert error.reason == "too_large" and "on the wire" in str(error)
 
 
@@ -188,7 +189,7 @@ def test_a_path_a_request_line_cannot_carry_is_refused_before_sending(serve: Cal
                                                                      path: str) -> None:
     seen = Seen()
     url = serve(answer(seen, http("200 OK", BODY)))
-    error = reason_of(AsyncScraper(), url.replace("/metrics", path))
+    error = reason_of(builders.scraper(), url.replace("/metrics", path))
     assert error.reason == "connection" and "cannot be sent in a request line" in str(error)
     assert seen.requests == [] and seen.connections == 0  # refused before connecting
 
@@ -196,12 +197,12 @@ def test_a_path_a_request_line_cannot_carry_is_refused_before_sending(serve: Cal
 def test_an_informational_answer_before_the_answer_is_skipped(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
                        + http("200 OK", BODY)))
-    assert AsyncScraper().fetch(url) == BODY
+    assert builders.scraper().fetch(url) == BODY
 
 
 def test_a_body_cut_short_is_a_connection_error(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + BODY))
-    error = reason_of(AsyncScraper(), url)
+    error = reason_of(builders.scraper(), url)
     assert error.reason == "connection"
 
 
@@ -218,7 +219,7 @@ def test_the_deadline_covers_the_retry(serve: Callable[[Handler], str], connects
 
     url = serve(reset_then_hang)  # reset, then the retry's answer never comes: the one deadline covers both
     started = time.monotonic()
-    error = reason_of(AsyncScraper(ScrapeLimits(deadline_s=0.8)), url)
+    error = reason_of(builders.scraper(ScrapeLimits(deadline_s=0.8)), url)
     elapsed = time.monotonic() - started
     assert (error.reason, str(error)) == ("timeout", "timeout after 0.8 s")
     assert len(connects) == 2 and 0.7 <= elapsed < 1.5
@@ -226,7 +227,7 @@ def test_the_deadline_covers_the_retry(serve: Callable[[Handler], str], connects
 
 def test_a_shorter_deadline_per_scrape_and_never_a_longer_one(serve: Callable[[Handler], str]) -> None:
     url = serve(lambda conn, stop: stop.wait(10))  # accepts, never answers
-    scraper = AsyncScraper(ScrapeLimits(deadline_s=0.6))
+    scraper = builders.scraper(ScrapeLimits(deadline_s=0.6))
     for asked, expected in ((0.2, 0.2), (30.0, 0.6)):
         started = time.monotonic()
         with pytest.raises(ScrapeError) as caught:
@@ -256,7 +257,7 @@ def test_closed_before_any_answer_is_retried_as_a_reset(serve: Callable[[Handler
             conn.sendall(http("200 OK", BODY))
         # the first connection: closed (FIN, no RST) without a byte of answer, as http.client's RemoteDisconnected
 
-    assert AsyncScraper().fetch(serve(close_then_answer)) == BODY
+    assert builders.scraper().fetch(serve(close_then_answer)) == BODY
     assert len(connects) == 2
 
 
@@ -286,7 +287,7 @@ def test_a_flood_of_tiny_events_holds_neither_the_loop_nor_its_deadline(
     healthy = serve(answer(Seen(), http("200 OK", BODY)))
     # a cap the hogs cannot reach within the deadline (a fast machine sent the default cap's 16 MB of wire in
     # 1.4 s), so that the deadline is what ends them
-    scraper = AsyncScraper(ScrapeLimits(deadline_s=2.0, max_bytes=512 << 20))
+    scraper = builders.scraper(ScrapeLimits(deadline_s=2.0, max_bytes=512 << 20))
 
     async def timed(url: str) -> tuple[str, float]:
         started = time.monotonic()
@@ -308,14 +309,14 @@ def test_a_flood_of_tiny_events_holds_neither_the_loop_nor_its_deadline(
 
 def test_every_content_encoding_header_counts(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), http("200 OK", BODY, "Content-Encoding: identity\r\nContent-Encoding: gzip\r\n")))
-    error = reason_of(AsyncScraper(), url)
+    error = reason_of(builders.scraper(), url)
     assert (error.reason, str(error)) == ("bad_encoding",
                                           "bad encoding: unsupported Content-Encoding 'identity, gzip'")
 
 
 def test_close_while_a_fetch_waits_is_a_scrape_error(serve: Callable[[Handler], str]) -> None:
     url = serve(never_answer)
-    scraper = AsyncScraper(ScrapeLimits(deadline_s=30))
+    scraper = builders.scraper(ScrapeLimits(deadline_s=30))
     caught: list[BaseException] = []
 
     def fetch() -> None:
@@ -338,7 +339,7 @@ def test_a_scrape_leaves_no_reference_cycle_holding_its_answer(serve: Callable[[
     parser holds it, it held the parser) stayed in memory with its body until the end (peak RSS 92 -> 269 MiB at
     2,000 pods)."""
     url = serve(answer(Seen(), http("200 OK", BODY)))
-    scraper = AsyncScraper()
+    scraper = builders.scraper()
     scraper.fetch(url)
     gc.collect()
     gc.disable()

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import builders
 import pytest
 from loopback_kit import (
     BODY,
@@ -51,7 +52,7 @@ def test_get_asks_for_the_encoding_no_credentials_no_proxy_from_env(
         monkeypatch.setenv(name, proxy_url)
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    scraper = Scraper() if encoding is None else Scraper(encoding=encoding)
+    scraper = builders.scraper() if encoding is None else Scraper(encoding=encoding)
     assert scraper.fetch(url) == BODY
     assert proxy.connections == 0  # straight to the pod, never through the proxy of the environment
     ((line, headers),) = target.requests
@@ -63,7 +64,7 @@ def test_get_asks_for_the_encoding_no_credentials_no_proxy_from_env(
 
 def test_gzip_body_is_decoded(serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), http("200 OK", gzip.compress(BODY * 1000), "Content-Encoding: gzip\r\n")))
-    assert Scraper().fetch(url) == BODY * 1000
+    assert builders.scraper().fetch(url) == BODY * 1000
 
 
 def test_a_gzip_answer_to_an_identity_request_is_inflated_within_the_cap(serve: Callable[[Handler], str]) -> None:
@@ -83,14 +84,14 @@ def test_an_unknown_encoding_is_refused() -> None:
 def test_chunked_body_is_read(serve: Callable[[Handler], str]) -> None:
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in (BODY, BODY)) + b"0\r\n\r\n"
     url = serve(answer(Seen(), b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks))
-    assert Scraper().fetch(url) == BODY * 2
+    assert builders.scraper().fetch(url) == BODY * 2
 
 
 def test_redirect_is_an_error_and_not_followed(serve: Callable[[Handler], str]) -> None:
     origin, elsewhere = Seen(), Seen()
     other = serve(answer(elsewhere, http("200 OK", BODY)))
     url = serve(answer(origin, http("302 Found", headers=f"Location: {other}\r\n")))
-    error = reason_of(Scraper(), url)
+    error = reason_of(builders.scraper(), url)
     assert error.reason == "http_status" and "302" in str(error) and "not followed" in str(error)
     assert other in str(error)
     assert (len(origin.requests), elsewhere.connections) == (1, 0)
@@ -98,7 +99,7 @@ def test_redirect_is_an_error_and_not_followed(serve: Callable[[Handler], str]) 
 
 @pytest.mark.parametrize("status", ["404 Not Found", "500 Internal Server Error", "503 Service Unavailable"])
 def test_non_2xx_is_http_status(status: str, serve: Callable[[Handler], str]) -> None:
-    error = reason_of(Scraper(), serve(answer(Seen(), http(status, b"nope"))))
+    error = reason_of(builders.scraper(), serve(answer(Seen(), http(status, b"nope"))))
     assert (error.reason, str(error)) == ("http_status", f"HTTP {status}")
 
 
@@ -109,14 +110,14 @@ def test_non_2xx_is_http_status(status: str, serve: Callable[[Handler], str]) ->
 )
 def test_bad_encoding(body: bytes, encoding: str, serve: Callable[[Handler], str]) -> None:
     url = serve(answer(Seen(), http("200 OK", body, f"Content-Encoding: {encoding}\r\n")))
-    assert reason_of(Scraper(), url).reason == "bad_encoding"
+    assert reason_of(builders.scraper(), url).reason == "bad_encoding"
 
 
 def test_cap_applies_to_plain_body(serve: Callable[[Handler], str]) -> None:
     limits = ScrapeLimits(max_bytes=2000)
-    error = reason_of(Scraper(limits), serve(answer(Seen(), http("200 OK", b"x" * 2001))))
+    error = reason_of(builders.scraper(limits), serve(answer(Seen(), http("200 OK", b"x" * 2001))))
     assert (error.reason, str(error)) == ("too_large", "too large: body above 2000 bytes")
-    assert len(Scraper(limits).fetch(serve(answer(Seen(), http("200 OK", b"x" * 2000))))) == 2000
+    assert len(builders.scraper(limits).fetch(serve(answer(Seen(), http("200 OK", b"x" * 2000))))) == 2000
 
 
 # The retry's connection counts: tests/adapters/test_ascrape.py (counted at the transport's connect).
@@ -125,13 +126,13 @@ def test_cap_applies_to_plain_body(serve: Callable[[Handler], str]) -> None:
 def test_reset_then_success_uses_the_retry(serve: Callable[[Handler], str]) -> None:
     seen = Seen()
     url = serve(answer(seen, None, http("200 OK", BODY)))
-    assert Scraper().fetch(url) == BODY
+    assert builders.scraper().fetch(url) == BODY
     assert (seen.connections, len(seen.requests)) == (2, 2)
 
 
 def test_reset_twice_is_a_connection_error(serve: Callable[[Handler], str]) -> None:
     seen = Seen()
-    error = reason_of(Scraper(), serve(answer(seen, None)))
+    error = reason_of(builders.scraper(), serve(answer(seen, None)))
     assert error.reason == "connection" and str(error).startswith("connection failed: ")
     assert seen.connections == 2
 
@@ -142,7 +143,7 @@ def test_reset_twice_is_a_connection_error(serve: Callable[[Handler], str]) -> N
 def test_unsupported_urls_are_refused_before_any_request(url: str, serve: Callable[[Handler], str]) -> None:
     seen = Seen()
     host = serve(answer(seen, http("200 OK", BODY))).split("/")[2]
-    assert reason_of(Scraper(), url.format(host=host)).reason == "connection"
+    assert reason_of(builders.scraper(), url.format(host=host)).reason == "connection"
     assert seen.connections == 0
 
 
@@ -189,10 +190,10 @@ def tls(handler: Handler) -> Handler:
 def test_https_is_verified_against_certifis_bundle(serve: Callable[[Handler], str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     url = serve(tls(respond(BODY))).replace("http://", "https://")
-    error = reason_of(Scraper(), url)  # self-signed: not in certifi's bundle
+    error = reason_of(builders.scraper(), url)  # self-signed: not in certifi's bundle
     assert error.reason == "connection" and "CERTIFICATE_VERIFY_FAILED" in str(error)
     monkeypatch.setattr(connect.certifi, "where", lambda: str(TLS / "localhost.crt"))  # now it is trusted
-    assert Scraper().fetch(url) == BODY
+    assert builders.scraper().fetch(url) == BODY
 
 
 def timed(scraper: Scraper, url: str) -> tuple[ScrapeError, float]:
@@ -202,20 +203,20 @@ def timed(scraper: Scraper, url: str) -> tuple[ScrapeError, float]:
 
 
 def test_server_that_never_answers_times_out_at_the_deadline(serve: Callable[[Handler], str]) -> None:
-    error, elapsed = timed(Scraper(ScrapeLimits(deadline_s=1.0)), serve(never_answer))
+    error, elapsed = timed(builders.scraper(ScrapeLimits(deadline_s=1.0)), serve(never_answer))
     assert (error.reason, str(error)) == ("timeout", "timeout after 1.0 s")
     assert 0.9 <= elapsed < 1.0 + 1.5
 
 
 @pytest.mark.parametrize("headers_first", [True, False], ids=["drip-body", "drip-headers"])
 def test_drip_one_byte_a_second_times_out_at_the_deadline(serve: Callable[[Handler], str], headers_first: bool) -> None:
-    error, elapsed = timed(Scraper(ScrapeLimits(deadline_s=1.5)), serve(drip(headers_first)))
+    error, elapsed = timed(builders.scraper(ScrapeLimits(deadline_s=1.5)), serve(drip(headers_first)))
     assert error.reason == "timeout"
     assert 1.4 <= elapsed < 1.5 + 1.5
 
 
 def test_ten_megabyte_body_is_too_large(serve: Callable[[Handler], str]) -> None:
-    error, _elapsed = timed(Scraper(), serve(respond(b"#" * (10 * 1024 * 1024))))
+    error, _elapsed = timed(builders.scraper(), serve(respond(b"#" * (10 * 1024 * 1024))))
     assert error.reason == "too_large" and "8388608" in str(error)
 
 
@@ -231,7 +232,7 @@ def stalls_after(sent: int) -> Handler:
 
 def test_the_cap_stops_the_read_as_the_bytes_arrive(serve: Callable[[Handler], str]) -> None:
     # 3 KB over a 2 KB cap, then silence: too large at once, not a timeout after everything (never) arrived
-    error, elapsed = timed(Scraper(ScrapeLimits(max_bytes=2000, deadline_s=2.0)), serve(stalls_after(3000)))
+    error, elapsed = timed(builders.scraper(ScrapeLimits(max_bytes=2000, deadline_s=2.0)), serve(stalls_after(3000)))
     assert (error.reason, elapsed < 1.0) == ("too_large", True)
 
 
@@ -244,7 +245,7 @@ def test_gzip_bomb_stops_at_the_cap_with_bounded_memory(serve: Callable[[Handler
     cap = 1024 * 1024
     tracemalloc.start()
     try:
-        error = reason_of(Scraper(ScrapeLimits(max_bytes=cap)), url)
+        error = reason_of(builders.scraper(ScrapeLimits(max_bytes=cap)), url)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -257,7 +258,7 @@ def test_refused_port() -> None:
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there now
-    error, elapsed = timed(Scraper(), f"http://127.0.0.1:{port}/metrics")
+    error, elapsed = timed(builders.scraper(), f"http://127.0.0.1:{port}/metrics")
     assert (error.reason, str(error)) == ("refused", "connection refused")
     assert elapsed < 1.0
 
@@ -276,7 +277,7 @@ def test_connect_timeout_when_the_server_takes_no_connection() -> None:
             fillers.append(filler)
         time.sleep(0.1)
         limits = ScrapeLimits(connect_timeout_s=0.3, deadline_s=5.0)
-        error, elapsed = timed(Scraper(limits), f"http://127.0.0.1:{server.getsockname()[1]}/metrics")
+        error, elapsed = timed(builders.scraper(limits), f"http://127.0.0.1:{server.getsockname()[1]}/metrics")
     finally:
         for filler in fillers:
             filler.close()
@@ -288,7 +289,7 @@ def test_connect_timeout_when_the_server_takes_no_connection() -> None:
 def test_one_scraper_shared_by_threads_one_closed_connection_per_scrape(serve: Callable[[Handler], str]) -> None:
     seen = Seen()
     url = serve(answer(seen, http("200 OK", gzip.compress(BODY), "Content-Encoding: gzip\r\n")))
-    scraper = Scraper()
+    scraper = builders.scraper()
     results: list[bytes] = []
 
     def work() -> None:

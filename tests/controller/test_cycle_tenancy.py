@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 from cycle_kit import NS, Rig, make_config, remediated
 from metricsum import summed
 
-from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.controller.state import MAX_SERIES_PER_POD, PodRecord
 from watchdog.controller.tallies import BreakerTallies
@@ -29,7 +29,7 @@ class ShapingScraper:
     the next scrape of a host."""
 
     def __init__(self) -> None:
-        self.inner = AsyncScraper(ScrapeLimits(connect_timeout_s=0.3, deadline_s=0.8))
+        self.inner = builders.scraper(ScrapeLimits(connect_timeout_s=0.3, deadline_s=0.8))
         self.drop: dict[str, re.Pattern[bytes]] = {}
         self.fail_once: set[str] = set()
 

@@ -9,9 +9,9 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+import builders
 import pytest
 
-from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.controller.fanout import AUTO_BASE, AUTO_MAX, Fanout, auto_workers, scrape_deadline, slow_seconds
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import WatchedPod
@@ -50,7 +50,7 @@ class Loop:
     """An AsyncFetcher's loop part (the fan-out needs only ``run``): the real AsyncScraper's."""
 
     def __init__(self) -> None:
-        self.scraper = AsyncScraper()
+        self.scraper = builders.scraper()
 
     def fetch(self, url: str) -> bytes:
         raise AssertionError("not called")

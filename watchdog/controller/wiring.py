@@ -21,7 +21,7 @@ from watchdog.adapters.nodes import NodeEscalator
 from watchdog.adapters.podcache import PodCache
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.adapters.scrape_errors import ScrapeLimits
-from watchdog.config.settings import Settings
+from watchdog.config.settings import BY_NAME, Settings
 from watchdog.controller.actuator import Actuator, unfenced
 from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog, confirmation, rails_from
@@ -143,7 +143,7 @@ def _sources(config: Settings, profiles: dict[str, Profile], metrics: Metrics, f
 
 def one_scraper(limits: ScrapeLimits) -> AsyncScraper:
     """The bounded scraper alone (``check``): the cycle's transport, called synchronously; ``close()`` it."""
-    return AsyncScraper(limits)
+    return AsyncScraper(limits, encoding=BY_NAME["scrape_encoding"].default)
 
 
 def one_pod_source(limits: PrometheusLimits, staleness_s: float, namespace_label: str,
