@@ -25,7 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import requests
 import yaml
 
-from watchdog.demo.controlplane.api import Api, free_port, wait_for
+from watchdog.demo.controlplane.api import Api, free_port, stop_process, wait_for
 
 # Allocation ranges for ClusterIPs only; no packet is ever sent there. Dual-stack so that a scenario can make an
 # IPv6 headless Service, whose EndpointSlices take the ULA second pod IP of a gated pod (a loopback one is refused).
@@ -145,20 +145,6 @@ def running(procs: dict[str, subprocess.Popen[bytes]], name: str, error: type[Ex
     return True
 
 
-def stop_processes(procs: dict[str, subprocess.Popen[bytes]], names: Iterable[str], wait_s: float) -> None:
-    """SIGTERM each of ``names`` still running, in that order, waiting up to ``wait_s`` for it, else SIGKILL."""
-    for name in names:
-        proc = procs.get(name)
-        if proc is None or proc.poll() is not None:
-            continue
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 def process_report(procs: dict[str, subprocess.Popen[bytes]], logs: dict[str, Path], lines: int) -> str:
     """Each started process's state and the last ``lines`` lines of its log."""
     parts = []
@@ -208,7 +194,8 @@ class ControlPlane:
         self.stop()
 
     def stop(self) -> None:
-        stop_processes(self.procs, ("kube-controller-manager", "kube-apiserver", "etcd"), wait_s=15)
+        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
+            stop_process(self.procs.get(name), 15)
 
     def _start(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)

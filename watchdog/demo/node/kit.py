@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from watchdog.demo.controlplane.api import Api, wait_for
+from watchdog.demo.controlplane.api import Api, stop_process, wait_for
 from watchdog.demo.controlplane.locate import NotAvailable, binary_dir
 from watchdog.demo.controlplane.plane import (
     apiserver_files,
@@ -41,7 +41,6 @@ from watchdog.demo.controlplane.plane import (
     read_audit,
     running,
     spawn,
-    stop_processes,
     timed_start,
 )
 from watchdog.demo.node.images import PAUSE_IMAGE
@@ -413,7 +412,8 @@ class Node:
                                            for line in done.stdout.splitlines()[1:])
 
     def _stop_processes(self) -> None:
-        stop_processes(self.procs, reversed(PROCESSES), wait_s=20)
+        for name in reversed(PROCESSES):
+            stop_process(self.procs.get(name), 20)
 
     def _remove_sandboxes(self) -> None:
         """Shims and containers the kubelet left (containerd is stopped; shims keep running): kill their
