@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from watchdog.adapters.ascrape import AsyncScraper
+from watchdog.adapters.prometheus import PrometheusLimits
 from watchdog.adapters.scrape_errors import ScrapeLimits
 from watchdog.config.settings import Settings, defaults
 from watchdog.controller.actuator import Actuator
@@ -26,7 +27,7 @@ class OnLoop(AsyncScraper):
     """``fake.fetch`` as the scraper (``close`` closes both)."""
 
     def __init__(self, fake: Any) -> None:
-        super().__init__(encoding=defaults().scrape_encoding)
+        super().__init__(scrape_limits(), encoding=defaults().scrape_encoding)
         self.fake = fake
 
     async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
@@ -71,9 +72,23 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
                       evidence=evidence or evidence_keeper(actuator, **clocks), **given)
 
 
+def scrape_limits(**changes: Any) -> ScrapeLimits:
+    """One scrape's bounds at the settings' defaults (their one source), but for ``changes``."""
+    s = defaults()
+    return dataclasses.replace(ScrapeLimits(s.connect_timeout_seconds, s.scrape_deadline_seconds, s.max_body_bytes),
+                               **changes)
+
+
+def prometheus_limits(url: str, **changes: Any) -> PrometheusLimits:
+    """The Prometheus client's bounds at the settings' defaults (their one source), but for ``changes``."""
+    s = defaults()
+    return PrometheusLimits(url, **{"timeout_s": s.prometheus_timeout_seconds, "max_bytes": s.prometheus_max_bytes,
+                                    **changes})
+
+
 def scraper(limits: ScrapeLimits | None = None) -> AsyncScraper:
-    """The bounded scraper within ``limits``, asking for the settings' scrape encoding (its one source)."""
-    return AsyncScraper(limits, encoding=defaults().scrape_encoding)
+    """The bounded scraper within ``limits`` (default: the settings'), asking for the settings' scrape encoding."""
+    return AsyncScraper(limits or scrape_limits(), encoding=defaults().scrape_encoding)
 
 
 def actuator(kube: Any, **kw: Any) -> Actuator:

@@ -29,7 +29,7 @@ from loopback_kit import (  # noqa: F401  (serve: the loopback server fixture, a
 
 from watchdog.adapters import ascrape, httpanswer
 from watchdog.adapters.ascrape import MAX_HEAD
-from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
+from watchdog.adapters.scrape_errors import ScrapeError
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_refused_is_retried_once_then_reported(connects: list[str]) -> None:
 
 
 def test_refused_is_not_retried_when_the_deadline_leaves_no_room(connects: list[str]) -> None:
-    scraper = builders.scraper(ScrapeLimits(deadline_s=0.09, connect_timeout_s=0.09))
+    scraper = builders.scraper(builders.scrape_limits(deadline_s=0.09, connect_timeout_s=0.09))
     error = reason_of(scraper, f"http://127.0.0.1:{_free_port()}/m")
     assert error.reason == "refused" and len(connects) == 1  # < 2 x 50 ms left: no retry
 
@@ -107,7 +107,7 @@ def test_close_stops_the_loop_and_a_later_scrape_starts_it_again(serve: Callable
 
 def test_close_cancels_a_scrape_still_waiting(serve: Callable[[Handler], str]) -> None:
     url = serve(never_answer)
-    scraper = builders.scraper(ScrapeLimits(deadline_s=30))
+    scraper = builders.scraper(builders.scrape_limits(deadline_s=30))
     future = scraper.run(scraper.fetch_async(url))
     time.sleep(0.2)
     started = time.monotonic()
@@ -169,7 +169,7 @@ def test_endless_trailers_end_at_the_framing_bound_not_the_deadline(serve: Calla
     """A chunked body whose trailer never ends: llhttp keeps the line in memory (and grows it quadratically)."""
     url = serve(flood(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nX-T: ", b"y"))
     started = time.monotonic()
-    error = reason_of(builders.scraper(ScrapeLimits(deadline_s=5.0)), url)
+    error = reason_of(builders.scraper(builders.scrape_limits(deadline_s=5.0)), url)
     assert error.reason == "connection" and "without a body byte" in str(error)
     assert time.monotonic() - started < 2.5  # the bound, long before the deadline
 
@@ -178,7 +178,7 @@ def test_the_wire_is_capped_at_twice_the_body_cap(serve: Callable[[Handler], str
     body = b"x" * 100_000
     tiny = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * len(body) + b"0\r\n\r\n"
     whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
-    limits = ScrapeLimits(max_bytes=2 * len(body))
+    limits = builders.scrape_limits(max_bytes=2 * len(body))
     assert builders.scraper(limits).fetch(serve(answer(Seen(), whole))) == body
     error = reason_of(builders.scraper(limits), serve(answer(Seen(), tiny)))  # 600 KB of wire for 100 KB of body
     assert error.reason == "too_large" and "on the wire" in str(error)
@@ -219,7 +219,7 @@ def test_the_deadline_covers_the_retry(serve: Callable[[Handler], str], connects
 
     url = serve(reset_then_hang)  # reset, then the retry's answer never comes: the one deadline covers both
     started = time.monotonic()
-    error = reason_of(builders.scraper(ScrapeLimits(deadline_s=0.8)), url)
+    error = reason_of(builders.scraper(builders.scrape_limits(deadline_s=0.8)), url)
     elapsed = time.monotonic() - started
     assert (error.reason, str(error)) == ("timeout", "timeout after 0.8 s")
     assert len(connects) == 2 and 0.7 <= elapsed < 1.5
@@ -227,7 +227,7 @@ def test_the_deadline_covers_the_retry(serve: Callable[[Handler], str], connects
 
 def test_a_shorter_deadline_per_scrape_and_never_a_longer_one(serve: Callable[[Handler], str]) -> None:
     url = serve(lambda conn, stop: stop.wait(10))  # accepts, never answers
-    scraper = builders.scraper(ScrapeLimits(deadline_s=0.6))
+    scraper = builders.scraper(builders.scrape_limits(deadline_s=0.6))
     for asked, expected in ((0.2, 0.2), (30.0, 0.6)):
         started = time.monotonic()
         with pytest.raises(ScrapeError) as caught:
@@ -287,7 +287,7 @@ def test_a_flood_of_tiny_events_holds_neither_the_loop_nor_its_deadline(
     healthy = serve(answer(Seen(), http("200 OK", BODY)))
     # a cap the hogs cannot reach within the deadline (a fast machine sent the default cap's 16 MB of wire in
     # 1.4 s), so that the deadline is what ends them
-    scraper = builders.scraper(ScrapeLimits(deadline_s=2.0, max_bytes=512 << 20))
+    scraper = builders.scraper(builders.scrape_limits(deadline_s=2.0, max_bytes=512 << 20))
 
     async def timed(url: str) -> tuple[str, float]:
         started = time.monotonic()
@@ -316,7 +316,7 @@ def test_every_content_encoding_header_counts(serve: Callable[[Handler], str]) -
 
 def test_close_while_a_fetch_waits_is_a_scrape_error(serve: Callable[[Handler], str]) -> None:
     url = serve(never_answer)
-    scraper = builders.scraper(ScrapeLimits(deadline_s=30))
+    scraper = builders.scraper(builders.scrape_limits(deadline_s=30))
     caught: list[BaseException] = []
 
     def fetch() -> None:

@@ -10,10 +10,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import builders
 import pytest
 
 from tests.promfake import FakePrometheus
-from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
+from watchdog.adapters.prometheus import PrometheusClient, PrometheusError
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def prom() -> Iterator[FakePrometheus]:
 
 
 def client(prom: FakePrometheus, **kw: object) -> PrometheusClient:
-    return PrometheusClient(PrometheusLimits(prom.url, **{"timeout_s": 2.0, **kw}))  # type: ignore[arg-type]
+    return PrometheusClient(builders.prometheus_limits(prom.url, **{"timeout_s": 2.0, **kw}))  # type: ignore[arg-type]
 
 
 def test_a_vector_answer_gives_its_rows(prom: FakePrometheus) -> None:
@@ -139,7 +140,7 @@ def test_a_slow_or_absent_prometheus_fails_within_the_timeout(prom: FakePromethe
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(PrometheusError, match="unreachable"):
-        PrometheusClient(PrometheusLimits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)
+        PrometheusClient(builders.prometheus_limits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)
 
 
 def test_one_deadline_bounds_the_whole_batch_of_queries(prom: FakePrometheus) -> None:
@@ -166,7 +167,7 @@ def test_a_deeply_nested_answer_and_a_refused_connection_are_one_line(prom: Fake
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(PrometheusError) as info:
-        PrometheusClient(PrometheusLimits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)
+        PrometheusClient(builders.prometheus_limits(f"http://127.0.0.1:{port}", timeout_s=1.0)).query(UP, 1.0)
     assert str(info.value) == f"Prometheus http://127.0.0.1:{port} unreachable: connection refused"
 
 
@@ -177,7 +178,7 @@ def test_a_missing_or_bad_ca_file_is_named_as_such(tmp_path: Path) -> None:
     bad = tmp_path / "ca.pem"
     bad.write_text("not a certificate\n")
     for ca_file, why in ((str(tmp_path / "missing.pem"), "No such file or directory"), (str(bad), "")):
-        limits = PrometheusLimits(f"https://127.0.0.1:{port}", timeout_s=1.0, ca_file=ca_file)
+        limits = builders.prometheus_limits(f"https://127.0.0.1:{port}", timeout_s=1.0, ca_file=ca_file)
         with pytest.raises(PrometheusError) as info:
             PrometheusClient(limits).query(UP, 1.0)
         assert str(info.value).startswith(f"prometheusCaFile {ca_file!r} is not a readable CA bundle: ")

@@ -31,7 +31,7 @@ from loopback_kit import (
 
 from watchdog.adapters import connect
 from watchdog.adapters.ascrape import AsyncScraper as Scraper
-from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
+from watchdog.adapters.scrape_errors import ScrapeError
 
 __all__ = ["serve"]  # the loopback server fixture (loopback_kit.py), a parameter below
 
@@ -52,7 +52,7 @@ def test_get_asks_for_the_encoding_no_credentials_no_proxy_from_env(
         monkeypatch.setenv(name, proxy_url)
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    scraper = builders.scraper() if encoding is None else Scraper(encoding=encoding)
+    scraper = builders.scraper() if encoding is None else Scraper(builders.scrape_limits(), encoding=encoding)
     assert scraper.fetch(url) == BODY
     assert proxy.connections == 0  # straight to the pod, never through the proxy of the environment
     ((line, headers),) = target.requests
@@ -70,15 +70,15 @@ def test_gzip_body_is_decoded(serve: Callable[[Handler], str]) -> None:
 def test_a_gzip_answer_to_an_identity_request_is_inflated_within_the_cap(serve: Callable[[Handler], str]) -> None:
     seen = Seen()
     url = serve(answer(seen, http("200 OK", gzip.compress(BODY * 1000), "Content-Encoding: gzip\r\n")))
-    assert Scraper(encoding="identity").fetch(url) == BODY * 1000
+    assert Scraper(builders.scrape_limits(), encoding="identity").fetch(url) == BODY * 1000
     assert seen.requests[0][1]["accept-encoding"] == "identity"
-    error = reason_of(Scraper(ScrapeLimits(max_bytes=len(BODY) * 1000 - 1), encoding="identity"), url)
+    error = reason_of(Scraper(builders.scrape_limits(max_bytes=len(BODY) * 1000 - 1), encoding="identity"), url)
     assert (error.reason, str(error)) == ("too_large", f"too large: body above {len(BODY) * 1000 - 1} bytes after gzip")
 
 
 def test_an_unknown_encoding_is_refused() -> None:
     with pytest.raises(ValueError, match="identity, gzip"):
-        Scraper(encoding="br")
+        Scraper(builders.scrape_limits(), encoding="br")
 
 
 def test_chunked_body_is_read(serve: Callable[[Handler], str]) -> None:
@@ -114,7 +114,7 @@ def test_bad_encoding(body: bytes, encoding: str, serve: Callable[[Handler], str
 
 
 def test_cap_applies_to_plain_body(serve: Callable[[Handler], str]) -> None:
-    limits = ScrapeLimits(max_bytes=2000)
+    limits = builders.scrape_limits(max_bytes=2000)
     error = reason_of(builders.scraper(limits), serve(answer(Seen(), http("200 OK", b"x" * 2001))))
     assert (error.reason, str(error)) == ("too_large", "too large: body above 2000 bytes")
     assert len(builders.scraper(limits).fetch(serve(answer(Seen(), http("200 OK", b"x" * 2000))))) == 2000
@@ -152,7 +152,7 @@ def test_error_reasons_are_checked() -> None:
         ScrapeError("weird", "x")
     assert str(ScrapeError("timeout", "timeout after\n3.0 s")) == "timeout after 3.0 s"
     with pytest.raises(ValueError):
-        ScrapeLimits(deadline_s=0)
+        builders.scrape_limits(deadline_s=0)
 
 
 def drip(headers_first: bool) -> Handler:
@@ -203,14 +203,14 @@ def timed(scraper: Scraper, url: str) -> tuple[ScrapeError, float]:
 
 
 def test_server_that_never_answers_times_out_at_the_deadline(serve: Callable[[Handler], str]) -> None:
-    error, elapsed = timed(builders.scraper(ScrapeLimits(deadline_s=1.0)), serve(never_answer))
+    error, elapsed = timed(builders.scraper(builders.scrape_limits(deadline_s=1.0)), serve(never_answer))
     assert (error.reason, str(error)) == ("timeout", "timeout after 1.0 s")
     assert 0.9 <= elapsed < 1.0 + 1.5
 
 
 @pytest.mark.parametrize("headers_first", [True, False], ids=["drip-body", "drip-headers"])
 def test_drip_one_byte_a_second_times_out_at_the_deadline(serve: Callable[[Handler], str], headers_first: bool) -> None:
-    error, elapsed = timed(builders.scraper(ScrapeLimits(deadline_s=1.5)), serve(drip(headers_first)))
+    error, elapsed = timed(builders.scraper(builders.scrape_limits(deadline_s=1.5)), serve(drip(headers_first)))
     assert error.reason == "timeout"
     assert 1.4 <= elapsed < 1.5 + 1.5
 
@@ -232,7 +232,8 @@ def stalls_after(sent: int) -> Handler:
 
 def test_the_cap_stops_the_read_as_the_bytes_arrive(serve: Callable[[Handler], str]) -> None:
     # 3 KB over a 2 KB cap, then silence: too large at once, not a timeout after everything (never) arrived
-    error, elapsed = timed(builders.scraper(ScrapeLimits(max_bytes=2000, deadline_s=2.0)), serve(stalls_after(3000)))
+    limits = builders.scrape_limits(max_bytes=2000, deadline_s=2.0)
+    error, elapsed = timed(builders.scraper(limits), serve(stalls_after(3000)))
     assert (error.reason, elapsed < 1.0) == ("too_large", True)
 
 
@@ -245,7 +246,7 @@ def test_gzip_bomb_stops_at_the_cap_with_bounded_memory(serve: Callable[[Handler
     cap = 1024 * 1024
     tracemalloc.start()
     try:
-        error = reason_of(builders.scraper(ScrapeLimits(max_bytes=cap)), url)
+        error = reason_of(builders.scraper(builders.scrape_limits(max_bytes=cap)), url)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -276,7 +277,7 @@ def test_connect_timeout_when_the_server_takes_no_connection() -> None:
                 filler.connect(server.getsockname())
             fillers.append(filler)
         time.sleep(0.1)
-        limits = ScrapeLimits(connect_timeout_s=0.3, deadline_s=5.0)
+        limits = builders.scrape_limits(connect_timeout_s=0.3, deadline_s=5.0)
         error, elapsed = timed(builders.scraper(limits), f"http://127.0.0.1:{server.getsockname()[1]}/metrics")
     finally:
         for filler in fillers:

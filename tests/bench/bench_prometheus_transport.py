@@ -22,6 +22,7 @@ import time
 import requests
 
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusError, PrometheusLimits
+from watchdog.config.settings import BY_NAME
 
 BODY = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
 
@@ -68,7 +69,7 @@ def main() -> None:
     took, outcome = timed(lambda: session.post(url + "/api/v1/query", data={"query": "up"},
                                                timeout=args.timeout, allow_redirects=False))
     print(f"requests (timeout={args.timeout:g}):         {took:6.2f} s  {outcome}")
-    client = PrometheusClient(PrometheusLimits(url, timeout_s=args.timeout))
+    client = PrometheusClient(PrometheusLimits(url, args.timeout, BY_NAME["prometheus_max_bytes"].default))
     took, outcome = timed(lambda: client.query("up", time.time()))
     print(f"PrometheusClient (timeout_s={args.timeout:g}): {took:6.2f} s  {outcome}")
 

@@ -41,10 +41,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> "bench" package
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root -> "watchdog"
 
+import builders
+
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.inflate import Inflater
 from watchdog.adapters.scrape import ENCODINGS
-from watchdog.adapters.scrape_errors import ScrapeLimits
 from watchdog.core.parsing import parse_exposition
 from watchdog.core.profiles import get_profile
 
@@ -165,7 +166,7 @@ def main() -> int:
         child, urls = start_server(args.pods, args.render, Path(tmp))
         try:
             for encoding in args.encodings.split(","):
-                scraper = Scraper(ScrapeLimits(), encoding=encoding)
+                scraper = Scraper(builders.scrape_limits(), encoding=encoding)
                 scraper.fetch(urls[0])  # warm-up: imports, the deadline thread
                 print(f"\nAccept-Encoding: {encoding}")
                 if 1 in threads:
@@ -174,7 +175,7 @@ def main() -> int:
                           + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
                 for n in (t for t in threads if t > 1):
                     at_once(args.rounds, f"{n:>3} threads", lambda p, n=n, s=scraper: concurrent(s, urls, n, p))
-                looped = AsyncScraper(ScrapeLimits(), encoding=encoding)
+                looped = AsyncScraper(builders.scrape_limits(), encoding=encoding)
                 looped.fetch(urls[0])  # warm-up: the loop's thread
                 for n in (int(x) for x in args.limits.split(",") if x):
                     at_once(args.rounds, f"async, {n:>3} at once",

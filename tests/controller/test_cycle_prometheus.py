@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 from cycle_kit import NS, Rig, make_config, remediated, sample, states
 
 from tests.promfake import FakePrometheus
-from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
+from watchdog.adapters.prometheus import PrometheusClient
 from watchdog.config.loader import ConfigError, load_config
 from watchdog.controller import promsource
 from watchdog.controller.cycle import CycleReport
@@ -236,7 +237,8 @@ def confirm_read(source: PrometheusSource, profile: Profile, target: WatchedPod,
 
 
 def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:
-    source = PrometheusSource(PrometheusClient(PrometheusLimits(prom.url, timeout_s=2.0)), 60, "namespace", "pod")
+    source = PrometheusSource(PrometheusClient(builders.prometheus_limits(prom.url, timeout_s=2.0)), 60, "namespace",
+                              "pod")
     target = WatchedPod("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None)
     labels = {"namespace": NS, "pod": "p", "engine": "0", "model_name": "m"}
     prom.add("vllm:num_requests_running", labels, BASE - 5, 4)

@@ -15,7 +15,7 @@ import pytest
 from cycle_kit import NS, Rig, make_config, remediated
 from metricsum import summed
 
-from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
+from watchdog.adapters.scrape_errors import ScrapeError
 from watchdog.controller.state import MAX_SERIES_PER_POD, PodRecord
 from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState
@@ -29,7 +29,7 @@ class ShapingScraper:
     the next scrape of a host."""
 
     def __init__(self) -> None:
-        self.inner = builders.scraper(ScrapeLimits(connect_timeout_s=0.3, deadline_s=0.8))
+        self.inner = builders.scraper(builders.scrape_limits(connect_timeout_s=0.3, deadline_s=0.8))
         self.drop: dict[str, re.Pattern[bytes]] = {}
         self.fail_once: set[str] = set()
 

@@ -137,8 +137,8 @@ async def _open(target: _Url, tls: ssl.SSLContext | None) -> _Wire:
 class AsyncScraper:
     """Bounded, credential-free GET of ``/metrics`` URLs on one event loop; shareable by any number of threads."""
 
-    def __init__(self, limits: ScrapeLimits | None = None, *, encoding: str) -> None:
-        self.limits = limits or ScrapeLimits()
+    def __init__(self, limits: ScrapeLimits, *, encoding: str) -> None:
+        self.limits = limits
         self.headers = _request_headers(encoding)
         self._retrying = tenacity.AsyncRetrying(**_RETRY_POLICY)
         self._lock = threading.Lock()

@@ -51,8 +51,8 @@ class PrometheusLimits:
     """Where Prometheus is and how one query is bounded (seconds, bytes)."""
 
     url: str
-    timeout_s: float = 5.0
-    max_bytes: int = 32 << 20
+    timeout_s: float  # prometheusTimeoutSeconds
+    max_bytes: int  # prometheusMaxBytes
     bearer_token_file: str | None = None
     ca_file: str | None = None
     username_file: str | None = None  # basic auth: both files, or neither

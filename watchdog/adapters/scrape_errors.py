@@ -34,11 +34,12 @@ class ScrapeError(Exception):
 
 @dataclass(frozen=True)
 class ScrapeLimits:
-    """Bounds of one scrape: seconds for the timeouts, bytes (after decompression) for the body."""
+    """Bounds of one scrape: seconds for the timeouts, bytes (after decompression) for the body (the settings
+    connectTimeoutSeconds, scrapeDeadlineSeconds and maxBodyBytes hold their defaults)."""
 
-    connect_timeout_s: float = 1.0
-    deadline_s: float = 3.0
-    max_bytes: int = 8 * 1024 * 1024
+    connect_timeout_s: float
+    deadline_s: float
+    max_bytes: int
 
     def __post_init__(self) -> None:
         if not (self.connect_timeout_s > 0 and self.deadline_s > 0):

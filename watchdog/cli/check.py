@@ -19,6 +19,7 @@ from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.cli import check_prometheus
 from watchdog.cli.argtypes import positive_int, positive_seconds, refuse
 from watchdog.cli.configtarget import chosen_target, profile_of
+from watchdog.config.settings import BY_NAME
 from watchdog.core.confirm import known, live_evidence
 from watchdog.core.parsing import ParseResult, parse_exposition
 from watchdog.core.profiles import PROFILES, Profile
@@ -91,14 +92,14 @@ def add_parser(verbs: Any) -> None:
     p.add_argument(
         "--deadline",
         type=positive_seconds,
-        default=ScrapeLimits.deadline_s,
+        default=BY_NAME["scrape_deadline_seconds"].default,
         metavar="SECONDS",
         help="total time one scrape may take, body included (default: %(default)s)",
     )
     p.add_argument(
         "--max-bytes",
         type=positive_int,
-        default=ScrapeLimits.max_bytes,
+        default=BY_NAME["max_body_bytes"].default,
         metavar="N",
         help="largest body accepted, in bytes after decompression (default: %(default)s)",
     )
@@ -179,7 +180,7 @@ def _read_target(target: str, deadline_s: float, max_bytes: int) -> bytes:
         from watchdog.controller.wiring import one_scraper  # the composition root, loaded for a URL only: a file
         # or stdin is read without it (and without the Kubernetes client its other collaborators import)
         limits = ScrapeLimits(
-            connect_timeout_s=min(ScrapeLimits.connect_timeout_s, deadline_s),
+            connect_timeout_s=min(BY_NAME["connect_timeout_seconds"].default, deadline_s),
             deadline_s=deadline_s,
             max_bytes=max_bytes,
         )

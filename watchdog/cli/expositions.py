@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.adapters.scrape_errors import ScrapeLimits
+from watchdog.config.settings import BY_NAME
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import DetectorState
 from watchdog.core.parsing import ParseResult, parse_exposition
@@ -62,18 +62,18 @@ def list_expositions(directory: str) -> list[Scrape]:
     return [scrapes[t] for t in sorted(scrapes)]
 
 
-SCRAPE_LIMITS = ScrapeLimits()  # what run accepts by default
+MAX_BODY_BYTES: int = BY_NAME["max_body_bytes"].default  # what run accepts by default
 
 
-def read_body(scrape: Scrape, limits: ScrapeLimits = SCRAPE_LIMITS) -> bytes | None:
+def read_body(scrape: Scrape) -> bytes | None:
     """The body of one recorded scrape, or None when it is larger than a scrape may be (unknown, as in ``run``).
     Raises :class:`TraceError` when the file cannot be read."""
     try:
         with open(scrape.path, "rb") as stream:
-            data = stream.read(limits.max_bytes + 1)
+            data = stream.read(MAX_BODY_BYTES + 1)
     except OSError as exc:
         raise TraceError(f"{scrape.path}: cannot read: {exc.strerror or exc}") from None
-    return None if len(data) > limits.max_bytes else data
+    return None if len(data) > MAX_BODY_BYTES else data
 
 
 def replay_expositions(scrapes: list[Scrape], profile: Profile, window_s: float, min_samples: int,
@@ -92,7 +92,7 @@ def replay_expositions(scrapes: list[Scrape], profile: Profile, window_s: float,
         body = read_body(scrape)
         parsed: ParseResult | None = None
         if body is None:
-            note(f"{scrape.path}: larger than a scrape may be ({ScrapeLimits.max_bytes} bytes): unknown")
+            note(f"{scrape.path}: larger than a scrape may be ({MAX_BODY_BYTES} bytes): unknown")
         else:
             parsed = parse_exposition(body, profile)
             if parsed.overrun:
