@@ -12,9 +12,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from watchdog import __version__
+
+if TYPE_CHECKING:
+    from watchdog.config.settings import Setting
 
 EPILOG = """\
 verbs:
@@ -98,21 +101,21 @@ def _refuse(exc: UsageError, argv: list[str]) -> NoReturn:
     from watchdog.adapters.logs import setup_logging
     from watchdog.config.settings import BY_NAME
 
-    setup_logging(_log_format(argv), BY_NAME["log_level"].default)
+    setup_logging(_log_format(argv, BY_NAME["log_format"]), BY_NAME["log_level"].default)
     logging.getLogger("watchdog.cli.run").error("command line refused: %s (see: vllm-watchdog run --help)", exc,
                                                 extra={"reason": "usage"})
     raise SystemExit(2)
 
 
-def _log_format(argv: list[str]) -> str:
-    """The log format the refused command line asked for, as far as it can be read."""
-    asked = os.environ.get("WATCHDOG_LOG_FORMAT", "json")
+def _log_format(argv: list[str], setting: Setting) -> str:
+    """The log format the refused command line asked for, as far as it can be read (else the setting's default)."""
+    asked = os.environ.get(setting.env, setting.default)
     for i, arg in enumerate(argv):
         if arg.startswith("--log-format="):
             asked = arg.partition("=")[2]
         elif arg == "--log-format" and i + 1 < len(argv):
             asked = argv[i + 1]
-    return asked if asked in ("json", "text") else "json"
+    return asked if asked in setting.choices else str(setting.default)
 
 
 if __name__ == "__main__":
