@@ -1,8 +1,8 @@
-"""I/O: one bare HTTP/1.1 connection (urllib3's, the transport ``requests`` uses underneath) for the scraper and
-the Prometheus client: no pool (neither reuses connections: pods and Prometheus are asked once per cycle), no
-proxy, netrc or CA variables from the environment, HTTPS verified against ``ca_file`` or else certifi's bundle
-(as ``requests`` did). The callers bound the request with a :class:`~watchdog.adapters.deadline.DeadlineGuard`
-attached to the socket once connected."""
+"""I/O: one bare HTTP/1.1 connection (urllib3's, the transport ``requests`` uses underneath) for the Prometheus
+client, and the TLS context it shares with the scrape transport (:func:`client_tls`): no pool (Prometheus is asked
+a few times per cycle), no proxy, netrc or CA variables from the environment, HTTPS verified against ``ca_file`` or
+else certifi's bundle (as ``requests`` did). The caller bounds the request with a
+:class:`~watchdog.adapters.deadline.DeadlineGuard` attached to the socket once connected."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""The total deadline of one scrape (or Prometheus query), enforced while streaming.
+"""The total deadline of one Prometheus query (or pod-log read), enforced while streaming.
 
 A per-read timeout alone restarts with every dripped byte, so a server sending one byte a second never times
 out. Each fetch arms a :class:`DeadlineGuard`; one thread (:data:`DEADLINES`) fires every guard at its deadline
-and shuts the socket of that fetch down, which wakes any blocked read. The scraper and the Prometheus client
-attach their connection's socket once connected; the pod-log read attaches its urllib3 response.
+and shuts the socket of that fetch down, which wakes any blocked read. The Prometheus client attaches its
+connection's socket once connected; the pod-log read attaches its urllib3 response. (The scrape transport,
+:mod:`watchdog.adapters.ascrape`, bounds each scrape on its event loop instead.)
 """
 
 from __future__ import annotations
