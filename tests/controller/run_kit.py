@@ -3,6 +3,7 @@ test_readyz_credentials.py): start it, read its stderr lines, find where it serv
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,8 +31,10 @@ def get(base: str, path: str) -> tuple[int, str, bytes]:
         return e.code, e.headers.get("Content-Type", ""), e.read()
 
 
-def start_run(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    """``python -m watchdog run ARGS`` in the background; its stderr lines arrive on the queue ("" at EOF)."""
+@contextlib.contextmanager
+def start_run(*args: str) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
+    """``python -m watchdog run ARGS`` in the background for the block; its stderr lines arrive on the queue ("" at
+    EOF). Killed after the block if it still runs (a test that failed before stopping it)."""
     proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", *args], cwd=REPO, stderr=subprocess.PIPE,
                             text=True, env=clean_env())
     lines: queue.Queue[str] = queue.Queue()
@@ -42,7 +46,12 @@ def start_run(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
         lines.put("")  # EOF
 
     threading.Thread(target=pump, daemon=True).start()
-    return proc, lines
+    try:
+        yield proc, lines
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def serving_address(lines: queue.Queue[str]) -> str:

@@ -92,8 +92,7 @@ def test_run_with_refused_credentials_is_not_ready_counts_them_and_stays_alive(t
             "clusters": [{"name": "c", "cluster": {"server": api.url}}],
             "users": [{"name": "u", "user": {"token": "revoked"}}],
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-        proc, lines = start_run("--kubeconfig", str(kubeconfig), "--config", str(config))
-        try:
+        with start_run("--kubeconfig", str(kubeconfig), "--config", str(config)) as (proc, lines):
             base = f"http://{serving_address(lines)}"
             deadline = time.monotonic() + 20
             while "refuses" not in (why := json.loads(get(base, "/readyz")[2]).get("why", "")):
@@ -110,9 +109,5 @@ def test_run_with_refused_credentials_is_not_ready_counts_them_and_stays_alive(t
             assert set(api.tokens) == {"revoked"}
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=20) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     rest = rest_of(lines)
     assert not any("Traceback" in line for line in rest)

@@ -118,8 +118,8 @@ def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[Em
     if address.startswith("[") and not ipv6_loopback():
         pytest.skip("this kernel has no IPv6 loopback (::1)")
     _, kubeconfig, config = cluster
-    proc, lines = start_run("--kubeconfig", str(kubeconfig), "--config", str(config), "--listen-address", address)
-    try:
+    with start_run("--kubeconfig", str(kubeconfig), "--config", str(config), "--listen-address",
+                   address) as (proc, lines):
         base = f"http://{serving_address(lines)}"
         assert base.startswith(f"http://{address[:-2]}:")
         deadline = time.monotonic() + 20  # a generous bound: the first cycle starts at once
@@ -130,10 +130,6 @@ def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(cluster: tuple[Em
         assert "vllm_watchdog_pods_watched 1.0" in get(base, "/metrics")[2].decode().splitlines()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     rest = rest_of(lines)
     assert any("INFO" in line and "stopping (SIGTERM)" in line for line in rest)
     assert not any("Traceback" in line for line in rest)
@@ -153,9 +149,8 @@ def test_sigterm_during_a_cycle_is_a_clean_stop(emulator: EmulatorServer, tmp_pa
         config = write_config(tmp_path / "config.yaml", **{
             **FAST_SETTINGS, "scrapeIntervalSeconds": 60.0, "windowSeconds": 180.0, "workers": 1,
             "scrapeDeadlineSeconds": deadline_s, "connectTimeoutSeconds": 1.0})
-        proc, lines = start_run("--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig", emulator.base_url)),
-                                "--config", str(config))
-        try:
+        with start_run("--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig", emulator.base_url)),
+                       "--config", str(config)) as (proc, lines):
             serving_address(lines)
             deadline = time.monotonic() + 20
             while emulator.emulator.count_requests(verb="list", resource="pods") < 2:  # discovery done
@@ -166,10 +161,6 @@ def test_sigterm_during_a_cycle_is_a_clean_stop(emulator: EmulatorServer, tmp_pa
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=service.STOP_WAIT_S + 15) == 0
             took = time.monotonic() - sent
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     rest = rest_of(lines)
     text = "".join(rest)
     assert "Traceback" not in text and "cycle failed" not in text and "ERROR" not in text, text
