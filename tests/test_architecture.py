@@ -162,7 +162,8 @@ def write_calls(path: Path) -> list[str]:
 
 def test_only_the_actuator_calls_the_write_methods() -> None:
     """Issue 27: every side effect on the cluster goes through watchdog.controller.actuator (the leadership
-    fence); everyone else asks it for what it wants done (remove_pod, set_pod_condition, save_config_map, ...)."""
+    fence); everyone else asks it for what it wants done (apply a decided Removal or GateChange,
+    save_config_map, ...)."""
     offenders = {module_name(p): calls for p in PACKAGE.rglob("*.py")
                  if module_name(p) not in WRITERS and not module_name(p).startswith("watchdog.demo")
                  and (calls := write_calls(p))}
@@ -172,7 +173,7 @@ def test_only_the_actuator_calls_the_write_methods() -> None:
 def test_the_write_check_sees_a_write_outside_the_actuator(tmp_path: Path) -> None:
     sneaky = tmp_path / "sneaky.py"
     sneaky.write_text("def f(self):\n    self.kube.delete_pod('ns', 'p', 'u', None)\n"
-                      "    self.actuator.remove_pod(pod, 'delete', None)\n")
+                      "    self.actuator.apply(Removal(pod, 'delete', None))\n")
     assert write_calls(sneaky) == ["2: self.kube.delete_pod"]
 
 

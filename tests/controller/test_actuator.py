@@ -1,5 +1,6 @@
-"""watchdog/controller/actuator.py: a removal is a delete or an eviction of exactly the pod named, UID as its
-precondition; any other action is refused before anything is sent (never a delete by default)."""
+"""watchdog/controller/actuator.py: a decided removal is a delete or an eviction of exactly the pod named, UID as
+its precondition; any other action is refused before anything is sent (never a delete by default); a decided gate
+change is a pods/status patch of that pod; a write the leadership fence holds back is not sent."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 import builders
 import pytest
 
+from watchdog.adapters.kube import Fenced
+from watchdog.controller.actuator import GateChange, Removal
 from watchdog.core.model import WatchedPod
 
 POD = WatchedPod(uid="u-1", namespace="ns", name="pod-1", ip="10.0.0.1", port=8000, path="/metrics",
@@ -15,7 +18,7 @@ POD = WatchedPod(uid="u-1", namespace="ns", name="pod-1", ip="10.0.0.1", port=80
 
 
 class Recorder:
-    """The two removal calls of a KubeApi, recorded."""
+    """The pod writes of a KubeApi, recorded."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[Any, ...]] = []
@@ -28,11 +31,15 @@ class Recorder:
         self.sent.append(("evict", namespace, name, uid, grace_period_s))
         return "evicted"
 
+    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> str:
+        self.sent.append(("patch", namespace, name, uid, condition))
+        return "patched"
+
 
 @pytest.mark.parametrize("action", ["delete", "evict"])
 def test_a_removal_names_the_pod_and_its_uid(action: str) -> None:
     kube = Recorder()
-    builders.actuator(kube).remove_pod(POD, action, 15)  # type: ignore[arg-type]
+    builders.actuator(kube).apply(Removal(POD, action, 15))  # type: ignore[arg-type]
     assert kube.sent == [(action, "ns", "pod-1", "u-1", 15)]
 
 
@@ -40,5 +47,20 @@ def test_a_removal_names_the_pod_and_its_uid(action: str) -> None:
 def test_any_other_action_is_refused_and_nothing_is_sent(action: str) -> None:
     kube = Recorder()
     with pytest.raises(ValueError, match="is not a removal"):
-        builders.actuator(kube).remove_pod(POD, action, None)  # type: ignore[arg-type]
+        builders.actuator(kube).apply(Removal(POD, action, None))  # type: ignore[arg-type]
+    assert kube.sent == []
+
+
+def test_a_gate_change_patches_the_pods_status_with_its_uid() -> None:
+    kube = Recorder()
+    condition = {"type": "vllm-watchdog.io/engine-healthy", "status": "False"}
+    assert builders.actuator(kube).apply(GateChange(POD, condition)) == "patched"
+    assert kube.sent == [("patch", "ns", "pod-1", "u-1", condition)]
+
+
+@pytest.mark.parametrize("write", [Removal(POD, "delete", None), GateChange(POD, {"type": "t", "status": "False"})])
+def test_a_write_the_fence_holds_back_is_not_sent(write: Removal | GateChange) -> None:
+    kube = Recorder()
+    with pytest.raises(Fenced):
+        builders.actuator(kube, fence=lambda _seconds: False).apply(write)
     assert kube.sent == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watchdog.adapters.kube import DeleteResult, EvictResult, Fenced, PatchResult
@@ -35,6 +36,24 @@ Fence = Callable[[float], bool]
 def unfenced(_seconds: float) -> bool:
     """The fence without leader election: one replica, always allowed to write."""
     return True
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A decided removal of one pod (the remediator's): ``action`` delete, or evict (PodDisruptionBudgets hold);
+    ``grace_period_s`` None keeps the pod's own."""
+
+    pod: WatchedPod
+    action: RemovalAction
+    grace_period_s: int | None
+
+
+@dataclass(frozen=True)
+class GateChange:
+    """A decided readiness-gate condition of one pod (the quarantine's), set through ``pods/status``."""
+
+    pod: WatchedPod
+    condition: dict[str, Any]
 
 
 class Writes(Protocol):
@@ -69,21 +88,20 @@ class Actuator:
             log.info("%s held back by the leadership fence", what)
             raise Fenced(what)
 
-    def remove_pod(self, pod: WatchedPod, action: RemovalAction, grace_period_s: int | None,
-                   ) -> DeleteResult | EvictResult:
-        """``action`` delete: DELETE the pod; evict: through the Eviction API, so PodDisruptionBudgets hold; both
-        with the pod's UID as precondition. Any other action is refused before anything is sent (never a delete
-        by default)."""
-        if action not in ("delete", "evict"):
-            raise ValueError(f"remove_pod: {action!r} is not a removal (delete or evict)")
-        self._fenced(f"{action} pod {pod.ref}")
-        if action == "evict":
-            return self.kube.evict_pod(pod.namespace, pod.name, pod.uid, grace_period_s)
-        return self.kube.delete_pod(pod.namespace, pod.name, pod.uid, grace_period_s)
-
-    def set_pod_condition(self, pod: WatchedPod, condition: dict[str, Any]) -> PatchResult:
-        self._fenced(f"readiness gate of pod {pod.ref}")
-        return self.kube.patch_pod_condition(pod.namespace, pod.name, pod.uid, condition)
+    def apply(self, write: Removal | GateChange) -> DeleteResult | EvictResult | PatchResult:
+        """Send one decided pod write, the pod's UID as its precondition: a :class:`Removal` as a DELETE or an
+        eviction, a :class:`GateChange` as a ``pods/status`` patch. A removal of any other action is refused before
+        anything is sent (never a delete by default)."""
+        pod = write.pod
+        if isinstance(write, GateChange):
+            self._fenced(f"readiness gate of pod {pod.ref}")
+            return self.kube.patch_pod_condition(pod.namespace, pod.name, pod.uid, write.condition)
+        if write.action not in ("delete", "evict"):
+            raise ValueError(f"apply: {write.action!r} is not a removal (delete or evict)")
+        self._fenced(f"{write.action} pod {pod.ref}")
+        if write.action == "evict":
+            return self.kube.evict_pod(pod.namespace, pod.name, pod.uid, write.grace_period_s)
+        return self.kube.delete_pod(pod.namespace, pod.name, pod.uid, write.grace_period_s)
 
     def taint_node(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
         self._fenced(f"taint of node {name}")

@@ -27,7 +27,7 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
-from watchdog.controller.actuator import Actuator
+from watchdog.controller.actuator import Actuator, GateChange
 from watchdog.controller.ports import Clock
 from watchdog.controller.state import PodRecord
 from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
@@ -149,7 +149,7 @@ class Quarantine:
                    f"Engine idle or progressing ({evidence})")
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         try:
-            result = self.actuator.set_pod_condition(target, condition)
+            result = self.actuator.apply(GateChange(target, condition))
         except KubeError as exc:
             lost = ambiguous(exc.status)
             if lost and drain:

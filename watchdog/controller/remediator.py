@@ -44,7 +44,7 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
-from watchdog.controller.actuator import Actuator
+from watchdog.controller.actuator import Actuator, Removal
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
@@ -234,7 +234,7 @@ class Remediator:
         if retry:
             self.policy.recharge(now, uid=target.uid, namespace=target.namespace)
         try:
-            result: str = self.actuator.remove_pod(target, verb, self.grace_period_s)
+            result: str = self.actuator.apply(Removal(target, verb, self.grace_period_s))
         except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
             return self._defer(target, key, not_leader(str(exc)), evidence, now)
         except KubeError as exc:
