@@ -350,16 +350,16 @@ class DeletionPolicy:
         self._expire(s.now)
         times = [t for t, _, _ in self._deletions]
         return self._used_up("budget", times, r.max_deletions, "maxDeletions", "", s.now,
-                             f"cluster budget used: {len(times)} deletions in the last {r.deletion_window_seconds:g} "
-                             f"s (max {r.max_deletions})")
+                             lambda: f"cluster budget used: {len(times)} deletions in the last "
+                                     f"{r.deletion_window_seconds:g} s (max {r.max_deletions})")
 
     def _namespace_budget_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: the namespace's budget is used up."""
         r = self.rails
         times = [t for t, ns, _ in self._deletions if ns == s.namespace]
         return self._used_up("namespace_budget", times, r.max_deletions_per_namespace, "maxDeletionsPerNamespace",
-                             f" in {s.namespace}", s.now, f"namespace budget used: {len(times)} deletions in "
-                             f"{s.namespace} in the last {r.deletion_window_seconds:g} s")
+                             f" in {s.namespace}", s.now, lambda: f"namespace budget used: {len(times)} deletions "
+                             f"in {s.namespace} in the last {r.deletion_window_seconds:g} s")
 
     def _owner_rule(self, s: _Stall) -> Decision | None:
         """4. Deferred: the owner already lost a pod and its replacement is not Ready yet."""
@@ -375,17 +375,18 @@ class DeletionPolicy:
         return times[len(times) - limit] + self.rails.deletion_window_seconds
 
     def _used_up(self, rule: str, times: list[float], limit: int, setting: str, where: str, now: float,
-                 why: str) -> Decision | None:
+                 why: Callable[[], str]) -> Decision | None:
         """The deferral by a budget ``rule`` of ``limit`` (the ``setting``) with these counted deletion ``times``
-        (oldest first, ``where``: in which namespace) while it is used up: it frees when the oldest deletions that
-        must go leave the rolling window (:meth:`_frees_at`), or never while the limit is 0."""
+        (oldest first, ``where``: in which namespace) while it is used up (``why`` is made only then): it frees
+        when the oldest deletions that must go leave the rolling window (:meth:`_frees_at`), or never while the
+        limit is 0."""
         if len(times) < limit:
             return None
         if limit <= 0:
-            return _defer(rule, why, f"once {setting} is raised above 0")
+            return _defer(rule, why(), f"once {setting} is raised above 0")
         extra = len(times) - limit
         which = "the oldest counted deletion" if extra == 0 else f"the {extra + 1} oldest counted deletions"
-        return _defer(rule, why, f"when {which}{where} {'leaves' if extra == 0 else 'leave'} the rolling "
+        return _defer(rule, why(), f"when {which}{where} {'leaves' if extra == 0 else 'leave'} the rolling "
                                  f"{self.rails.deletion_window_seconds:g} s window", self._frees_at(times, limit) - now)
 
     #: :meth:`decide`'s rules, in the order of the module docstring's numbered list.
