@@ -241,16 +241,27 @@ def test_a_cache_failing_for_longer_than_stale_s_refuses_to_answer(srv: Emulator
     assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
 
 
+@pytest.fixture
+def short_watches(kube: Flaky) -> Iterator[PodCache]:
+    """A cache whose WATCHes each ask to end after 1 s: a watch already open gives way to the next one soon."""
+    c = PodCache(kube, first_sync_wait_s=5, make=fast(kube, watch_s=(1, 1)))
+    yield c
+    c.close()
+
+
 def test_watches_that_open_and_then_fail_make_the_cache_stale_too(srv: EmulatorServer, kube: Flaky,
-                                                                 cache: PodCache,
+                                                                 short_watches: PodCache,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = short_watches
     srv.create_pod(pod("llm-0", app="vllm"))
     assert names(cache.list_pods(SELECTOR)) == ["llm-0"]
     monkeypatch.setattr(podcache, "STALE_S", 0.3)
-    kube.fails_in_stream = True  # from the next WATCH on (the emulator ends each watch within a second)
+    # From the next WATCH on; the informer may have opened one before this line (a race the test does not win
+    # every time): it ends within 1 s (short_watches), then every WATCH fails.
+    kube.fails_in_stream = True
     informer = cache.informers[("pods", SELECTOR, None)]
     until(lambda: informer.failing_since is not None)
-    time.sleep(0.5)  # ~10 watches opened and failed meanwhile
+    time.sleep(0.5)  # ~5 watches opened and failed meanwhile
     with pytest.raises(KubeError, match=r"cache stale: LIST/WATCH failing for \d+ s: .*HTTP 504 Too large"):
         cache.list_pods(SELECTOR)
     kube.fails_in_stream = False
