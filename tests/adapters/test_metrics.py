@@ -30,6 +30,8 @@ AGREED = {
     "vllm_watchdog_source_up", "vllm_watchdog_source_failed_cycles",
     # Per-workload signals (issue 30 item 2): the opt-in per-engine gauge (perEngineMetrics).
     "vllm_watchdog_engine_seconds_without_progress",
+    # Namespace-only mode (issue 36 item 3): {namespace}, a series per watched, opted-in namespace.
+    "vllm_watchdog_namespace_unreadable",
 }
 # The labels of each per-workload metric, in order (issue 30 item 2): its own, then the LLM pod's namespace and
 # its config target's name. Alerts and the dashboard read them (through the ServiceMonitor: exported_namespace).

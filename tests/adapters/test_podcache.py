@@ -218,8 +218,8 @@ def test_nothing_is_listed_before_the_first_sync(caplog: pytest.LogCaptureFixtur
     finally:
         cache.close()
     text = str(info.value)
-    assert text.startswith("watch pods 'app=vllm': cache not synced yet (first LIST pending): nothing is scraped or "
-                           "acted on until it is; last error: list pods 'app=vllm': ")
+    assert text.startswith("watch pods 'app=vllm': cache not synced yet (no LIST has completed); last error: "
+                           "list pods 'app=vllm': ")
     assert "Connection refused" in text and "\n" not in text
 
 

@@ -83,6 +83,8 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     # Source health (issue 30 item 4): a series per source in use, labelled when the watchdog starts.
     "vllm_watchdog_source_up": {"source": frozenset({"scrape", "prometheus"})},
     "vllm_watchdog_source_failed_cycles": {"source": frozenset({"scrape", "prometheus"})},
+    # Namespace-only mode (issue 36 item 3): a series per watched, opted-in namespace.
+    "vllm_watchdog_namespace_unreadable": {"namespace": ANY},
     # Per-workload signals (issue 30 item 2): the opt-in per-engine gauge (perEngineMetrics).
     "vllm_watchdog_engine_seconds_without_progress": {**WORKLOAD, "pod": ANY, "engine": ANY},
     # prometheus_client's process collector (Linux).
@@ -205,6 +207,9 @@ BROKEN_RULES = [
                  id="credentials-refused-pages-on-a-stray-403"),
     pytest.param("VllmWatchdogSourceDown", {"expr": "vllm_watchdog_source_failed_cycles > 0"},
                  id="source-down-pages-on-one-failed-cycle"),
+    pytest.param("VllmWatchdogNamespaceUnreadable", {"expr": "max by (namespace, service) "
+                                                             "(vllm_watchdog_namespace_unreadable) == 1"},
+                 id="namespace-unreadable-without-naming-the-namespace"),
     # Per-workload signals (issue 30 item 2): each alert on a per-workload metric, its grouping undone.
     pytest.param("VllmWatchdogManyUnknown", {"expr": 'vllm_watchdog_engines{state="unknown"} / ignoring (state) '
                                                      "clamp_min(sum without (state) (vllm_watchdog_engines), 1) > 0.2"},

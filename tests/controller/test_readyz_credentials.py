@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ class Cached:
 
     def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
         return self.pods
+
+    def keep_pods_of(self, namespaces: Collection[str]) -> None:
+        pass
 
     def close(self) -> None:
         pass

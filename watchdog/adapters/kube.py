@@ -5,7 +5,9 @@ per request), reads the body with ``_preload_content=False`` and ``json.loads`` 
 and never retries (urllib3 retries are disabled, so a DELETE is sent at most once). Failures raise
 :class:`KubeError` except where a method documents a result value (404 -> None / "not_found", 409 ->
 "conflict", 429 -> "blocked"). Every answer's status is told to :attr:`KubeClient.credentials`
-(:mod:`watchdog.adapters.kubeauth`: whether the API server refuses the credentials; a 401 re-reads the token).
+(:mod:`watchdog.adapters.kubeauth`: whether the API server refuses the credentials; a 401 re-reads the token),
+but a 403 that a tenant's own namespace can cause: an Event's create (its quota) and the LIST/WATCH of the pods of
+one namespace (namespace-only mode: the RoleBinding there is the tenant's to delete, the namespace to remove).
 """
 
 from __future__ import annotations
@@ -187,7 +189,8 @@ class KubeClient:
     def _request(self, what: str, *, tenant_refusable: bool = False) -> Iterator[None]:
         """One API request: counted, its answer told to :attr:`credentials`, and its failure as KubeError
         (ApiException keeps its status). ``tenant_refusable``: a 403 may come from the tenant's own namespace (its
-        ResourceQuota, an admission webhook), not from this watchdog's credentials: such a 403 is not told."""
+        ResourceQuota, an admission webhook, its RoleBinding deleted), not from this watchdog's credentials: such a
+        403 is not told."""
         with self._count_lock:
             self._count += 1
         try:
@@ -231,23 +234,24 @@ class KubeClient:
             return list(body.get("items") or [])
         return [pod for namespace in namespaces
                 for pod in self._call(f"list pods {label_selector!r} in {namespace}", self._core.list_namespaced_pod,
-                                      namespace, label_selector=label_selector, resource_version="0"
-                                      ).get("items") or []]
+                                      namespace, label_selector=label_selector, resource_version="0",
+                                      _tenant_refusable=True).get("items") or []]
 
     def list_page(self, resource: Watched, label_selector: str, limit: int, token: str | None,
                   namespace: str | None = None) -> dict[str, Any]:
         """One page of a paged LIST (``limit`` items, ``token``: the previous page's ``metadata.continue``),
         a consistent read (no ``resourceVersion``: the API server pages only those), of every namespace or of
-        pods in ``namespace``. The whole body."""
+        pods in ``namespace`` (a 403 there is that namespace's RoleBinding, not the credentials). The whole body."""
         return self._call(_what("list", resource, label_selector, namespace), self._listing(resource, namespace),
-                          label_selector=label_selector, limit=limit, _continue=token)
+                          label_selector=label_selector, limit=limit, _continue=token,
+                          _tenant_refusable=namespace is not None)
 
     def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int,
               namespace: str | None = None) -> WatchStream:
         """Open one WATCH (counted as a request) from ``resource_version``, with bookmarks; the API server ends it
         after ``timeout_s``, and a silent connection is given up ``timeout_s`` + 30 s after its last byte."""
         what = _what("watch", resource, label_selector, namespace)
-        with self._request(what):
+        with self._request(what, tenant_refusable=namespace is not None):
             resp = self._listing(resource, namespace)(
                 label_selector=label_selector, resource_version=resource_version, watch=True,
                 allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,

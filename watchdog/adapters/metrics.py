@@ -89,6 +89,7 @@ class Metrics:
     source_up: Gauge  # {source}: 0 while a source has read no pod for FAILED_CYCLES cycles (/readyz fails for it)
     source_failed_cycles: Gauge  # {source}: its failed cycles in a row (core/sourcehealth.py)
     engine_progress: Gauge  # {namespace,pod,target,engine}: seconds without progress (perEngineMetrics only)
+    namespace_unreadable: Gauge  # {namespace}: 1 while a watched namespace's pods cannot be listed (watchNamespaces)
     workloads: set[Workload] = field(default_factory=set)  # the (namespace, target) pairs with series
     engine_series: set[EngineSeries] = field(default_factory=set)  # the per-engine gauge's series
 
@@ -136,6 +137,15 @@ class Metrics:
         self.engine_series.clear()
         self.engine_series.update(kept)
         return len(values) - len(kept)
+
+    def namespaces_unreadable(self, unreadable: Mapping[str, bool]) -> None:
+        """``vllm_watchdog_namespace_unreadable``: 1 or 0 for each namespace of ``unreadable``, no series for any
+        other (a namespace no longer watched loses its series)."""
+        for f in self.namespace_unreadable.collect():
+            for labels in {s.labels["namespace"] for s in f.samples} - set(unreadable):
+                self.namespace_unreadable.remove(labels)
+        for namespace, flag in unreadable.items():
+            self.namespace_unreadable.labels(namespace).set(int(flag))
 
     def on_credentials(self, status: int | None, refused: bool) -> None:
         """Listener of :class:`watchdog.adapters.kubeauth.Credentials`: a refusal (its status) or a change."""
@@ -208,6 +218,10 @@ def new_metrics() -> Metrics:
                               "each watched pod; only with perEngineMetrics, at most "
                               f"{MAX_ENGINE_SERIES} series (those longest without progress).",
                               ["namespace", "pod", "target", "engine"], registry=r),
+        namespace_unreadable=Gauge("vllm_watchdog_namespace_unreadable", "Namespace-only mode (watchNamespaces): 1 "
+                                   "while the pods of this watched, opted-in namespace cannot be listed (RBAC 403, "
+                                   "cache not synced or stale), so they are unknown; 0 while they are listed.",
+                                   ["namespace"], registry=r),
     )
     ProcessCollector(registry=r)
     m.build_info.labels(__version__, platform.python_version()).set(1)

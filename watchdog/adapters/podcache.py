@@ -15,11 +15,14 @@ its own daemon thread:
 
 Every LIST page and every WATCH (re)start is one request on the shared :class:`KubeClient` (its
 ``api_requests``). :meth:`PodCache.list_pods` / :meth:`PodCache.list_namespaces` answer from memory. Before an
-informer's first LIST completed they wait up to ``first_sync_wait_s`` and then raise KubeError: the cycle fails,
-so it scrapes nothing, acts on nothing and does not count as ready (the warm-up starts with the first complete
-cycle). They raise too once an informer has failed for more than :data:`STALE_S` (the API server is gone: the
-cycle fails as it did when its own LIST failed). The cache is never evidence for a deletion: the remediator
-GETs the pod afresh.
+informer's first LIST completed they wait up to ``first_sync_wait_s`` (or until that LIST fails) and then raise
+KubeError, carrying the HTTP status of the informer's last failure; they raise too once an informer has failed for
+more than :data:`STALE_S`. What that means is the controller's: a cluster-wide list failing fails the cycle (it
+scrapes nothing, acts on nothing and does not count as ready; the warm-up starts with the first complete cycle);
+in namespace-only mode the pods of that one namespace are unknown (:mod:`watchdog.controller.nsreads`), and
+:meth:`PodCache.keep_pods_of` stops the informers of a namespace no longer watched (deleted, opted out). A 403 on
+one namespace's LIST/WATCH is not told to the credentials (:meth:`KubeClient.list_page`). The cache is never
+evidence for a deletion: the remediator GETs the pod afresh.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import tenacity
@@ -57,10 +60,12 @@ class Informer:
         self.resync_s, self.watch_s = resync_s, watch_s
         self.name = (f"{resource} {selector!r}" if selector else resource) + (f" in {namespace}" if namespace else "")
         self.synced = threading.Event()  # the first LIST completed
+        self.settled = threading.Event()  # the first LIST completed or a LIST/WATCH failed
         self.resource_version = ""
         self.lists = 0  # completed LISTs (the first, re-LISTs after 410, resyncs)
         self.failing_since: float | None = None
         self.last_error = ""
+        self.last_status = 0  # HTTP status of the last failure (0: none, or no answer)
         self._items: dict[str, dict[str, Any]] = {}  # namespace/name -> trimmed object
         self._lock = threading.Lock()
         self._relist_at = 0.0  # clock time of the next full LIST (0: at once)
@@ -101,6 +106,8 @@ class Informer:
         if self.failing_since is None:
             self.failing_since = self.clock()
         self.last_error = " ".join(str(exc).split())[:300] or type(exc).__name__
+        self.last_status = exc.status if isinstance(exc, KubeError) else 0
+        self.settled.set()
         wait = state.next_action.sleep if state.next_action is not None else 0.0
         log.warning("%s cache: %s; again in %.1f s", self.name, self.last_error, wait,
                     extra={"reason": "watch", "resource": self.resource})
@@ -130,6 +137,7 @@ class Informer:
         self._relist_at = self.clock() + self.resync_s
         self.failing_since = None
         self.synced.set()
+        self.settled.set()
         log.debug("%s cache: listed %d at resourceVersion %s", self.name, len(fresh), version)
 
     def _watch(self) -> None:
@@ -207,14 +215,29 @@ class PodCache:
                 informer.start()
             return informer
 
+    def keep_pods_of(self, namespaces: Collection[str]) -> None:
+        """Stop and forget the pod informers of every namespace not in ``namespaces`` (namespace-only mode: a
+        namespace deleted or opted out); a later :meth:`list_pods` there starts a new one (a new first LIST)."""
+        with self._lock:
+            gone = [key for key in self.informers if key[0] == "pods" and key[2] is not None
+                    and key[2] not in namespaces]
+            stopped = [self.informers.pop(key) for key in gone]
+        for informer in stopped:
+            informer.stop()
+            log.info("%s cache: stopped (its namespace is no longer watched)", informer.name,
+                     extra={"reason": "watch", "resource": informer.resource})
+
     def _items(self, resource: Watched, selector: str, namespace: str | None) -> list[dict[str, Any]]:
+        """The informer's objects; KubeError (with the status of its last failure) before its first LIST
+        completed -- waiting up to ``first_sync_wait_s`` for that LIST or its first failure -- and while stale."""
         informer = self.watch(resource, selector, namespace)
-        if not informer.synced.wait(self.first_sync_wait_s):
+        informer.settled.wait(self.first_sync_wait_s)
+        if not informer.synced.is_set():
             why = f"; last error: {informer.last_error}" if informer.last_error else ""
-            raise KubeError(f"watch {informer.name}", 0, "cache not synced yet (first LIST pending): nothing is "
-                            f"scraped or acted on until it is{why}")
+            raise KubeError(f"watch {informer.name}", informer.last_status,
+                            f"cache not synced yet (no LIST has completed){why}")
         since = informer.failing_since
         if since is not None and self.clock() - since > STALE_S:
-            raise KubeError(f"watch {informer.name}", 0, f"cache stale: LIST/WATCH failing for "
+            raise KubeError(f"watch {informer.name}", informer.last_status, f"cache stale: LIST/WATCH failing for "
                             f"{self.clock() - since:.0f} s: {informer.last_error}")
         return informer.items()

@@ -248,6 +248,8 @@ def render(doc: Mapping[str, Any]) -> list[str]:
     p = doc["policy"]
     engines = " ".join(f"{k}={v}" for k, v in doc["engines"].items() if v) or "none"
     out += ["", f"pods watched: {doc['pods_watched']}   engines: {engines}"]
+    out += [f"namespace {n['namespace']}: its pods cannot be listed (unknown) for {_age(n['for_s'])}: "
+            f"{_cell(n['why'], 400)}" for n in doc.get("namespaces_unreadable") or []]  # an older watchdog: none
     brake = f"ON ({_cell(p['paused_why'], 400)})" if p["paused"] else "off"
     warm = "done" if p["warm_up"]["done"] else f"{_age(p['warm_up']['left_s'])} left"
     out.append(f"leader: {'yes' if doc['leader'] else 'no (standby: acts on nothing)'}   pause: {brake}   "

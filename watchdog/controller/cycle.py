@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from watchdog.adapters.logs import counts, facts
 from watchdog.adapters.metrics import EngineSeries, Metrics
@@ -37,6 +38,7 @@ from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.ledger import DeletionLedger
+from watchdog.controller.nsreads import NamespaceReads, list_by_namespace
 from watchdog.controller.ports import Clock, KubeApi, Listing, Source
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.reading import Reading
@@ -48,7 +50,7 @@ from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import Discovery, discover, invalid_opt_ins
 from watchdog.core.events import REASON_WINDOW_IGNORED
-from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
+from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import DeletionPolicy, Rails
@@ -153,6 +155,8 @@ class Watchdog:
         self.source_kind = {t.name: config.source_of(t) for t in config.targets}  # target name -> its source
         self.source_by_kind = {kind: sources[name] for name, kind in self.source_kind.items()}
         self.source_health = {kind: SourceHealth() for kind in sorted(set(self.source_kind.values()))}
+        watched = config.namespaces_watched  # namespace-only mode: each namespace's pods read on their own
+        self.namespace_reads = NamespaceReads(watched, metrics, clock) if watched is not None else None
         for kind in self.source_health:
             self.metrics.source_up.labels(kind).set(1)
             self.metrics.source_failed_cycles.labels(kind).set(0)
@@ -201,7 +205,8 @@ class Watchdog:
         self._publish(report)
         self.last_success = self.clock()
         self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
-                               leader=self._was_leader)
+                               leader=self._was_leader,
+                               unreadable=self.namespace_reads.unreadable if self.namespace_reads else {})
         return report
 
     def _discover(self, report: CycleReport) -> tuple[Discovery, float]:
@@ -209,7 +214,7 @@ class Watchdog:
         forgotten."""
         namespaces = self.lister.list_namespaces(self.namespace_selector)
         watched = self.config.namespaces_watched  # namespace-only mode: pods listed in each of those alone
-        pods_by_target = [(t, self.lister.list_pods(t.pod_selector, watched)) for t in self.config.targets]
+        pods_by_target = self._list_pods(namespaces)
         listed_at = self.clock()  # before any sample of this cycle: the warm-up counts from here
         found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
                          require_controller=self.config.require_controller,
@@ -228,6 +233,23 @@ class Watchdog:
                 log.warning("namespace %s has %s=\"%s\", which is neither \"true\" (enforce) nor \"dry-run\": "
                             "not watched", name, NAMESPACE_LABEL, value, extra=facts(namespace=name))
         return found, listed_at
+
+    def _list_pods(self, namespaces: list[dict[str, Any]]) -> list[tuple[Target, list[dict[str, Any]]]]:
+        """Every target's pods: in one list each, or (namespace-only mode) namespace by namespace, where a namespace
+        whose list fails is unreadable (:mod:`watchdog.controller.nsreads`) and the others are listed as ever."""
+        if self.namespace_reads is None:
+            return [(t, self.lister.list_pods(t.pod_selector)) for t in self.config.targets]
+        present = self.namespace_reads.opted_in({str((ns.get("metadata") or {}).get("name")) for ns in namespaces})
+        if self.listing is not None:
+            self.listing.keep_pods_of(present)  # a namespace deleted or opted out: its informers stopped
+        pods_by_target, failed = list_by_namespace(self.lister.list_pods, self.config.targets, present)
+        self.namespace_reads.cycle(failed)
+        return pods_by_target
+
+    def namespaces_down(self) -> str | None:
+        """Why no watched namespace's pods can be listed (one line, for /readyz), None while one can (or in the
+        default mode, where a failed list fails the whole cycle)."""
+        return self.namespace_reads.everywhere() if self.namespace_reads is not None else None
 
     def _read(self, targets: Sequence[WatchedPod], records: Mapping[str, PodRecord]) -> dict[str, Reading]:
         """Every pod's reading, each from its target's source: every source started before any is waited for."""

@@ -7,7 +7,8 @@ and lose its warm-up), or while the cycle in progress has run less than 10 minut
 timing-out pods is slow, not dead; a cycle running longer is stuck and fails it). ``/readyz`` is 200 while a
 cycle COMPLETED within 3 intervals and the API server does not refuse the watchdog's credentials (``refusal``:
 its last answers were all 401/403, :mod:`watchdog.adapters.kubeauth`) and every source in use reads (a source that
-read none of its due pods for 3 cycles in a row is down: :mod:`watchdog.core.sourcehealth`; NotReady shows in
+read none of its due pods for 3 cycles in a row is down: :mod:`watchdog.core.sourcehealth`) and, in namespace-only
+mode, the pods of at least one watched namespace can be listed (:mod:`watchdog.controller.nsreads`; NotReady shows in
 ``kubectl get pods`` and ``helm install --wait``, restarts nothing), and its body says why not (the refusal and what
 to check, the source down and its first failure, never completed, last completed N s ago; and the last error).
 
@@ -100,7 +101,7 @@ class Endpoints:
                           "limit_s": max(limit, STUCK_S) if running else limit})
         completed, failed = wd.last_success, wd.last_failure
         refused = self.refusal() if self.refusal is not None else None
-        down = wd.source_down()  # cycles complete while the source reads nothing: every engine unknown
+        down = wd.source_down() or wd.namespaces_down()  # cycles complete while nothing is read: all unknown
         ready = completed is not None and now - completed <= limit and refused is None and down is None
         body: dict[str, object] = {"ready": ready}
         if refused is not None:  # first: a cycle completed from the cache while every request is refused

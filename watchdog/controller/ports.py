@@ -5,7 +5,7 @@ same Protocols."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
@@ -43,10 +43,12 @@ class Cluster(KubeApi, Writes, Protocol):
 
 class Listing(Protocol):
     """Where the cycle lists namespaces and pods when not from the API itself: the watch-based cache
-    (adapters.podcache.PodCache), stopped with the watchdog."""
+    (adapters.podcache.PodCache), stopped with the watchdog; ``keep_pods_of``: namespace-only mode, the namespaces
+    still watched (the pod informers of any other are stopped)."""
 
     def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]: ...
     def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]: ...
+    def keep_pods_of(self, namespaces: Collection[str]) -> None: ...
     def close(self) -> None: ...
 
 

@@ -8,8 +8,10 @@ started/completed/failed how long ago).
 
 Bounded: at most :data:`MAX_PODS` pods and :data:`MAX_SERIES` engine series are listed, the worst first (stalled,
 suspect, unknown, paused, progressing, idle, then namespace and name); what did not fit is counted in
-``truncated``. The document, per pod: namespace, name, UID, mode, its worst state, the last scrape (outcome,
-detail, age, and for how long it has been failing); per engine series: the series key and labels, state, how long
+``truncated``. ``namespaces_unreadable`` (namespace-only mode): each watched namespace whose pods could not be
+listed in that cycle (their pods are unknown and not in ``pods``): namespace, why, HTTP status, for how long.
+The document, per pod: namespace, name, UID, mode, its worst state, the last scrape (outcome, detail, age, and
+for how long it has been failing); per engine series: the series key and labels, state, how long
 suspect or stalled, when last seen, the signal values by name (running, waiting, paused, each progress signal),
 how this stall episode was acted on, which rules deferred it and, while one holds it, ``held``: that rule and when
 it frees (``frees_in_s`` from the snapshot, None where time alone does not free it, and ``frees_when``, the
@@ -29,6 +31,7 @@ from functools import cached_property
 from typing import Any
 
 from watchdog import __version__
+from watchdog.controller.nsreads import Unreadable
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import Verdict
 from watchdog.core.model import WatchedPod
@@ -144,9 +147,11 @@ def _states(record: PodRecord) -> list[str]:
 
 
 def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profiles: Mapping[str, Profile],
-             policy: DeletionPolicy, *, now: float, leader: bool) -> Snapshot:
+             policy: DeletionPolicy, *, now: float, leader: bool,
+             unreadable: Mapping[str, Unreadable] | None = None) -> Snapshot:
     """The view after a cycle: ``targets`` discovered, their ``pods`` records (a pod deleted this cycle has none
-    and is left out), ``now`` monotonic. Only the pods listed are written out in full."""
+    and is left out), ``now`` monotonic, the watched namespaces whose pods could not be listed (``unreadable``,
+    an immutable mapping the cycle replaces whole). Only the pods listed are written out in full."""
     watched = [(t, pods[t.uid], _states(pods[t.uid])) for t in targets if t.uid in pods]
     engines = Counter(state for _, _, states in watched for state in states)
     watched.sort(key=lambda w: (min(_rank(s) for s in w[2]), w[0].namespace, w[0].name))
@@ -158,11 +163,14 @@ def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profi
         kept.append(_Pod.of(t, record))
         series += len(record.engines)
     episodes, view, counts = policy.episodes(now), policy.view(now), {s: engines.get(s, 0) for s in ENGINE_STATES}
+    blind = [{"namespace": ns, "why": u.why, "status": u.status or None, "for_s": round(now - u.since, 1)}
+             for ns, u in sorted((unreadable or {}).items())]
 
     def build() -> Mapping[str, Any]:
         return {
             "version": __version__, "leader": leader, "engines": counts,
             "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(kept)},
+            "namespaces_unreadable": blind,
             "policy": view, "pods": [_pod(pod, names[pod.target.target_name], episodes, now) for pod in kept],
         }
 

@@ -81,6 +81,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     eviction_blocked: bool | set[str] = attrs.field(factory=set, init=False)  # True or {"ns/pod"}: PDB says no
     several_pdbs: set[str] = attrs.field(factory=set, init=False)  # {"ns/pod"}: selected by 2+ PDBs (500)
     bookmark_interval_s: float = attrs.field(default=1.0, init=False)  # idle watches get a BOOKMARK this often
+    #: namespaces whose every request gets RBAC's 403 (the watchdog's RoleBinding there deleted); a WATCH already
+    #: open goes on until it ends, as on a real API server
+    forbidden: set[str] = attrs.field(factory=set, init=False)
     _rv: int = attrs.field(default=0, init=False)
     _head: int = attrs.field(default=0, init=False)  # resourceVersion of the last event (what a LIST reports)
 
@@ -142,6 +145,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def _dispatch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         action = request.action  # None for non-Kubernetes paths
+        if request.namespace in self.forbidden and not any(k.lower() == SEED_HEADER.lower() for k in request.headers):
+            plural = request.resource.plural if request.resource is not None else "resource"
+            return status_response(403, "Forbidden", f'{plural} is forbidden: the caller cannot access resource '
+                                   f'"{plural}" in the namespace "{request.namespace}"')
         if request.method == enums.method.PUT and request.name:
             return await self._replace(request)
         if request.method == enums.method.POST and request.name and request.subresource == "eviction":
