@@ -51,18 +51,18 @@ def test_history_counts_distinct_pods_within_the_window() -> None:
         NodeStallHistory(threshold=0, window_s=3600)
     with pytest.raises(ValueError, match="threshold >= 1 and window > 0"):
         NodeStallHistory(threshold=2, window_s=0)
-    with pytest.raises(ValueError, match="1 <= min_namespaces <= threshold"):
-        NodeStallHistory(threshold=2, window_s=3600, min_namespaces=3)
-    with pytest.raises(ValueError, match="1 <= min_namespaces <= threshold"):
-        NodeStallHistory(threshold=2, window_s=3600, min_namespaces=0)
+    with pytest.raises(ValueError, match="1 <= min_tenants <= threshold"):
+        NodeStallHistory(threshold=2, window_s=3600, min_tenants=3)
+    with pytest.raises(ValueError, match="1 <= min_tenants <= threshold"):
+        NodeStallHistory(threshold=2, window_s=3600, min_tenants=0)
 
 
 def test_one_namespace_never_escalates_a_node_alone() -> None:
     """Issue 27 item 9: one tenant's fake-wedged pods pinned to a shared node (spec.nodeName) must not get it
     tainted: the evidence must come from at least two namespaces."""
-    h = NodeStallHistory(threshold=2, window_s=3600)  # and 2 namespaces (min_namespaces' default)
+    h = NodeStallHistory(threshold=2, window_s=3600)  # and 2 tenants (min_tenants' default)
     assert [h.record("gpu-1", f"tenant-{i}", 10.0 * i, "tenant") for i in range(5)] == [False] * 5
-    assert h.count("gpu-1") == 5 and h.namespaces("gpu-1") == {"tenant"}
+    assert h.count("gpu-1") == 5 and h.tenants("gpu-1") == {"tenant"}
     assert h.record("gpu-1", "other", 60.0, "team-b") is True  # a second namespace's pod: a witness
     h3 = NodeStallHistory(threshold=3, window_s=3600)
     assert h3.record("n", "a", 0.0, "x") is False
@@ -72,14 +72,14 @@ def test_one_namespace_never_escalates_a_node_alone() -> None:
     assert late.record("n", "a", 0.0, "x") is False
     assert late.record("n", "b", 150.0, "y") is False  # x's pod left the window: one namespace again
     assert late.record("n", "c", 160.0, "y") is False
-    single = NodeStallHistory(threshold=2, window_s=3600, min_namespaces=1)  # the pure rule's knob (the watchdog
+    single = NodeStallHistory(threshold=2, window_s=3600, min_tenants=1)  # the pure rule's knob (the watchdog
     # always wires 2)
     assert [single.record("n", uid, 0.0, "y") for uid in "ab"] == [False, True]
 
 
 def test_history_forgets_nodes_beyond_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("watchdog.core.escalation.MAX_NODES", 3)
-    h = NodeStallHistory(threshold=1, window_s=3600, min_namespaces=1)
+    h = NodeStallHistory(threshold=1, window_s=3600, min_tenants=1)
     for i in range(10):
         assert h.record(f"n{i}", "p", float(i), "ns") is True
     assert [h.count(f"n{i}") for i in range(10)] == [0] * 7 + [1, 1, 1]
@@ -118,7 +118,7 @@ def test_taints_once_the_threshold_is_crossed_keeping_other_taints(emulator: Emu
     clock = Clock()
     esc = NodeEscalator(kube_client, builders.actuator(kube_client), builders.node_history(), clock=clock)
     assert esc.on_deletion("gpu-1", "uid-a", "ml/llm-a", "ml") == "below_threshold"
-    assert esc.on_deletion("gpu-1", "uid-a2", "ml/llm-a2", "ml") == "below_threshold"  # the same namespace
+    assert esc.on_deletion("gpu-1", "uid-a2", "ml/llm-a2", "ml") == "below_threshold"  # the same tenant
     assert emulator.emulator.request_log == []  # nothing read below the threshold
     clock.t += 1800
     assert esc.on_deletion("gpu-1", "uid-b", "team-b/llm-b", "team-b") == "tainted"
@@ -132,7 +132,7 @@ def test_taints_once_the_threshold_is_crossed_keeping_other_taints(emulator: Emu
         "StalledNodeTainted", "Warning", "vllm-stall-watchdog")
     assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1",
                                        "uid": created["metadata"]["uid"]}
-    assert "3 different pods of 2 namespaces" in event["message"] and "team-b/llm-b" in event["message"]
+    assert "3 different pods of 2 tenants" in event["message"] and "team-b/llm-b" in event["message"]
     emulator.emulator.request_log.clear()
     clock.t += 60
     assert esc.on_deletion("gpu-1", "uid-c", "ml/llm-c", "ml") == "already_tainted"
@@ -143,7 +143,7 @@ def test_taints_once_the_threshold_is_crossed_keeping_other_taints(emulator: Emu
 def test_the_patch_carries_the_resource_version_read(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator)
     esc = NodeEscalator(kube_client, builders.actuator(kube_client),
-                        builders.node_history(threshold=1, min_namespaces=1), clock=Clock())
+                        builders.node_history(threshold=1, min_tenants=1), clock=Clock())
     bumped = emulator.patch_object("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"zone": "a"}}})
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "tainted"
     stored = emulator.request("GET", "/api/v1/nodes/gpu-1")[1]
@@ -168,7 +168,7 @@ def test_a_conflict_is_an_error_and_not_retried(emulator: EmulatorServer, kube_c
     node(emulator, taints=[GPU])
     racing = RacingKube(kube_client, emulator)
     esc = NodeEscalator(racing, builders.actuator(racing),  # type: ignore[arg-type]
-                        builders.node_history(threshold=1, min_namespaces=1), clock=Clock())
+                        builders.node_history(threshold=1, min_tenants=1), clock=Clock())
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "error"
     assert [r.verb for r in emulator.emulator.request_log] == ["get", "patch"]  # one patch (409), no retry
     assert taints(emulator) == [GPU] and emulator.list_events("default") == []
@@ -177,7 +177,7 @@ def test_a_conflict_is_an_error_and_not_retried(emulator: EmulatorServer, kube_c
 def test_dry_run_never_touches_the_node(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     node(emulator)
     esc = NodeEscalator(kube_client, builders.actuator(kube_client),
-                        builders.node_history(threshold=1, min_namespaces=1), dry_run=True, clock=Clock())
+                        builders.node_history(threshold=1, min_tenants=1), dry_run=True, clock=Clock())
     assert esc.on_deletion("gpu-1", "uid-a", "ml/a", "ml") == "dry_run"
     assert esc.on_deletion("gpu-1", "uid-b", "ml/b", "ml") == "dry_run"
     assert emulator.emulator.request_log == [] and taints(emulator) == []
@@ -185,7 +185,7 @@ def test_dry_run_never_touches_the_node(emulator: EmulatorServer, kube_client: K
 
 def test_no_node_missing_node_and_api_errors_never_raise(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     esc = NodeEscalator(kube_client, builders.actuator(kube_client),
-                        builders.node_history(threshold=1, min_namespaces=1), clock=Clock())
+                        builders.node_history(threshold=1, min_tenants=1), clock=Clock())
     assert esc.on_deletion(None, "uid-a", "ml/a", "ml") == "no_node"
     assert esc.on_deletion("", "uid-a", "ml/a", "ml") == "no_node"
     assert esc.on_deletion("gone", "uid-a", "ml/a", "ml") == "error"  # 404 on the node

@@ -19,7 +19,8 @@ from watchdog.adapters.scrape_errors import ScrapeError
 from watchdog.controller.state import MAX_SERIES_PER_POD, PodRecord
 from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState
-from watchdog.core.model import NAMESPACE_LABEL
+from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
+from watchdog.core.vocab import NamespaceMode
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import seed_deployment
 
@@ -129,15 +130,33 @@ def test_one_tenants_broken_pods_do_not_blind_other_namespaces(shaped: tuple[Rig
                                 pod_age_s=1e6, now=rig.now).rule == "namespace_breaker"
 
 
+def _pod(namespace: str, mode: NamespaceMode = "enforce", tenant: str = "") -> WatchedPod:
+    return WatchedPod(uid="u", namespace=namespace, name="p", ip="10.0.0.1", port=8000, path="/metrics",
+                      target_name="vllm", profile="vllm", mode=mode, restart_count=0, owner=None, tenant=tenant)
+
+
 def test_pod_health_counts_unknowns_only_in_their_namespace() -> None:
     h = BreakerTallies()
     for _ in range(3):
-        h.add("tenant", scraped=False, present=set())
-    h.add("tenant", scraped=True, present={"unknown"})
-    h.add("ml", scraped=True, present={"stalled", "progressing"})
-    h.add("ml", scraped=True, present={"idle"})
+        h.add(_pod("tenant"), scraped=False, present=set())
+    h.add(_pod("tenant"), scraped=True, present={"unknown"})
+    h.add(_pod("ml"), scraped=True, present={"stalled", "progressing"})
+    h.add(_pod("ml"), scraped=True, present={"idle"})
     assert (h.watched, h.stalled) == (6, 1)
     assert h.by_namespace == {"tenant": (4, 4), "ml": (2, 1)}
+
+
+def test_the_fleet_tally_counts_enforced_pods_per_tenant() -> None:
+    """Issue 36 item 5: dry-run pods count only in their namespace's tally; enforced pods of one tenant's two
+    namespaces are one entry of the fleet's spread."""
+    h = BreakerTallies()
+    for namespace in ("x-dev", "x-stage"):
+        h.add(_pod(namespace, tenant="t=x"), scraped=True, present={"stalled"})
+        h.add(_pod(f"{namespace}-try", "dry-run", tenant="t=x"), scraped=True, present={"stalled"})
+    h.add(_pod("team-a"), scraped=True, present={"stalled"})
+    assert (h.watched, h.stalled) == (3, 3)
+    assert h.spread == {"t=x": (2, 2), "team-a": (1, 1)}
+    assert h.by_namespace["x-dev-try"] == (1, 1)
 
 
 def test_a_pod_keeps_a_bounded_number_of_series() -> None:

@@ -49,10 +49,13 @@ class Fleet:
         self.pods: dict[str, dict[str, Any]] = {}
         self.namespaces: set[str] = set()
 
+    def namespace(self, name: str, opt_in: str = "true", **labels: str) -> None:
+        self.api.create_namespace(name, {NAMESPACE_LABEL: opt_in, **labels})
+        self.namespaces.add(name)
+
     def pod(self, name: str, mode: str, namespace: str = "llm") -> dict[str, Any]:
         if namespace not in self.namespaces:
-            self.api.create_namespace(namespace, {NAMESPACE_LABEL: "true"})
-            self.namespaces.add(namespace)
+            self.namespace(namespace)
         owner = self.api.create_object(f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
             "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": f"{name}-rs"}})
         sim = self.engines[mode]
@@ -152,6 +155,58 @@ def test_one_tenants_fake_stalls_never_hold_back_another_namespaces_wedge(fleet:
         assert {name for name, _ in deferred} == fakes and all("namespace tenant" in m for _, m in deferred)
 
 
+TENANT = "capsule.clastix.io/tenant"
+
+
+def test_a_tenants_dry_run_namespaces_never_vote_in_the_fleet_breaker(fleet: Fleet) -> None:
+    """Issue 36 item 5: 16 fake-wedged pods (a static frozen-busy exposition) split over TWO dry-run namespaces of
+    one tenant opened the fleet breaker ("17 of 37 ... with any one namespace left out": 9 of 29 without either)
+    and team-a's real wedge was deferred `breaker` for the whole run. Pods the watchdog may not remove (dry-run
+    namespaces) do not vote: 1 of 21, the wedge is deleted, the fakes are only announced."""
+    for ns in ("x-dev", "x-stage"):
+        fleet.namespace(ns, "dry-run")
+        for i in range(8):
+            fleet.pod(f"fake-{ns}-{i}", "wedged", namespace=ns)
+    for i in range(20):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged", "wedged", namespace="team-a")
+    wd = fleet.watchdog()
+    reports = run(fleet, wd, 8)
+    assert not fleet.alive("wedged") and results(reports).count("deleted") == 1
+    assert all(fleet.alive(name) for name in fleet.pods if name != "wedged")
+    assert wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 0.0
+    assert not summed(wd.metrics.registry, "vllm_watchdog_deferrals_total", {"rule": "breaker"})
+    assert len(fleet.events("StalledPodDryRun")) == 16
+
+
+@pytest.mark.parametrize("tenant_label", [TENANT, ""])
+def test_one_tenants_enforced_namespaces_count_as_one_in_the_fleet_breaker(fleet: Fleet, tenant_label: str) -> None:
+    """Issue 36 item 5, enforced: the same 16 fake-wedged pods in two ENFORCED namespaces that the cluster admin
+    labelled as one tenant. With tenantLabel set they are one voter: 17 of 37, but 1 of 21 without tenant x, so
+    the breaker stays shut and team-a's wedge is deleted (x's own namespace breakers hold x's pods). Without
+    tenantLabel each namespace is a tenant of its own, and two of them are a storm (9 of 29 without either)."""
+    for ns in ("x-dev", "x-stage"):
+        fleet.namespace(ns, **{TENANT: "x"})
+        for i in range(8):
+            fleet.pod(f"fake-{ns}-{i}", "wedged", namespace=ns)
+    for i in range(20):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged", "wedged", namespace="team-a")
+    wd = fleet.watchdog(config=fleet.config(tenantLabel=tenant_label))
+    run(fleet, wd, 8)
+    assert all(fleet.alive(name) for name in fleet.pods if name != "wedged")
+    registry = wd.metrics.registry
+    if tenant_label:
+        assert not fleet.alive("wedged")
+        assert registry.get_sample_value("vllm_watchdog_breaker_open") == 0.0
+        assert not summed(registry, "vllm_watchdog_deferrals_total", {"rule": "breaker"})
+        assert set(wd.policy.view(fleet.now)["breaker"]["namespaces"]) == {"x-dev", "x-stage"}
+    else:
+        assert fleet.alive("wedged")
+        assert wd.policy.view(fleet.now)["breaker"]["why"] == (
+            "17 of 37 enforced pods looked stalled, in 3 tenants (over the thresholds with any one of them left out)")
+
+
 def test_a_storm_across_namespaces_still_opens_the_fleet_breaker(fleet: Fleet) -> None:
     """The storm protection stays: two stalled pods in each of four namespaces (a sticking gauge of one engine
     version) beside a healthy one: 8 of 13, and 6 of 11 with any one of them left out."""
@@ -165,7 +220,7 @@ def test_a_storm_across_namespaces_still_opens_the_fleet_breaker(fleet: Fleet) -
     assert set(results(reports)) == {"deferred"} and all(fleet.alive(name) for name in fleet.pods)
     assert wd.metrics.registry.get_sample_value("vllm_watchdog_breaker_open") == 1.0
     assert wd.policy.view(fleet.now)["breaker"]["why"] == (
-        "8 of 13 watched pods looked stalled, in 4 namespaces (over the thresholds with any one of them left out)")
+        "8 of 13 enforced pods looked stalled, in 4 tenants (over the thresholds with any one of them left out)")
 
 
 def test_breaker_closes_after_cooldown_once_the_fraction_drops(fleet: Fleet) -> None:
@@ -450,6 +505,50 @@ def test_node_escalation_taints_a_node_after_two_stalled_pods(fleet: Fleet) -> N
     assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == "gpu-7"
 
 
+@pytest.mark.parametrize("tenant_label", [TENANT, ""])
+def test_node_escalation_counts_one_tenants_namespaces_as_one(fleet: Fleet, tenant_label: str) -> None:
+    """Issue 36 item 6: two fake-wedged pods pinned to gpu-7, one in each of a tenant's two namespaces, got gpu-7
+    (which also runs team-b's engine) tainted. With tenantLabel naming the tenant they are one tenant: no taint;
+    a stalled pod of another tenant there does taint it. Without tenantLabel the two namespaces are two tenants,
+    as before."""
+    from watchdog.adapters.nodes import NodeEscalator
+
+    gpu = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    stalled = {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}
+    fleet.api.create_object("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-7"},
+                                              "spec": {"taints": [gpu]}})
+
+    def on_gpu_7(name: str, mode: str, namespace: str) -> None:
+        manifest = fleet.pod(name, mode, namespace=namespace)
+        fleet.api.patch_object(f"/api/v1/namespaces/{namespace}/pods/{manifest['metadata']['name']}",
+                               {"spec": {"nodeName": "gpu-7"}})
+
+    for i in range(4):
+        fleet.pod(f"ok-{i}", "progressing")
+    for ns in ("x-dev", "x-stage"):
+        fleet.namespace(ns, **{TENANT: "x"})
+        on_gpu_7(f"fake-{ns}", "wedged", ns)
+    on_gpu_7("bystander", "progressing", "team-b")
+    kube = KubeClient.from_settings(KubeSettings(host=fleet.api.base_url))
+    config = fleet.config(tenantLabel=tenant_label, maxDeletions=3)
+    escalator = NodeEscalator(kube, builders.actuator(kube), builders.node_history(), clock=lambda: fleet.now)
+    wd = fleet.watchdog(kube, escalation=escalator, config=config)
+    run(fleet, wd, 8)
+    assert not fleet.alive("fake-x-dev") and not fleet.alive("fake-x-stage") and fleet.alive("bystander")
+    taints = fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]["spec"]["taints"]
+    if not tenant_label:
+        assert taints == [gpu, stalled]
+        return
+    assert taints == [gpu]
+    assert not [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
+    on_gpu_7("wedged-c", "wedged", "team-c")  # another tenant's pod wedges there too: a bad host
+    run(fleet, wd, 8)
+    assert not fleet.alive("wedged-c")
+    assert fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]["spec"]["taints"] == [gpu, stalled]
+    [event] = [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
+    assert "3 different pods of 2 tenants" in event["message"]
+
+
 def test_node_escalation_needs_stalled_pods_of_two_namespaces(fleet: Fleet) -> None:
     """Issue 27 item 9: two fake-wedged pods of one namespace, placed with spec.nodeName on a node that also runs
     another tenant's pod, got the shared node tainted. One namespace's pods alone never taint it now; a stalled
@@ -486,4 +585,4 @@ def test_node_escalation_needs_stalled_pods_of_two_namespaces(fleet: Fleet) -> N
     assert fleet.api.request("GET", "/api/v1/nodes/gpu-7")[1]["spec"]["taints"] == [
         gpu, {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}]
     [event] = [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
-    assert "3 different pods of 2 namespaces" in event["message"]
+    assert "3 different pods of 2 tenants" in event["message"]

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from watchdog.core.discovery import Discovery, choose_port, discover, namespace_modes
+from watchdog.core.discovery import Discovery, choose_port, discover, namespace_modes, tenant_of
+from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.model import DEFAULT_TARGETS, EXCLUDE_ANNOTATION, NAMESPACE_LABEL, PORT_ANNOTATION, OwnerRef, Target
 from watchdog.core.profiles import get_profile
 from watchdog.demo.scenario import pod_manifest
@@ -267,3 +268,41 @@ def _ready_pod_for_terminating_test() -> dict[str, Any]:
             "spec": {"containers": [{"ports": [{"name": "http", "containerPort": 8000}]}]},
             "status": {"phase": "Running", "podIP": "10.1.2.3",
                        "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+# -- tenants (issue 36 items 5 and 6) ---------------------------------------------------------------------------
+TENANT = "capsule.clastix.io/tenant"
+
+
+def labelled(name: str, **labels: str) -> dict[str, Any]:
+    namespace = ns(name)
+    namespace["metadata"]["labels"].update(labels)
+    return namespace
+
+
+def test_a_namespace_s_tenant_is_its_label_value_else_itself() -> None:
+    assert tenant_of(labelled("x-dev", **{TENANT: "x"}), TENANT) == "capsule.clastix.io/tenant=x"
+    assert tenant_of(labelled("team-b"), TENANT) == "team-b"  # without the label: its own tenant
+    assert tenant_of(labelled("x-dev", **{TENANT: ""}), TENANT) == "x-dev"  # an empty value names no tenant
+    assert tenant_of(labelled("x-dev", **{TENANT: "x"}), "") == "x-dev"  # tenantLabel unset: each its own
+    # a label value equal to another namespace's name is still another tenant than that namespace
+    assert tenant_of(labelled("a", **{TENANT: "b"}), TENANT) != tenant_of(labelled("b"), TENANT)
+
+
+def test_discovery_gives_each_pod_its_namespace_s_tenant() -> None:
+    namespaces = [labelled("x-dev", **{TENANT: "x"}), labelled("x-stage", **{TENANT: "x"}), labelled("team-b")]
+    pods = [pod("a", namespace="x-dev"), pod("b", namespace="x-stage"), pod("c", namespace="team-b")]
+    found = run(pods, namespaces, tenant_label=TENANT)
+    assert {t.name: t.tenant for t in found.targets} == {"a": f"{TENANT}=x", "b": f"{TENANT}=x", "c": "team-b"}
+    assert {t.name: t.tenant for t in run(pods, namespaces).targets} == {"a": "x-dev", "b": "x-stage", "c": "team-b"}
+
+
+@pytest.mark.parametrize("tenant_label, taints", [(TENANT, False), ("", True)])
+def test_node_escalation_needs_a_second_tenant_not_a_second_namespace(tenant_label: str, taints: bool) -> None:
+    """Issue 36 item 6: stalled pods of one tenant's two namespaces on one node are one witness (tenantLabel set);
+    each namespace its own tenant (unset), they are two, as before."""
+    namespaces = [labelled("x-dev", **{TENANT: "x"}), labelled("x-stage", **{TENANT: "x"})]
+    found = run([pod("a", namespace="x-dev"), pod("b", namespace="x-stage")], namespaces, tenant_label=tenant_label)
+    history = NodeStallHistory(threshold=2, window_s=3600)
+    assert [history.record("gpu-7", t.uid, 10.0, t.tenant) for t in found.targets] == [False, taints]
+    assert history.record("gpu-7", "team-b-pod", 20.0, "team-b") is True  # another tenant's pod: a witness

@@ -5,13 +5,15 @@ Each rail was removed once from watchdog/core/policy.py and the test named after
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from builders import rails
 
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
-from watchdog.core.policy import PAUSE_ANNOTATION, CycleStatus, Decision, DeletionPolicy, brake_from
+from watchdog.core.model import WatchedPod
+from watchdog.core.policy import PAUSE_ANNOTATION, CycleStatus, Decision, DeletionPolicy, brake_from, votes
 
 SERIES = 'engine="0",model_name="m"'
 T0 = 1000.0  # monotonic seconds at start
@@ -125,6 +127,28 @@ def test_one_namespace_never_opens_the_fleet_breaker() -> None:
     assert decide(p, "wedge", ns="prod", now=T0 + 215).action == "delete"
 
 
+def test_one_tenant_is_one_voter_however_many_namespaces_it_has() -> None:
+    """Issue 36 item 5: 16 fake-wedged pods of one tenant split over two namespaces beside team-a's real wedge and
+    20 healthy pods. Counted per namespace they looked like two witnesses ("17 of 37", 9 of 29 without either
+    namespace): the fleet breaker opened. Counted per tenant (the spread the cycle builds), they are one: 1 of 21
+    without tenant x, and team-a's wedge is deleted."""
+    per_namespace = {"x-dev": (8, 8), "x-stage": (8, 8), "team-a": (1, 1), "llm": (20, 0)}
+    assert policy().begin_cycle(T0 + 200, watched=37, bad=17, spread=per_namespace).breaker_open
+    p = policy()
+    per_tenant = {"capsule.clastix.io/tenant=x": (16, 16), "team-a": (1, 1), "llm": (20, 0)}
+    assert not p.begin_cycle(T0 + 200, watched=37, bad=17, spread=per_tenant).breaker_open
+    assert decide(p, "wedge", ns="team-a").action == "delete"
+
+
+def test_only_pods_in_enforced_namespaces_vote() -> None:
+    """Issue 36 item 5: a pod the watchdog may never remove (a dry-run namespace's) must not vote in the fleet
+    breaker; an enforced namespace's does, whatever its target's action."""
+    pod = WatchedPod(uid="u", namespace="x-dev", name="p", ip="10.0.0.1", port=8000, path="/metrics",
+                     target_name="vllm", profile="vllm", mode="dry-run", restart_count=0, owner=None)
+    assert not votes(pod)
+    assert votes(replace(pod, mode="enforce"))
+
+
 @pytest.mark.parametrize("spread, trips", [
     ({"a": (1, 1), "b": (1, 1), "c": (1, 1), "llm": (7, 0)}, False),  # 3 of 10 = 30%: not more
     ({"a": (1, 1), "b": (1, 1), "c": (1, 1), "d": (1, 1), "llm": (7, 0)}, False),  # without a: 3 of 10 again
@@ -142,8 +166,8 @@ def test_the_fleet_breaker_holds_with_any_one_namespace_left_out(spread: dict[st
     assert (status.breaker_tripped, status.breaker_open) == (trips, trips)
     if trips:
         assert p.view(T0 + 200)["breaker"]["why"] == (
-            f"{bad} of {watched} watched pods looked stalled, in {sum(1 for _, b in spread.values() if b)} "
-            "namespaces (over the thresholds with any one of them left out)")
+            f"{bad} of {watched} enforced pods looked stalled, in {sum(1 for _, b in spread.values() if b)} "
+            "tenants (over the thresholds with any one of them left out)")
     else:
         assert decide(p, ns="quiet").action == "delete"
 
@@ -246,7 +270,7 @@ def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> Non
                               "namespace_max": 1, "namespaces": {"team-a": {"used": 1, "left": 0}},
                               "frees_in_s": {"cluster": None, "namespaces": {"team-a": 550.0}}}
     assert view["owners_waiting"] == ["team-a/ReplicaSet/x"]
-    assert view["breaker"] == {"open": True, "why": "4 of 10 watched pods looked stalled", "closes_in_s": 260.0,
+    assert view["breaker"] == {"open": True, "why": "4 of 10 enforced pods looked stalled", "closes_in_s": 260.0,
                                "namespaces": {"team-b": {"closes_in_s": 260.0,
                                                          "why": "3 of its 3 watched pods looked stalled or unknown"}}}
     assert view["deferrals"] == {"breaker": 2, "budget": 1}

@@ -1,15 +1,16 @@
 """Node escalation (opt-in, off by default): taint a node on which stalls keep repeating.
 
-When the watchdog has deleted ``threshold`` (2) different stalled pods, from at least two different namespaces,
-on the same node within ``window_s`` (3600 s), the node likely has a bad GPU (one namespace's pods alone never
-taint a shared node: their owner controls their metrics; see :mod:`watchdog.core.escalation`).
+When the watchdog has deleted ``threshold`` (2) different stalled pods, from at least two different tenants, on
+the same node within ``window_s`` (3600 s), the node likely has a bad GPU (one tenant's pods alone, in however
+many namespaces, never taint a shared node: their owner controls their metrics; see
+:mod:`watchdog.core.escalation`).
 :class:`NodeEscalator` then adds a taint (default ``vllm-watchdog.io/stalled=true:NoSchedule``) so replacement
 pods stop landing there, and records a Warning Event ``StalledNodeTainted`` on the Node (in namespace
 ``default``, where node Events live). It never removes a taint: a human checks the host and runs
 ``kubectl taint nodes NODE vllm-watchdog.io/stalled-``.
 
 - :class:`~watchdog.core.escalation.NodeStallHistory` is pure (no I/O): which distinct pods, of which
-  namespaces, stalled on which node, when (monotonic s).
+  tenants, stalled on which node, when (monotonic s).
 - The taint is written with a JSON merge patch of the whole ``spec.taints`` list (the taints read plus ours)
   guarded by the Node's ``resourceVersion``: a concurrent change gives 409, which is reported as "error" and
   NOT blindly retried (the next deletion on that node reads the node again).
@@ -55,15 +56,15 @@ class NodeEscalator:
         self.taint = parse_taint(taint)
         self.instance = socket.gethostname()
 
-    def on_deletion(self, node_name: str | None, pod_uid: str, pod_ref: str, namespace: str) -> Outcome:
-        """Called after the watchdog deleted ``pod_ref`` (``namespace/name``, uid ``pod_uid``, in ``namespace``)
+    def on_deletion(self, node_name: str | None, pod_uid: str, pod_ref: str, tenant: str) -> Outcome:
+        """Called after the watchdog deleted ``pod_ref`` (``namespace/name``, uid ``pod_uid``, of ``tenant``)
         that ran on ``node_name``. Returns what happened; never raises."""
         if not node_name:
             return "no_node"
-        if not self.history.record(node_name, pod_uid, self.clock(), namespace):
+        if not self.history.record(node_name, pod_uid, self.clock(), tenant):
             return "below_threshold"
-        why = (f"{self.history.count(node_name)} different pods of {len(self.history.namespaces(node_name))} "
-               f"namespaces were deleted as stalled on this node within {self.history.window_s:g} s (latest: "
+        why = (f"{self.history.count(node_name)} different pods of {len(self.history.tenants(node_name))} "
+               f"tenants were deleted as stalled on this node within {self.history.window_s:g} s (latest: "
                f"{pod_ref})")
         if self.dry_run:
             log.warning("node escalation DRY-RUN: would taint node %s with %s: %s", node_name, self._text(), why)

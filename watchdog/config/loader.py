@@ -19,7 +19,7 @@ import yaml
 
 from watchdog.config.flags import add_flags, flags_from_args
 from watchdog.config.names import label_problem, subdomain_problem
-from watchdog.config.selectors import selector_problem, show
+from watchdog.config.selectors import label_key_problem, selector_problem, show
 from watchdog.config.settings import (
     BY_KEY,
     BY_NAME,
@@ -136,6 +136,8 @@ def _to_text(setting: Setting, raw: Any) -> tuple[Any, str]:
         return None, f"{show(value)} is not one of {', '.join(setting.choices)}"
     if setting.name == "namespace_selector" and (problem := selector_problem(value)):
         return None, f"{show(value)} is not a valid label selector: {problem}"
+    if setting.name == "tenant_label" and value and (problem := label_key_problem(value)):
+        return None, problem
     return value, ""
 
 

@@ -18,7 +18,7 @@ from collections import deque
 
 from watchdog.config.names import subdomain_problem
 
-__all__ = ["selector_problem", "show"]
+__all__ = ["label_key_problem", "selector_problem", "show"]
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _TOKEN = re.compile(r"==|!=|[!=<>(),]|[^\s!=<>(),]+")  # spaces apart: ==, !=, one of !=<>(), or a run of the rest
@@ -38,7 +38,8 @@ def show(value: object, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _key_problem(key: str) -> str | None:
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a label key (``[DNS-subdomain/]NAME``), one line, or None."""
     prefix, slash, name = key.rpartition("/")
     if slash and subdomain_problem(prefix, "the prefix"):
         return f"label key {show(key)}: the prefix must be a DNS subdomain (lowercase, e.g. example.com/name)"
@@ -81,7 +82,7 @@ def _requirement_problem(toks: deque[str]) -> str | None:
     key = toks[0]
     if key in _PUNCTUATION:
         return f"expected a label key, found {show(key)}"
-    problem = _key_problem(key)
+    problem = label_key_problem(key)
     if problem:
         return problem
     toks.popleft()

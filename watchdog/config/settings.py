@@ -110,6 +110,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("watch_namespaces", "str", None, "namespace-only mode: the comma-separated namespaces whose pods are "
             "listed and watched, each in its own namespace (Roles there, no cluster-wide pod access; a namespace "
             "must still carry the opt-in label); unset: every namespace", optional=True),
+    Setting("tenant_label", "str", "", "the Namespace label naming a namespace's tenant (e.g. Capsule's "
+            "capsule.clastix.io/tenant), which tenants must not be able to write on their own namespaces; the rails "
+            "that count others (the fleet breaker, node escalation) count tenants. Empty, or a namespace without it: "
+            "each namespace is its own tenant"),
     Setting("require_controller", "bool", True, "skip pods without a controller owner reference (bare pods)"),
     Setting("allow_loopback_pod_ips", "bool", False, "for the embedded demo and tests only: accept pod IPs in "
             "127.0.0.0/8 and ::1; never on a real cluster"),
@@ -232,6 +236,7 @@ class Settings:
     jitter_seconds: float
     namespace_selector: str
     watch_namespaces: str | None
+    tenant_label: str
     require_controller: bool
     allow_loopback_pod_ips: bool
     grace_period_seconds: int | None

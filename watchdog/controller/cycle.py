@@ -218,7 +218,7 @@ class Watchdog:
         listed_at = self.clock()  # before any sample of this cycle: the warm-up counts from here
         found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
                          require_controller=self.config.require_controller,
-                         allow_loopback=self.config.allow_loopback_pod_ips)
+                         allow_loopback=self.config.allow_loopback_pod_ips, tenant_label=self.config.tenant_label)
         live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
         self.quarantine.observe(pods_by_target)
         del pods_by_target
@@ -300,7 +300,7 @@ class Watchdog:
         except Exception:  # one pod's trouble never stops the cycle
             log.exception("judging pod %s failed", target.ref, extra=facts(target))
             return False
-        tallies.add(target.namespace, reading.parsed is not None, present)
+        tallies.add(target, reading.parsed is not None, present)
         return True
 
     def _rails_for_cycle(self, health: BreakerTallies, listed_at: float) -> None:
@@ -322,8 +322,8 @@ class Watchdog:
                       "nothing in that namespace for %g s", namespace, bad, watched,
                       self.config.breaker_cooldown_seconds, extra=facts(namespace=namespace, rule="namespace_breaker"))
         if status.breaker_tripped:
-            log.error("mass-stall breaker OPEN: %d of %d watched pods look stalled (threshold %.0f%%, "
-                      "at least %d pods, with any one namespace left out): deleting nothing until it stays below "
+            log.error("mass-stall breaker OPEN: %d of %d pods in enforced namespaces look stalled (threshold "
+                      "%.0f%%, at least %d pods, with any one tenant left out): deleting nothing until it stays below "
                       "for %g s", health.stalled, health.watched, 100 * self.config.breaker_fraction,
                       self.config.breaker_min_pods,
                       self.config.breaker_cooldown_seconds, extra=facts(rule="breaker"))

@@ -311,7 +311,7 @@ class Remediator:
         if self.policy.first_event(target.uid, key, REASON_DELETED):
             self.events.on_pod_and_owner(target, REASON_DELETED, evidence(done, "", note), action="Delete")
         if self.escalation is not None:
-            self.escalation.on_deletion(target.node, target.uid, target.ref, target.namespace)
+            self.escalation.on_deletion(target.node, target.uid, target.ref, target.tenant)
         return Remediation(done, f"{done} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
     def _lost_answer(self, target: WatchedPod, key: str, evidence: Say, now: float, verb: RemovalAction,

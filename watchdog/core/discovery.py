@@ -46,7 +46,7 @@ from watchdog.core.profiles import get_profile
 from watchdog.core.vocab import NamespaceMode
 
 __all__ = ["Discovery", "OwnerRef", "WatchedPod", "controller_of", "discover", "has_gate", "invalid_opt_ins",
-           "namespace_modes"]
+           "namespace_modes", "tenant_of"]
 
 
 @dataclass
@@ -91,6 +91,16 @@ def namespace_modes(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, Namesp
         if mode is not None:
             modes[name] = mode
     return modes
+
+
+def tenant_of(namespace: Mapping[str, Any], label: str) -> str:
+    """The tenant of a Namespace object: ``label=value`` when ``label`` (the ``tenantLabel`` setting) is set and the
+    namespace carries it with a non-empty value, else the namespace's own name (each namespace its own tenant). The
+    two forms never collide: a namespace name holds no ``=``. The label must be one tenants cannot write on their
+    own namespaces (RUNBOOK "What a tenant can and cannot do")."""
+    meta = namespace.get("metadata") or {}
+    value = (meta.get("labels") or {}).get(label) if label else None
+    return f"{label}={value}" if value else str(meta.get("name"))
 
 
 def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
@@ -187,12 +197,15 @@ def discover(
     ever_ready: frozenset[str] | set[str] = frozenset(),
     require_controller: bool = True,
     allow_loopback: bool = False,
+    tenant_label: str = "",
 ) -> Discovery:
     """Pick this cycle's :class:`WatchedPod` list from namespace and pod dicts (one pod list per target,
     in target order). ``ever_ready``: pod UIDs this process saw Ready before. ``allow_loopback``: accept pod
-    IPs in 127.0.0.0/8 and ``::1`` (setting ``allow_loopback_pod_ips``: the embedded demo and tests only)."""
+    IPs in 127.0.0.0/8 and ``::1`` (setting ``allow_loopback_pod_ips``: the embedded demo and tests only).
+    ``tenant_label``: the Namespace label naming each pod's tenant (:func:`tenant_of`)."""
     namespaces = list(namespaces)
     modes = namespace_modes(namespaces)
+    tenants = {str((ns.get("metadata") or {}).get("name")): tenant_of(ns, tenant_label) for ns in namespaces}
     ending = {str((ns.get("metadata") or {}).get("name")) for ns in namespaces if terminating(ns)}
     seen: set[str] = set()
     targets: list[WatchedPod] = []
@@ -224,7 +237,7 @@ def discover(
                 mode=modes[str(meta["namespace"])], restart_count=restarts, owner=controller_of(meta),
                 metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
                 node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
-                window_annotation=_window_annotation(meta),
+                window_annotation=_window_annotation(meta), tenant=tenants[str(meta["namespace"])],
             ))
     return Discovery(targets, ready, skipped, modes)
 

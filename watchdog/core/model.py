@@ -97,6 +97,11 @@ class WatchedPod:
     node: str | None = None  # spec.nodeName
     container: str = ""  # the engine container: the one declaring the metrics port, else the first
     window_annotation: str | None = None  # the pod's vllm-watchdog.io/window-seconds (cut to 64 chars), if any
+    tenant: str = ""  # who owns its namespace (discovery.tenant_of); "": its namespace is its own tenant
+
+    def __post_init__(self) -> None:
+        if not self.tenant:
+            object.__setattr__(self, "tenant", self.namespace)
 
     @property
     def url(self) -> str:

@@ -24,17 +24,28 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    ``frees_when``): the budgets when the counted deletion that must go leaves the rolling window, warm-up and
    minimum age when they end, the breakers when their cooldown ends, the owner rule when the replacement is Ready.
 
-The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the watched pods, and
+The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the voting pods, and
 at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
-hangs — **and still would with any one namespace left out** (its watched and stalled pods both taken away), and
-closes by itself ``breaker_cooldown_seconds`` after the last cycle that exceeded it. The storms it is for (an
-engine version whose running gauge sticks, a monitoring fault) span many owners and namespaces; one tenant's
-pods serving a frozen "busy" exposition (dry-run or enforced) span one, so they can never open it, alone or
-together with a genuine wedge elsewhere, and never hold back another namespace's deletion. They open that
-namespace's own breaker instead, which also covers a fleet that lives in a single namespace. Pods that
-cannot be judged (failed scrape, no usable series) count only towards their own namespace's breaker (same
-thresholds, rule ``namespace_breaker``): a tenant controls its own pods, so it can hold back deletions in its
-namespace but never blind the watchdog for the others.
+hangs — **and still would with any one tenant left out** (its voting and stalled pods both taken away), and
+closes by itself ``breaker_cooldown_seconds`` after the last cycle that exceeded it. The rule of who counts, in
+one place (:func:`votes`, RUNBOOK "Mass-stall breaker"):
+
+- *Only pods the watchdog may remove vote*: a watched pod in an enforced namespace (``vllm-watchdog.io/enabled=
+  true``), whatever its target's action (delete, evict, or quarantine: the drain the breaker holds too). Pods in
+  dry-run namespaces are never removed, so they are neither watched nor stalled for it: a tenant's dry-run
+  namespaces, however many, cannot hold back a real deletion. Excluded pods are not watched at all. The global
+  ``dryRun`` changes nothing here (it decides first; the breaker shows what enforcing would meet).
+- *A tenant is one voter however many namespaces it has*: the tenant of a pod is its namespace's
+  ``tenantLabel`` value (:func:`~watchdog.core.discovery.tenant_of`), else the namespace itself. The storms the
+  breaker is for (an engine version whose running gauge sticks, a monitoring fault) span many tenants; one
+  tenant's pods serving a frozen "busy" exposition span one, so they can never open it, alone or together with a
+  genuine wedge elsewhere, and never hold back another tenant's deletion.
+
+They open that namespace's own breaker instead (per namespace, every watched pod, dry-run or not: it holds
+deletions in that namespace only), which also covers a fleet that lives in a single tenant. Pods that cannot be
+judged (failed scrape, no usable series) count only towards their own namespace's breaker (same thresholds, rule
+``namespace_breaker``): a tenant controls its own pods, so it can hold back deletions in its namespace but never
+blind the watchdog for the others.
 
 The run-time brake is the annotation :data:`PAUSE_ANNOTATION` on one ConfigMap, read by the controller every
 cycle; :func:`brake_from` says what a ConfigMap it read means (``"true"`` in any case: on; ``"false"``, empty or
@@ -51,6 +62,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from watchdog.core.detector import window_reached, window_slack
+from watchdog.core.model import WatchedPod
 from watchdog.core.vocab import DecisionAction
 
 #: The run-time brake: ``vllm-watchdog.io/paused: "true"`` on the ConfigMap named by the ``pauseConfigMap``
@@ -177,22 +189,22 @@ class DeletionPolicy:
                     namespaces: Mapping[str, tuple[int, int]] | None = None,
                     spread: Mapping[str, tuple[int, int]] | None = None,
                     listed_at: float | None = None) -> CycleStatus:
-        """Call once per cycle after a successful pod listing (at ``listed_at``; None: ``now``): ``watched`` pods
-        judged, ``bad`` of them with a stalled engine (the fleet-wide breaker); ``spread``: the same two counts per
-        namespace (namespace -> (watched, stalled)): the fleet-wide breaker opens only if it would with any one
-        namespace left out (None: the fleet is judged as one whole, for callers that know no namespaces);
-        ``namespaces``: namespace -> (watched, bad) where bad also counts pods that could not be judged (failed
-        scrape, no usable series) — each namespace's own breaker, so one tenant's broken pods hold back deletions
-        in its namespace only."""
+        """Call once per cycle after a successful pod listing (at ``listed_at``; None: ``now``): ``watched`` voting
+        pods (:func:`votes`), ``bad`` of them with a stalled engine (the fleet-wide breaker); ``spread``: the same two
+        counts per tenant (tenant -> (voting, stalled)): the fleet-wide breaker opens only if it would with any one
+        tenant left out (None: the fleet is judged as one whole, for callers that know no tenants);
+        ``namespaces``: namespace -> (watched, bad) over every watched pod, where bad also counts pods that could not
+        be judged (failed scrape, no usable series) — each namespace's own breaker, so one tenant's broken pods hold
+        back deletions in its namespace only."""
         if self._first_sync is None:
             self._first_sync = now if listed_at is None else listed_at
         was_open = self.breaker_open(now)
         fleet_over = self._fleet_over(watched, bad, spread)
         if fleet_over:
             self._breaker_until = now + self.rails.breaker_cooldown_seconds
-            spread_in = "" if spread is None else (f", in {sum(1 for _, s in spread.values() if s)} namespaces "
+            spread_in = "" if spread is None else (f", in {sum(1 for _, s in spread.values() if s)} tenants "
                                                    "(over the thresholds with any one of them left out)")
-            self._trips[""] = f"{bad} of {watched} watched pods looked stalled{spread_in}"
+            self._trips[""] = f"{bad} of {watched} enforced pods looked stalled{spread_in}"
         tripped = []
         self._namespace_breakers = {ns: t for ns, t in self._namespace_breakers.items() if now < t}
         for namespace, (ns_watched, ns_bad) in (namespaces or {}).items():
@@ -210,15 +222,15 @@ class DeletionPolicy:
         return bad >= r.breaker_min_pods and watched > 0 and bad / watched > r.breaker_fraction
 
     def _fleet_over(self, watched: int, bad: int, spread: Mapping[str, tuple[int, int]] | None) -> bool:
-        """The fleet-wide breaker's thresholds, met by the whole fleet and by the fleet without any one namespace
-        that has a stalled pod (its (watched, stalled) taken away): no single namespace — one tenant's pods that
-        serve a frozen "busy" exposition, dry-run or not — can open it, alone or with a genuine wedge elsewhere.
-        A fleet in one namespace never opens it; that namespace's own breaker (same thresholds) judges it."""
+        """The fleet-wide breaker's thresholds, met by the voting pods and by them without any one tenant that has a
+        stalled pod (its (voting, stalled) taken away): no single tenant — its pods serving a frozen "busy"
+        exposition, in one namespace or several — can open it, alone or with a genuine wedge elsewhere. A fleet of
+        one tenant never opens it; each namespace's own breaker (same thresholds) judges it."""
         if not self._over(watched, bad):
             return False
         if spread is None:
             return True
-        stalled_in = [(ns_watched, ns_bad) for ns_watched, ns_bad in spread.values() if ns_bad > 0]
+        stalled_in = [(t_watched, t_bad) for t_watched, t_bad in spread.values() if t_bad > 0]
         return bool(stalled_in) and all(self._over(watched - w, bad - b) for w, b in stalled_in)
 
     def breaker_open(self, now: float) -> bool:
@@ -546,6 +558,12 @@ class DeletionPolicy:
     def _expire(self, now: float) -> None:
         while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:
             self._deletions.popleft()
+
+
+def votes(pod: WatchedPod) -> bool:
+    """Whether ``pod`` counts in the fleet-wide breaker (module docstring): only a pod the watchdog may remove, one
+    in an enforced namespace; a dry-run namespace's pods never do."""
+    return pod.mode == "enforce"
 
 
 def brake_from(config_map: Mapping[str, Any] | None) -> tuple[bool, str | None]:
