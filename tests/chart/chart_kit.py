@@ -82,12 +82,14 @@ def lint_and_validate(values_file: str, rendered: str, path: Path) -> subprocess
 
 
 def roles_by_purpose(rendered: str, kind: str = "Role") -> dict[str, dict[str, Any]]:
-    """Namespaced Roles (or RoleBindings) keyed by what they are for: "ledger", "brake" or "leader-election"."""
+    """Namespaced Roles (or RoleBindings) keyed by what they are for: "ledger", "brake", "node-events" or
+    "leader-election"."""
     out = {}
     for o in objects(rendered):
         if o["kind"] == kind:
             name = o["metadata"]["name"]
-            out[next((p for p in ("ledger", "brake") if name.endswith(f"-{p}")), "leader-election")] = o
+            purposes = ("ledger", "brake", "node-events")
+            out[next((p for p in purposes if name.endswith(f"-{p}")), "leader-election")] = o
     return out
 
 

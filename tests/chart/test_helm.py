@@ -45,6 +45,7 @@ from chart_kit import (
 
 from watchdog.config.loader import ConfigError, load_config
 from watchdog.config.settings import BY_KEY, BY_NAME, SETTINGS, target_to_dict
+from watchdog.core.events import NODE_EVENT_NAMESPACE
 from watchdog.core.model import DEFAULT_TARGETS
 
 REPO = tools.REPO
@@ -247,16 +248,17 @@ WATCHED = ("--set", "watchNamespaces={team-a,team-b}")
     pytest.param(WATCHED, NAMESPACE_GRANTS, BASE_RBAC - NAMESPACE_GRANTS | DELETE_RBAC, id="default"),
     pytest.param((*WATCHED, *EVICT, "--set", "config.evidenceLogLines=20"), NAMESPACE_GRANTS,
                  BASE_RBAC - NAMESPACE_GRANTS | EVICT_RBAC | EVIDENCE_RBAC, id="evict-evidence"),
-    pytest.param((*WATCHED, *NODES), NAMESPACE_GRANTS | NODES_RBAC | {("", "events", "create", "")},
-                 BASE_RBAC - NAMESPACE_GRANTS | DELETE_RBAC, id="node-escalation"),
+    pytest.param((*WATCHED, *NODES), NAMESPACE_GRANTS | NODES_RBAC, BASE_RBAC - NAMESPACE_GRANTS | DELETE_RBAC,
+                 id="node-escalation"),
 ])
 def test_namespace_only_mode_rbac_grants_pods_in_the_named_namespaces_alone(
     values: tuple[str, ...], cluster: set[tuple[str, str, str, str]],
     namespaced: set[tuple[str, str, str, str]], tmp_path: Path,
 ) -> None:
-    """Issue 30 item 5 (watchNamespaces): the ClusterRole keeps the cluster-scoped reads only (namespaces; nodes,
-    and the Node Event's create in default, with nodeEscalation); the rules on pods, Events and owners are a Role
-    in each named namespace, bound to the ServiceAccount; the watchdog is told the same namespaces."""
+    """Issue 30 item 5 (watchNamespaces): the ClusterRole keeps the cluster-scoped reads only (namespaces; nodes
+    with nodeEscalation); the rules on pods, Events and owners are a Role in each named namespace, bound to the
+    ServiceAccount; the watchdog is told the same namespaces. Issue 36 item 10: the Node Event's create is a Role
+    in namespace default (test_the_node_event_is_a_role_in_default_in_namespace_only_mode), never cluster-wide."""
     rendered = template(*values)
     assert_grants(rbac_grants(one(rendered, "ClusterRole")), cluster)
     named = {o["metadata"]["namespace"]: o for o in objects(rendered)
@@ -272,6 +274,36 @@ def test_namespace_only_mode_rbac_grants_pods_in_the_named_namespaces_alone(
                and b["roleRef"]["kind"] == "Role" for b in bindings.values())
     config, raw = config_from(rendered, tmp_path)
     assert raw["watchNamespaces"] == "team-a,team-b" and config.namespaces_watched == ("team-a", "team-b")
+
+
+@pytest.mark.parametrize(("watched", "node_events"), [
+    (("team-a", "team-b"), True),
+    (("team-a", "default"), False),  # default's own Role (the pods' rules) grants the Event's create already
+])
+def test_the_node_event_is_a_role_in_default_in_namespace_only_mode(watched: tuple[str, ...],
+                                                                    node_events: bool) -> None:
+    """Issue 36 item 10: with watchNamespaces and nodeEscalation the ClusterRole granted events create in every
+    namespace for the one Node Event, which the watchdog writes in namespace default (NODE_EVENT_NAMESPACE). A
+    Role in default grants exactly that create, bound to the ServiceAccount; no Role is rendered for it without
+    nodeEscalation or without watchNamespaces (the ClusterRole's pod rules grant it there)."""
+    values = ("--set", f"watchNamespaces={{{','.join(watched)}}}", *NODES)
+    rendered = template(*values)
+    assert ("", "events", "create", "") not in rbac_grants(one(rendered, "ClusterRole"))
+    role, binding = (roles_by_purpose(rendered, kind).get("node-events") for kind in ("Role", "RoleBinding"))
+    default_roles = [o for o in objects(rendered) if o["kind"] == "Role" and o["metadata"]["namespace"] == "default"]
+    assert [rbac_grants(r) & {("", "events", "create", "")} for r in default_roles] == [{("", "events", "create", "")}]
+    if not node_events:
+        assert role is None and binding is None
+        return
+    assert role is not None and binding is not None
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NODE_EVENT_NAMESPACE
+    assert_grants(rbac_grants(role), {("", "events", "create", "")})
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    account = one(rendered, "ServiceAccount")["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    for without in (WATCHED, NODES):
+        assert "node-events" not in roles_by_purpose(template(*without))
 
 
 @pytest.mark.parametrize(("values", "want"), [
@@ -320,15 +352,16 @@ def test_every_rbac_rule_has_its_own_comment() -> None:
     """Every rule in the templates, conditional ones included, has a comment line right above it."""
     counts = {}
     for name in ("clusterrole.yaml", "_helpers.tpl", "leader-election-role.yaml", "ledger-role.yaml",
-                 "brake-role.yaml"):
+                 "brake-role.yaml", "node-event-role.yaml"):
         lines = (CHART / "templates" / name).read_text().splitlines()
         rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
         assert all(lines[i - 1].strip().startswith("#") for i in rules), name
         counts[name] = len(rules)
     # _helpers.tpl: the rules on pods, Events and owners (podRules), in the ClusterRole or a Role per watched
-    # namespace; clusterrole.yaml: namespaces, nodes, and the Node Events' create in namespace-only mode
-    assert counts == {"clusterrole.yaml": 3, "_helpers.tpl": 6, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
-                      "brake-role.yaml": 1}
+    # namespace; clusterrole.yaml: namespaces and nodes; node-event-role.yaml: the Node Event's create in default in
+    # namespace-only mode
+    assert counts == {"clusterrole.yaml": 2, "_helpers.tpl": 6, "leader-election-role.yaml": 2, "ledger-role.yaml": 2,
+                      "brake-role.yaml": 1, "node-event-role.yaml": 1}
 
 
 def test_cluster_role_binding_binds_the_service_account(production: str) -> None:

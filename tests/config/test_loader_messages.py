@@ -84,6 +84,15 @@ REFUSED: list[tuple[str, str | None, dict[str, str], dict[str, Any], list[str], 
          "FILE:1 key 'namespaceSelector': 'a in ()' is not a valid label "
          "selector: the 'in' list of 'a' is empty: give at least one value",
      ], 'json'),
+    ('a bad tenant label',  # issue 36: the Namespace label naming a namespace's tenant must be a label key
+     "tenantLabel: 'Capsule Tenant'\n",
+     {'WATCHDOG_TENANT_LABEL': 'tenants.example.com/'}, {},
+     [
+         "FILE:1 key 'tenantLabel': label key 'Capsule Tenant': the name must be 1-63 characters, alphanumeric at "
+         "both ends, with only '-', '_' and '.' inside",
+         "env WATCHDOG_TENANT_LABEL: label key 'tenants.example.com/': the name must be 1-63 characters, "
+         "alphanumeric at both ends, with only '-', '_' and '.' inside",
+     ], 'json'),
     ('targets not a list',
      'targets: {name: a}\n',
      {}, {},

@@ -154,12 +154,13 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=1, maximum=10000),
     Setting("deletion_window_seconds", "float", 600.0, "rolling window of the deletion budgets, seconds",
             minimum=1.0, maximum=86400.0),
-    Setting("breaker_fraction", "float", 0.3, "delete nothing while more than this fraction of watched pods "
-            "look stalled at once, also with any one namespace left out (one namespace's pods alone never trip "
-            "it; a namespace's own breaker also counts pods that cannot be judged)",
+    Setting("breaker_fraction", "float", 0.3, "delete nothing while more than this fraction of the pods in "
+            "enforced namespaces look stalled at once, also with any one tenant left out (one tenant's pods alone "
+            "never trip it; dry-run namespaces' pods never vote; a namespace's own breaker counts all its pods, "
+            "also those that cannot be judged)",
             minimum=0.0, maximum=1.0),
     Setting("breaker_min_pods", "int", 3, "the breaker trips only when at least this many pods look bad (the "
-            "fleet's: also with any one namespace left out)",
+            "fleet's: also with any one tenant left out)",
             minimum=1, maximum=100000),
     Setting("breaker_cooldown_seconds", "float", 300.0, "seconds the breaker stays open after the fraction "
             "last exceeded the threshold", minimum=0.0, maximum=86400.0),
@@ -175,9 +176,10 @@ SETTINGS: tuple[Setting, ...] = (
             "budget back from it with one GET after a restart or a leader change; off: nothing can be read back, "
             "so every start and leader change removes nothing for one deletionWindowSeconds"),
     Setting("node_escalation", "bool", False, "taint a node after repeated stalls of different pods, of at "
-            "least 2 namespaces, on it"),
+            "least 2 tenants, on it"),
     Setting("node_escalation_threshold", "int", 2, "distinct stalled pods on one node that trigger the taint; "
-            "they must come from at least 2 namespaces (one tenant's pods never taint a shared node)",
+            "they must come from at least 2 tenants (one tenant's pods, in however many namespaces, never taint a "
+            "shared node)",
             minimum=2, maximum=10000),
     Setting("node_escalation_window_seconds", "float", 3600.0, "window for node_escalation_threshold, seconds",
             minimum=60.0, maximum=86400.0),
