@@ -145,3 +145,20 @@ def test_namespace_only_release_acts_in_its_namespace_and_cannot_list_pods_elsew
     listed = audit(control_plane, rel.user, verb="list", resource="pods")
     assert listed and {e["objectRef"].get("namespace") for e in listed} == {named}, listed[:3]
     assert not [e for e in audit(control_plane, rel.user) if e["responseStatus"]["code"] == 403]
+
+
+def test_namespace_only_node_escalation_creates_events_in_default_alone(scenario, release, kubectl, control_plane):
+    """Issue 36 item 10: with watchNamespaces and nodeEscalation the chart granted events create in every namespace
+    (ClusterRole) for the one Node Event, which the watchdog writes in default. The real authorizer now allows that
+    create in default (a Role there) and in the named namespace (its pods' Events), and refuses it elsewhere."""
+    s = scenario("s-node-events")
+    named, other = s.namespace("named", "true"), s.namespace("other", "true")
+    rel = release("wd-scoped-nodes", NODES_CONFIG, watchNamespaces=[named])
+    _check(kubectl, control_plane, rel, [
+        ("create", "events", "-n", "default"), ("create", "events", "-n", named), ("get", "nodes/node-gpu"),
+        ("patch", "nodes/node-gpu"), ("list", "namespaces"),
+    ], [
+        *NEVER, ("create", "events", "-n", other), ("create", "events", "-n", "kube-system"),
+        ("create", "events", "-A"), ("list", "events", "-n", "default"), ("get", "events", "-n", "default"),
+        ("list", "pods", "-n", "default"), ("list", "nodes"),
+    ])
