@@ -34,8 +34,9 @@ one place (:func:`votes`, RUNBOOK "Mass-stall breaker"):
   true``), whatever its target's action (delete, evict, or quarantine: the drain the breaker holds too). Pods in
   dry-run namespaces are never removed, so they are neither watched nor stalled for it: a tenant's dry-run
   namespaces, however many, cannot hold back a real deletion (their drains under ``quarantineInDryRun`` are held
-  by their own namespace's breaker, and by the fleet's when the enforced pods open it). Excluded pods are not watched at all. The global
-  ``dryRun`` changes nothing here (it decides first; the breaker shows what enforcing would meet).
+  by their own namespace's breaker, and by the fleet's when the enforced pods open it). Excluded pods are not
+  watched at all. The global ``dryRun`` changes nothing here (it decides first; the breaker shows what enforcing
+  would meet).
 - *A tenant is one voter however many namespaces it has*: the tenant of a pod is its namespace's
   ``tenantLabel`` value (:func:`~watchdog.core.discovery.tenant_of`), else the namespace itself. The storms the
   breaker is for (an engine version whose running gauge sticks, a monitoring fault) span many tenants; one
