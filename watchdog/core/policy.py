@@ -12,17 +12,18 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    speaks for the stall.
 3. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
    turns the deletion into a ``StalledPodDryRun`` Event.
-4. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting
-   or the run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``);
-   warm-up (no deletion before a full window since start and since the first successful pod listing, with the
-   detector's slack: :func:`~watchdog.core.detector.window_reached`); the pod is younger than the minimum age (by
-   default the window, with that slack); the mass-stall breaker is open, or the namespace's own breaker; the
-   budget is unknown (earlier deletions not read back yet from the deletion ledger, or, without a ledger, for a
-   while after a start); the cluster-wide budget (default 2 per 10 min), the namespace budget (1 per 10 min) or
-   the owner rule (1 per owner until a replacement pod of that owner is Ready) is used up. Each deferral says when
-   it frees (:class:`Decision`'s ``frees_in_s``, in the caller's monotonic seconds where time alone frees it, and
-   ``frees_when``): the budgets when the counted deletion that must go leaves the rolling window, warm-up and
-   minimum age when they end, the breakers when their cooldown ends, the owner rule when the replacement is Ready.
+4. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting or the
+   run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``); warm-up (no deletion before a full
+   window since start and since the first successful pod listing, with the detector's slack:
+   :func:`~watchdog.core.detector.window_reached`); the pod is younger than the minimum age (by default the window,
+   with that slack); the mass-stall breaker is open, or the namespace's own breaker; the budget is unknown (earlier
+   deletions not read back yet from the deletion ledger, or, without a ledger, for a while after a start); the
+   cluster-wide budget (default 2 per 10 min), the namespace budget (1 per 10 min; per namespace, not per tenant:
+   RUNBOOK "Deletion budgets" says why) or the owner rule (1 per owner until a replacement pod of that owner is
+   Ready) is used up. Each deferral says when it frees (:class:`Decision`'s ``frees_in_s``, in the caller's
+   monotonic seconds where time alone frees it, and ``frees_when``): the budgets when the counted deletion that must
+   go leaves the rolling window, warm-up and minimum age when they end, the breakers when their cooldown ends, the
+   owner rule when the replacement is Ready.
 
 The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the voting pods, and
 at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
