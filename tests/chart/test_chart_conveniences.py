@@ -150,11 +150,13 @@ def test_malformed_pull_secrets_are_refused(args: tuple[str, str]) -> None:
 
 # Valid in Kubernetes' quantity grammar (apimachinery resource.ParseQuantity): digits with an optional fraction,
 # then a binary suffix (Ki..Ei), a decimal one (n u m "" k M G T P E) or an exponent (e3, E-3).
-CPU_OK = ["100m", "0.5", ".5", "1.", "2", "1e3", "1E3", "1e-3", "2k", "500u", "1.5"]
+CPU_OK = ["100m", "0.5", ".5", "1.", "2", "1e3", "1E3", "1e-3", "500u", "1.5"]
 CPU_NUMBERS_OK = [0, 1, 0.25]
 # cpu: no unit needed, but a quantity: no sign (negative is invalid anyway), no space, no unknown suffix
-# (K is not a decimal suffix: only k), no hex, no fractional exponent.
-CPU_BAD = ["-100m", "+1", "abc", "100 m", "1K", "m", "", "1.2.3", "0x10", "1e", "1e3.5", "100mi", "1Kib"]
+# (K is not a decimal suffix: only k), no hex, no fractional exponent; and no byte unit or k and up, which
+# Kubernetes would take (0.5Gi: about 537 million cores) but are always a typo for cores.
+CPU_BAD = ["-100m", "+1", "abc", "100 m", "1K", "m", "", "1.2.3", "0x10", "1e", "1e3.5", "100mi", "1Kib", "0.5Gi",
+           "512Mi", "2k", "1M"]
 # memory-like: a byte unit is required (binary, decimal k and up, or a non-negative exponent).
 MEMORY_OK = ["384Mi", "512Mi", "1Gi", "1.5Gi", ".5Gi", "64Ki", "1Ti", "1G", "500M", "129e6", "5e8", "1e3", "2E9"]
 # A bare number is bytes (384: the issue's example), m/u/n are fractions of a byte, GB/gi are no suffixes.
@@ -180,13 +182,24 @@ def test_memory_sizes_with_a_unit_render(value: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [*CPU_BAD, -1])
 def test_malformed_cpu_is_refused(value: Any, tmp_path: Path) -> None:
     err = template_fails("-f", values_file(tmp_path, quantity_values("cpu", value, "requests")))
-    assert "/resources/requests/cpu" in err and "a Kubernetes quantity" in err
+    assert "/resources/requests/cpu" in err and "a number of cores" in err
 
 
 @pytest.mark.parametrize("value", [*MEMORY_BAD, 384, 0.5])
 def test_memory_without_a_byte_unit_is_refused(value: Any, tmp_path: Path) -> None:
     err = template_fails("-f", values_file(tmp_path, quantity_values("memory", value)))
     assert "/resources/limits/memory" in err and "a bare number is bytes" in err
+
+
+@pytest.mark.parametrize("kind", ["requests", "limits"])
+def test_a_misspelled_resource_name_is_refused_and_extended_resources_pass(kind: str, tmp_path: Path) -> None:
+    """`memroy` is no resource name: the schema names it (the API server would only refuse it at install);
+    cpu, memory, ephemeral-storage, hugepages-* and domain-prefixed extended resources (nvidia.com/gpu) pass."""
+    err = template_fails("-f", values_file(tmp_path, quantity_values("memroy", "1Gi", kind)))
+    assert f"at '/resources/{kind}': additional properties 'memroy' not allowed" in err
+    good = {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi", "hugepages-2Mi": "2Mi", "nvidia.com/gpu": 1}
+    pod = pod_spec(template("-f", values_file(tmp_path, {"resources": {kind: good}})))
+    assert pod["containers"][0]["resources"][kind] == good
 
 
 def test_the_issues_example_is_refused_by_helm_set_lint_and_install_with_its_reason() -> None:
@@ -205,7 +218,7 @@ def test_the_hint_text_itself_is_no_valid_value(tmp_path: Path) -> None:
     """The readable sentence in Helm's error is a never-matching schema branch, not an accepted value."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     limits = schema["properties"]["resources"]["properties"]["limits"]
-    for node in (*limits["patternProperties"].values(), limits["additionalProperties"]):
+    for node in limits["patternProperties"].values():
         (hint,) = [alt["const"] for alt in node["anyOf"] if "const" in alt]
         template_fails("-f", values_file(tmp_path, quantity_values("memory", hint)))
         template_fails("-f", values_file(tmp_path, quantity_values("cpu", hint)))

@@ -3,9 +3,10 @@ rendered objects: RBAC exactly as specified per feature flag (action, nodeEscala
 with rbac.create=false, and the chart README's table of rules equal to what the templates grant,
 PSS-restricted security context, one replica unless leader election is on, probes, the config checksum, the fail
 guards, the values schema (and that it is what tests/chart/values_schema.py generates from the settings table), every
-refused setting refused either by the schema at install time or by the watchdog's start-up check on the rendered
-ConfigMap, and that the ConfigMap the chart renders is read by the watchdog (watchdog.config.loader.load_config) as
-exactly what the values set (no drift between chart and code).
+refused setting refused at render time (by the schema, or by the rules of templates/_rules.tpl in the watchdog's own
+words) or, for the few left to it, by the watchdog's start-up check on the rendered ConfigMap, and that the
+ConfigMap the chart renders is read by the watchdog (watchdog.config.loader.load_config) as exactly what the
+values set (no drift between chart and code).
 
 helm is found or fetched by tests/tools.py; chart_kit.py caches rendered output per argument list; the file runs in
 seconds.
@@ -683,6 +684,10 @@ def test_the_schema_is_generated_from_the_settings_and_profile_tables(schema: di
         f"{path.relative_to(REPO)} differs from the settings table: run "
         "`.venv/bin/python tests/chart/values_schema.py` (edit watchdog/config/settings.py for a setting; the "
         "chart-only parts of the schema by hand)")
+    rules = CHART / "templates" / "_rules.tpl"
+    assert rules.read_text() == chart_schema.chart_rules(), (
+        f"{rules.relative_to(REPO)} differs from settings.COMPARISONS: run "
+        "`.venv/bin/python tests/chart/values_schema.py`")
     props = schema["properties"]["config"]["properties"]
     assert props["breakerFraction"]["maximum"] == 1  # a fraction of the watched pods
     assert props["targets"]["items"]["properties"]["profile"]["enum"] == ["vllm", "sglang", "llamacpp", "trtllm"]
@@ -803,49 +808,86 @@ def test_the_schema_refuses_at_install_what_the_watchdog_would_refuse(settings: 
     watchdog_refuses(settings, tmp_path)
 
 
+# One case per rule the schema cannot express (settings.COMPARISONS, target names, label selectors): `helm template`
+# fails naming the key, in the watchdog's words.
+RULE_CASES = {
+    "window-3-intervals": {"windowSeconds": 30, "scrapeIntervalSeconds": 15},
+    "window-3-intervals-target": {"targets": [{"name": "llm", "podSelector": "app=vllm", "windowSeconds": 30}]},
+    "deadline-shorter-than-interval": {"scrapeDeadlineSeconds": 15, "scrapeIntervalSeconds": 15},
+    "jitter-shorter-than-interval": {"jitterSeconds": 15, "scrapeIntervalSeconds": 15},
+    "connect-within-deadline": {"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3},
+    "completion-600": {"completionOnlyWindowSeconds": 100},
+    "completion-at-least-window": {"completionOnlyWindowSeconds": 700, "windowSeconds": 800},
+    "completion-at-least-window-target": {"windowSeconds": 800, "targets": [
+        {"name": "trt", "podSelector": "app=trt", "profile": "trtllm", "completionOnlyWindowSeconds": 700}]},
+    "quarantine-before-window": {"quarantine": True, "quarantineAfterSeconds": 120},
+    "quarantine-before-window-target": {"quarantine": True, "targets": [
+        {"name": "llm", "podSelector": "app=vllm", "windowSeconds": 60}]},
+    "namespace-budget-within-global": {"maxDeletionsPerNamespace": 5, "maxDeletions": 2},
+    "api-timeout-under-lease": {"leaderElection": True, "apiTimeoutSeconds": 11},
+}
+
+
+@pytest.mark.parametrize("settings", RULE_CASES.values(), ids=RULE_CASES.keys())
+def test_helm_template_refuses_a_comparison_in_the_watchdogs_words(settings: dict[str, Any], tmp_path: Path) -> None:
+    """Each rule of settings.COMPARISONS fails `helm template` (GitOps renders with it: nothing reaches the cluster)
+    with the watchdog's start-up problem, the key named where it is in the values (config.windowSeconds,
+    config.targets[0].windowSeconds). The watchdog's first problem is the chart's, word for word."""
+    stderr = template_fails(*set_json(settings))
+    (chart_says,) = re.findall(r"execution error at \(vllm-stall-watchdog/templates/checks/values.yaml[^)]*\): (.*)",
+                               stderr)
+    watchdog_says = watchdog_refuses(settings, tmp_path).splitlines()[0]
+    assert chart_says.replace("config.", "") == watchdog_says
+    assert chart_says.startswith(("config.windowSeconds", "config.targets[0].", "config.scrape", "config.jitter",
+                                  "config.connect", "config.completion", "config.quarantine", "config.maxDeletions",
+                                  "config.apiTimeout"))
+
+
+@pytest.mark.parametrize(("settings", "chart_says", "watchdog_says"), [
+    ({"targets": [{"name": "a", "podSelector": "app=a"}, {"name": "a", "podSelector": "app=b"}]},
+     "config.targets: target name 'a' is used twice", "target name 'a' is used twice"),
+    ({"targets": [{"name": "a", "podSelector": "app in (a,b"}]},
+     "config.targets[0].podSelector: 'app in (a,b' is not a valid label selector",
+     "'app in (a,b' is not a valid label selector"),
+    ({"namespaceSelector": "shard in ()"}, "config.namespaceSelector: 'shard in ()' is not a valid label selector",
+     "'shard in ()' is not a valid label selector"),
+], ids=["duplicate-target-name", "pod-selector-grammar", "namespace-selector-grammar"])
+def test_helm_template_refuses_target_names_and_selectors(settings: dict[str, Any], chart_says: str,
+                                                          watchdog_says: str, tmp_path: Path) -> None:
+    assert chart_says in template_fails(*set_json(settings))
+    assert watchdog_says in watchdog_refuses(settings, tmp_path)
+
+
 @pytest.mark.parametrize(
     ("settings", "needle"),
     [
-        ({"windowSeconds": 30, "scrapeIntervalSeconds": 15}, "windowSeconds (30) must be at least 3 scrape intervals"),
-        ({"scrapeDeadlineSeconds": 15, "scrapeIntervalSeconds": 15},
-         "scrapeDeadlineSeconds (15) must be shorter than scrapeIntervalSeconds (15)"),
-        ({"connectTimeoutSeconds": 5, "scrapeDeadlineSeconds": 3},
-         "connectTimeoutSeconds must not exceed scrapeDeadlineSeconds"),
         ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 15},
          "prometheusTimeoutSeconds (15) must be shorter than scrapeIntervalSeconds (15)"),
         ({"prometheusPodLabel": "namespace"}, "the namespace and pod labels must differ"),
-        ({"maxDeletionsPerNamespace": 3, "maxDeletions": 2}, "maxDeletionsPerNamespace must not exceed maxDeletions"),
-        ({"maxDeletionsPerNamespace": 3}, "maxDeletionsPerNamespace must not exceed maxDeletions"),  # the default
-        ({"jitterSeconds": 15, "scrapeIntervalSeconds": 15}, "jitterSeconds (15) must be shorter than"),
-        ({"completionOnlyWindowSeconds": 100}, "completionOnlyWindowSeconds (100) must be 0 (off) or at least 600"),
-        ({"completionOnlyWindowSeconds": 700, "windowSeconds": 800}, "at least windowSeconds (800)"),
-        ({"quarantine": True, "quarantineAfterSeconds": 120},
-         "quarantineAfterSeconds (120) must be shorter than windowSeconds (120)"),
-        ({"leaderElection": True, "apiTimeoutSeconds": 11}, "apiTimeoutSeconds 11 is too long for leaderElection"),
     ],
 )
-def test_the_watchdog_refuses_at_start_up_what_the_schema_cannot_compare(settings: dict[str, Any], needle: str,
-                                                                          tmp_path: Path) -> None:
-    """A comparison of two settings is judged once, by the watchdog: the chart renders, and the watchdog refuses
-    the rendered ConfigMap at start-up with that rule's message (test_a_refused_config_is_one_json_line)."""
+def test_the_watchdog_refuses_at_start_up_what_the_chart_leaves_to_it(settings: dict[str, Any], needle: str,
+                                                                       tmp_path: Path) -> None:
+    """The Prometheus cross-checks (watchdog/config/sources.py) are not in settings.COMPARISONS yet: the chart
+    renders, and the watchdog refuses the rendered ConfigMap at start-up with that rule's message."""
     rendered = template(*set_json(settings))
     text = one(rendered, "ConfigMap")["data"]["config.yaml"]
     assert needle in watchdog_refuses(yaml.safe_load(text), tmp_path)
 
 
 def test_a_refused_config_is_one_json_line(tmp_path: Path) -> None:
-    """What `kubectl logs` shows for a CrashLoopBackOff of the chart's pod: `run` on the rendered config.yaml exits
-    2 with one JSON log line naming every problem."""
-    rendered = template(*set_json({"windowSeconds": 30, "maxDeletionsPerNamespace": 3}))
+    """What `kubectl logs` shows for a CrashLoopBackOff of the watchdog (a config from elsewhere than the chart):
+    `run` on it exits 2 with one JSON log line naming every problem."""
     path = tmp_path / "config.yaml"
-    path.write_text(one(rendered, "ConfigMap")["data"]["config.yaml"])
+    path.write_text(yaml.safe_dump({"windowSeconds": 30, "maxDeletionsPerNamespace": 3}))
     done = subprocess.run([sys.executable, "-m", "watchdog", "run", "--config", str(path)], capture_output=True,
                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, cwd=REPO)
     assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
     (line,) = done.stderr.splitlines()
     record = json.loads(line)
     assert record["msg"].startswith("configuration refused, 2 problems: windowSeconds (30) must be at least 3")
-    assert record["problems"][1] == "maxDeletionsPerNamespace must not exceed maxDeletions (the cluster-wide budget)"
+    assert record["problems"][1] == ("maxDeletionsPerNamespace (3) must not exceed maxDeletions (2), the "
+                                     "cluster-wide budget")
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,16 @@ from decimal import Decimal
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from values_schema import DEFAULT_PATH, chart_schema, decimal_pattern, setting_schema, target_setting_schema
+from values_schema import (
+    DEFAULT_PATH,
+    chart_schema,
+    decimal_pattern,
+    selector_pattern,
+    setting_schema,
+    target_setting_schema,
+)
 
+from watchdog.config.selectors import selector_problem
 from watchdog.config.settings import BY_NAME, SETTINGS, TARGET_POLICY
 
 TABLE_BOUNDS = sorted({(s.minimum, s.maximum) for s in SETTINGS if s.type == "float"
@@ -92,3 +100,19 @@ def test_the_chart_schema_of_the_target_keys_is_generated_from_the_rows() -> Non
     again = chart_schema(current)["properties"]["config"]["properties"]["targets"]["items"]["properties"]
     assert {k: again[k] for k in (BY_NAME[n].key for n in TARGET_POLICY)} == {
         BY_NAME[n].key: target_setting_schema(BY_NAME[n]) for n in TARGET_POLICY}
+
+
+SELECTOR_TOKENS = st.sampled_from(["app", "a.b/c", "Ex.com/x", "k8s.io/-", "v-1", "_x", "in", "notin", "=", "==",
+                                   "!=", "!", ",", "(", ")", "<", " ", "  ", "\t", "a" * 64, "x/y/z", "UP/a", ""])
+
+
+@given(text=st.lists(SELECTOR_TOKENS, max_size=9).map("".join) | st.lists(SELECTOR_TOKENS, max_size=9).map(" ".join))
+@example(text="app in (a,b")
+@example(text="app in (a,,b)")
+@example(text="app in (,)")
+@example(text="app in ()")
+@example(text="appin (a)")
+@example(text="!app,x!=,y==z")
+def test_the_charts_selector_pattern_is_the_watchdogs_grammar(text: str) -> None:
+    """The chart refuses (templates/_rules.tpl, regexMatch) exactly the label selectors the watchdog refuses."""
+    assert bool(re.fullmatch(selector_pattern(), text)) == (selector_problem(text) is None), selector_problem(text)

@@ -4,7 +4,9 @@ settings table and the profile table, so a bound, an enum or a default is writte
 :func:`chart_schema` takes the schema as it is and returns it with every generated node replaced: each setting's
 property under ``config`` (type, minimum/maximum, enum, default, description; for a fractional setting also the
 decimal string ``helm --set`` passes, held to the same bounds by a pattern), the install-time cross-setting rules
-the schema can express (``config.allOf``), and the ``profile``/``source`` enums of ``config.targets``. Everything
+the schema can express (``config.allOf``), and the ``profile``/``source`` enums of ``config.targets``;
+:func:`chart_rules` writes templates/_rules.tpl, the rules a schema cannot express (settings.COMPARISONS, the label
+selector grammar) as data the chart's validate helper evaluates. Everything
 else (image, resources, probes, the target item's other keys, ...) is the chart's own and kept as written.
 ``.venv/bin/python tests/chart/values_schema.py [PATH]`` rewrites the file; tests/chart/test_helm.py fails while it
 differs. Chart tooling beside the chart's other generator (chart_readme.py), not part of the watchdog: it only reads
@@ -21,7 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from watchdog.config.settings import BY_NAME, SETTINGS, TARGET_POLICY, Setting
+from watchdog.config.settings import BY_NAME, COMPARISONS, SETTINGS, TARGET_POLICY, Setting
 from watchdog.core.profiles import PROFILES
 
 #: Settings the chart does not expose under ``config``: listenAddress is fixed to the port the probes, the
@@ -218,8 +220,8 @@ def _set(name: str) -> dict[str, Any]:
 
 def cross_rules() -> list[dict[str, Any]]:
     """The cross-setting rules a schema can express (the watchdog checks them too: settings.quarantine_problems,
-    sources.source_checks, core/promql.auth_problem); a comparison of two numbers is left to its start-up check,
-    one JSON log line naming every problem."""
+    sources.source_checks, core/promql.auth_problem); a comparison of two numbers is settings.COMPARISONS, which
+    :func:`chart_rules` writes into templates/_rules.tpl for the chart's validate helper."""
     prometheus = {"anyOf": [_is("source", "prometheus"), {
         "properties": {"targets": {"contains": {"properties": {"source": {"const": "prometheus"}},
                                                 "required": ["source"]}}}, "required": ["targets"]}]}
@@ -237,6 +239,46 @@ def cross_rules() -> list[dict[str, Any]]:
         {"$comment": "basic auth or a bearer token, not both", "if": username,
          "then": {"properties": {_key("prometheus_bearer_token_file"): {"type": "null"}}}},
     ]
+
+
+# --- the rules the schema cannot express, as data for the chart's templates --------------------------------
+
+_SP = "[\\t\\n\\v\\f\\r ]"  # what separates the selector's tokens (watchdog/config/selectors.py)
+_NAME = "[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_PREFIX = "[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/"
+
+
+def selector_pattern() -> str:
+    """The label selectors watchdog/config/selectors.py accepts, as one RE2 regex for the chart (test_values_schema
+    holds the two to one verdict): requirements ``KEY``, ``!KEY``, ``KEY (=|==|!=) [VALUE]``, ``KEY (in|notin)
+    (VALUES)`` apart by commas, tokens apart by optional spaces (a word and ``in`` by at least one). A key's prefix
+    longer than 253 characters passes here and is refused at start-up."""
+    key = f"(?:{_PREFIX})?{_NAME}"
+    values = f"(?:{_NAME}|,(?:{_SP}*{_NAME})?)(?:{_SP}*,(?:{_SP}*{_NAME})?)*"
+    requirement = (f"(?:!{_SP}*{key}|{key}(?:{_SP}*(?:==?|!=)(?:{_SP}*{_NAME})?"
+                   f"|{_SP}+(?:not)?in{_SP}*\\({_SP}*{values}{_SP}*\\))?)")
+    return f"^{_SP}*(?:{requirement}(?:{_SP}*,{_SP}*{requirement})*{_SP}*)?$"
+
+
+RULES_PATH = DEFAULT_PATH.parent / "templates" / "_rules.tpl"
+
+
+def chart_rules() -> str:
+    """templates/_rules.tpl: the rules of watchdog/config/settings.py the schema cannot express, as JSON data the
+    validate helper (templates/_helpers.tpl) evaluates: each comparison with its keys, and the target keys that
+    hold a target's own value; and the label selector grammar."""
+    def key(name: str | float) -> str | float:
+        return BY_NAME[name].key if isinstance(name, str) else name
+
+    data = {"comparisons": [{"left": key(r.left), "op": r.op, "right": key(r.right), "message": r.message,
+                             "factor": r.factor, "floor": r.floor, "when": key(r.when) if r.when else "",
+                             "unlessZero": r.unless_zero} for r in COMPARISONS],
+            "targetKeys": [BY_NAME[n].key for n in TARGET_POLICY],
+            "selector": selector_pattern()}
+    return ("{{- /* Generated from watchdog/config/settings.py (COMPARISONS, TARGET_POLICY) and the label selector "
+            "grammar of\nwatchdog/config/selectors.py by tests/chart/values_schema.py: edit those and run it. "
+            "Evaluated by \"vllm-stall-watchdog.validate\". */}}\n"
+            "{{- define \"vllm-stall-watchdog.rules\" -}}\n" + json.dumps(data, indent=1) + "\n{{- end }}\n")
 
 
 def chart_schema(current: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,12 +305,15 @@ def dumps(schema: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    """Rewrite the schema file (argument, else the chart's in this checkout) from the tables."""
+    """Rewrite the schema file (argument, else the chart's in this checkout) and templates/_rules.tpl beside it
+from the tables."""
     path = Path(argv[0]) if argv else DEFAULT_PATH
-    text = path.read_text()
-    new = dumps(chart_schema(json.loads(text)))
-    path.write_text(new)
-    print(f"{path}: {'rewritten' if new != text else 'already up to date'}", file=sys.stderr)
+    rules = path.parent / "templates" / RULES_PATH.name
+    for where in (path, rules):
+        text = where.read_text() if where.exists() else ""
+        new = chart_rules() if where == rules else dumps(chart_schema(json.loads(text)))
+        where.write_text(new)
+        print(f"{where}: {'rewritten' if new != text else 'already up to date'}", file=sys.stderr)
     return 0
 
 

@@ -220,13 +220,13 @@ REFUSED: list[tuple[str, str | None, dict[str, str], dict[str, Any], list[str], 
          'scrapeDeadlineSeconds (5) must be shorter than scrapeIntervalSeconds ' '(5)',
          'jitterSeconds (6) must be shorter than scrapeIntervalSeconds (5): a '
          'later cycle start makes /healthz report stale cycles',
-         'connectTimeoutSeconds must not exceed scrapeDeadlineSeconds',
+         'connectTimeoutSeconds (10) must not exceed scrapeDeadlineSeconds (5)',
      ], 'json'),
     ('budgets and the breaker',
      'maxDeletions: 2\nmaxDeletionsPerNamespace: 3\nbreakerFraction: 1\n',
      {}, {},
      [
-         'maxDeletionsPerNamespace must not exceed maxDeletions (the ' 'cluster-wide budget)',
+         'maxDeletionsPerNamespace (3) must not exceed maxDeletions (2), the cluster-wide budget',
      ], 'json'),
     ('a bad node taint',
      "nodeTaint: 'a=b:Sometimes'\n",
@@ -319,7 +319,7 @@ REFUSED: list[tuple[str, str | None, dict[str, str], dict[str, Any], list[str], 
      'leaderElection: true\napiTimeoutSeconds: 100.5\n',
      {}, {},
      [
-         'apiTimeoutSeconds 100.5 is too long for leaderElection: a write is '
+         'apiTimeoutSeconds (100.5) is too long for leaderElection: a write is '
          'sent only while the 15 s Lease outlasts it (the leadership fence), so ' 'at most 10',
      ], 'json'),
 ]

@@ -265,7 +265,7 @@ def test_a_key_given_twice_is_refused_not_last_one_wins(tmp_path: Any) -> None:
     ("leaderElectionNamespace: Bad NS\n", "leaderElectionNamespace 'Bad NS' must be a valid namespace name"),
     ("listenAddress: 999.1.1.1:80\n", "must be IP:port"),
     ("listenAddress: example.com:80\n", "must be IP:port"),
-    ("leaderElection: true\napiTimeoutSeconds: 11\n", "apiTimeoutSeconds 11 is too long for leaderElection: a write "
+    ("leaderElection: true\napiTimeoutSeconds: 11\n", "apiTimeoutSeconds (11) is too long for leaderElection: a write "
      "is sent only while the 15 s Lease outlasts it (the leadership fence), so at most 10"),
 ])
 def test_names_and_the_listen_address_are_checked_at_load(tmp_path: Any, text: str, fragment: str) -> None:

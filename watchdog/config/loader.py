@@ -12,7 +12,7 @@ import difflib
 import ipaddress
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -28,7 +28,7 @@ from watchdog.config.settings import (
     TARGET_POLICY,
     Setting,
     Settings,
-    completion_window_problem,
+    comparison_problems,
     quarantine_problems,
 )
 from watchdog.config.sources import SOURCES
@@ -36,8 +36,6 @@ from watchdog.config.sources import source_checks as _source_checks
 from watchdog.core import profiles
 from watchdog.core.model import (
     DEFAULT_TARGETS,
-    LEASE_DURATION_S,
-    MAX_FENCED_TIMEOUT_S,
     NEVER_WATCHED_NAMESPACES,
     Target,
 )
@@ -394,61 +392,24 @@ def _unknown_env(env: Mapping[str, str]) -> list[str]:
 
 
 def _cross_checks(v: Mapping[str, Any]) -> list[str]:
-    return [*_timing_problems(v), *_rail_problems(v), *_listen_problems(v), *_name_problems(v),
+    return [*comparison_problems(v), *_rail_problems(v), *_listen_problems(v), *_name_problems(v),
             *_leadership_problems(v), *_watch_problems(v)]
-
-
-def _timing_problems(v: Mapping[str, Any]) -> list[str]:
-    """The window, the scrape interval, its deadline and jitter, and the connect timeout, taken together."""
-    problems = _window_problems(v)
-    if v["scrape_deadline_seconds"] >= v["scrape_interval_seconds"]:
-        problems.append(
-            f"scrapeDeadlineSeconds ({v['scrape_deadline_seconds']:g}) must be shorter than "
-            f"scrapeIntervalSeconds ({v['scrape_interval_seconds']:g})"
-        )
-    if v["jitter_seconds"] >= v["scrape_interval_seconds"]:
-        problems.append(
-            f"jitterSeconds ({v['jitter_seconds']:g}) must be shorter than scrapeIntervalSeconds "
-            f"({v['scrape_interval_seconds']:g}): a later cycle start makes /healthz report stale cycles"
-        )
-    if v["connect_timeout_seconds"] > v["scrape_deadline_seconds"]:
-        problems.append("connectTimeoutSeconds must not exceed scrapeDeadlineSeconds")
-    return problems
-
-
-def _window_problems(v: Mapping[str, Any], at: str = "", own: Collection[str] = ()) -> list[str]:
-    """The stall window against the scrape interval, and the completion-only window against both (``own``: the
-    settings a target sets itself, named ``at`` + key in the problems, e.g. ``targets[0].windowSeconds``)."""
-    def name(setting: str) -> str:
-        return f"{at}{BY_NAME[setting].key}" if setting in own else BY_NAME[setting].key
-
-    problems = []
-    if v["window_seconds"] < 3 * v["scrape_interval_seconds"]:
-        problems.append(
-            f"{name('window_seconds')} ({v['window_seconds']:g}) must be at least 3 scrape intervals "
-            f"(3 x {v['scrape_interval_seconds']:g} s): a stall needs several scrapes of evidence"
-        )
-    if problem := completion_window_problem(v["completion_only_window_seconds"], v["window_seconds"],
-                                            name("completion_only_window_seconds"), name("window_seconds")):
-        problems.append(problem)
-    return problems
 
 
 def _target_policy_problems(v: Mapping[str, Any], targets: Sequence[Target]) -> list[str]:
     """Each target's own policy under the global rules (the same checks, on the global values with the target's
     own in their place), each problem naming the target's key, ``targets[N].windowSeconds``."""
-    problems = []
+    problems: list[str] = []
     for i, target in enumerate(targets):
         own = {n: getattr(target, n) for n in TARGET_POLICY if getattr(target, n) is not None}
         if not own:
             continue  # the global values, checked already
-        at = f"targets[{i}]."
+        names = {n: f"targets[{i}].{BY_NAME[n].key}" for n in own}
         merged = {**v, **own}
-        for problem in [*_window_problems(merged, at, own), *quarantine_problems(
-                merged, f"{at}windowSeconds" if "window_seconds" in own else "windowSeconds",
-                f"{at}action" if "action" in own else "action")]:
-            if any(f"{at}{BY_NAME[n].key}" in problem for n in own):  # a problem of the target's own keys
-                problems.append(f"{problem} (target {show(target.name)})")
+        found = comparison_problems(merged, names, only=own)
+        if "action" in own:
+            found += quarantine_problems(merged, names["action"])
+        problems.extend(f"{problem} (target {show(target.name)})" for problem in found)
     return problems
 
 
@@ -458,8 +419,6 @@ def _rail_problems(v: Mapping[str, Any]) -> list[str]:
     if v["breaker_fraction"] > 1:
         problems.append(f"breakerFraction ({v['breaker_fraction']:g}) is a fraction of the watched pods: 0..1")
     problems.extend(quarantine_problems(v))
-    if v["max_deletions_per_namespace"] > v["max_deletions"]:
-        problems.append("maxDeletionsPerNamespace must not exceed maxDeletions (the cluster-wide budget)")
     try:
         parse_taint(str(v["node_taint"]))
     except ValueError as exc:
@@ -526,13 +485,8 @@ def _watch_problems(v: Mapping[str, Any]) -> list[str]:
 
 
 def _leadership_problems(v: Mapping[str, Any]) -> list[str]:
-    """The API timeout under the leadership fence, and the Lease's namespace."""
-    problems = []
-    if v["leader_election"] and v["api_timeout_seconds"] > MAX_FENCED_TIMEOUT_S:
-        problems.append(f"apiTimeoutSeconds {_number(v['api_timeout_seconds'])} is too long for leaderElection: a "
-                        f"write is sent only while the {LEASE_DURATION_S:g} s Lease outlasts it (the leadership "
-                        f"fence), so at most {MAX_FENCED_TIMEOUT_S:g}")
+    """The Lease's namespace (the API timeout under the leadership fence: a COMPARISONS rule)."""
     if v["leader_election_namespace"] is not None and (
             problem := label_problem(str(v["leader_election_namespace"]), "leaderElectionNamespace")):
-        problems.append(problem)
-    return problems
+        return [problem]
+    return []

@@ -5,12 +5,12 @@ so the three sources cannot drift. Pure data; :mod:`watchdog.config.loader` load
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
-from watchdog.core.model import DEFAULT_TARGETS, Target
+from watchdog.core.model import DEFAULT_TARGETS, LEASE_DURATION_S, MAX_FENCED_TIMEOUT_S, Target
 from watchdog.core.podpolicy import EffectivePolicy, policy_of
 from watchdog.core.taints import DEFAULT_TAINT
 from watchdog.core.vocab import StallAction
@@ -317,29 +317,94 @@ class Settings:
 MIN_COMPLETION_ONLY_WINDOW_S = 600.0
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """A rule between two settings (or a setting and a number), declared once: the watchdog checks it at start-up
+    (:func:`comparison_problems`, watchdog/config/loader.py) and the chart at render time (tests/chart/values_schema.py
+    writes :data:`COMPARISONS` into the chart's templates/_rules.tpl, which templates/_helpers.tpl evaluates), so
+    ``helm template`` refuses what the watchdog would, in the same words. ``message`` names ``{left}``/``{right}``
+    (the keys, a target's own as ``targets[N].windowSeconds``), ``{lv}``/``{rv}`` (their values) and
+    ``{factor}``, ``{floor}``; a target's own value of a :data:`TARGET_POLICY` setting is held to the same rule."""
+
+    left: str  # a setting's name
+    op: Literal["<", "<=", ">="]
+    right: str | float  # a setting's name, or a number
+    message: str
+    factor: float = 1.0  # left op factor x right
+    when: str | None = None  # a boolean setting: the rule holds only while it is true
+    unless_zero: bool = False  # left == 0 (off) always passes
+    floor: float = 0.0  # the bound is at least this (">=": left >= max(floor, factor x right))
+
+    def holds(self, left: float, right: float) -> bool:
+        bound = max(self.floor, self.factor * right)
+        return left < bound if self.op == "<" else left <= bound if self.op == "<=" else left >= bound
+
+
+COMPARISONS: tuple[Comparison, ...] = (
+    Comparison("window_seconds", ">=", "scrape_interval_seconds", "{left} ({lv}) must be at least {factor} scrape "
+               "intervals ({factor} x {rv} s): a stall needs several scrapes of evidence", factor=3.0),
+    Comparison("completion_only_window_seconds", ">=", "window_seconds", "{left} ({lv}) must be 0 (off) or at "
+               "least {floor} s and at least {right} ({rv}): a counter that moves only when a request finishes stays "
+               "flat for as long as the longest request", unless_zero=True, floor=MIN_COMPLETION_ONLY_WINDOW_S),
+    Comparison("scrape_deadline_seconds", "<", "scrape_interval_seconds",
+               "{left} ({lv}) must be shorter than {right} ({rv})"),
+    Comparison("jitter_seconds", "<", "scrape_interval_seconds", "{left} ({lv}) must be shorter than {right} "
+               "({rv}): a later cycle start makes /healthz report stale cycles"),
+    Comparison("connect_timeout_seconds", "<=", "scrape_deadline_seconds",
+               "{left} ({lv}) must not exceed {right} ({rv})"),
+    Comparison("quarantine_after_seconds", "<", "window_seconds", "{left} ({lv}) must be shorter than {right} "
+               "({rv}): a pod is drained before it is judged stalled", when="quarantine"),
+    Comparison("max_deletions_per_namespace", "<=", "max_deletions",
+               "{left} ({lv}) must not exceed {right} ({rv}), the cluster-wide budget"),
+    Comparison("api_timeout_seconds", "<=", MAX_FENCED_TIMEOUT_S, f"{{left}} ({{lv}}) is too long for leaderElection: "
+               f"a write is sent only while the {LEASE_DURATION_S:g} s Lease outlasts it (the leadership fence), so "
+               "at most {rv}", when="leader_election"),
+)
+
+
+def number_text(value: float) -> str:
+    """A number as the problems show it, and as Go's %v shows a float64 (the chart's messages): 30, 2.5."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e21 else repr(float(value))
+
+
+def comparison_problem(rule: Comparison, v: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str | None:
+    """Why the settings ``v`` (name -> value) break ``rule``, or None; ``names``: what the problem calls a setting
+    (default: its file key)."""
+    left = float(v[rule.left])
+    right = float(v[rule.right]) if isinstance(rule.right, str) else rule.right
+    if (rule.when and not v[rule.when]) or (rule.unless_zero and not left) or rule.holds(left, right):
+        return None
+    def name(setting: str | float) -> str:
+        return str(setting) if not isinstance(setting, str) else (names or {}).get(setting, BY_NAME[setting].key)
+    return (rule.message.replace("{left}", name(rule.left)).replace("{right}", name(rule.right))
+            .replace("{lv}", number_text(left)).replace("{rv}", number_text(right))
+            .replace("{factor}", number_text(rule.factor)).replace("{floor}", number_text(rule.floor)))
+
+
+def comparison_problems(v: Mapping[str, Any], names: Mapping[str, str] | None = None,
+                        only: Collection[str] | None = None) -> list[str]:
+    """The problems of every rule of :data:`COMPARISONS` on ``v``; ``only``: just the rules naming one of these
+    settings (a target's own)."""
+    return [problem for rule in COMPARISONS if only is None or rule.left in only or rule.right in only
+            if (problem := comparison_problem(rule, v, names))]
+
+
 def completion_window_problem(completion_s: float | None, window_s: float, name: str = "completionOnlyWindowSeconds",
                               window_name: str = "windowSeconds") -> str | None:
     """The rule of completionOnlyWindowSeconds (also of ``replay --completion-only-window``): 0/None (off), or at
     least :data:`MIN_COMPLETION_ONLY_WINDOW_S` and at least the stall window; the problem, else None."""
-    if not completion_s or completion_s >= max(MIN_COMPLETION_ONLY_WINDOW_S, window_s):
-        return None
-    return (f"{name} ({completion_s:g}) must be 0 (off) or at least {MIN_COMPLETION_ONLY_WINDOW_S:g} s and at "
-            f"least {window_name} ({window_s:g}): a counter that moves only when a request finishes stays flat "
-            "for as long as the longest request")
+    v = {"completion_only_window_seconds": completion_s or 0.0, "window_seconds": window_s}
+    names = {"completion_only_window_seconds": name, "window_seconds": window_name}
+    problems = comparison_problems(v, names, only=("completion_only_window_seconds",))
+    return problems[0] if problems else None
 
 
-def quarantine_problems(v: Mapping[str, Any], window_name: str = "windowSeconds",
-                        action_name: str = "action") -> list[str]:
-    """The quarantine settings' cross-checks: quarantineAfterSeconds shorter than windowSeconds (it is the early
-    step, the window the late one), and action quarantine only with quarantine on. ``window_name`` and
-    ``action_name``: what the problems call them (a target's own, ``targets[0].windowSeconds``)."""
-    problems = []
-    if v["quarantine"] and v["quarantine_after_seconds"] >= v["window_seconds"]:
-        problems.append(f"quarantineAfterSeconds ({v['quarantine_after_seconds']:g}) must be shorter than "
-                        f"{window_name} ({v['window_seconds']:g}): a pod is drained before it is judged stalled")
+def quarantine_problems(v: Mapping[str, Any], action_name: str = "action") -> list[str]:
+    """Action quarantine only with quarantine on (``action_name``: what the problem calls it, a target's own
+    ``targets[0].action``); quarantineAfterSeconds against the window is a :data:`COMPARISONS` rule."""
     if v["action"] == "quarantine" and not v["quarantine"]:
-        problems.append(f"{action_name} quarantine needs quarantine: true (the readiness gate is its only remedy)")
-    return problems
+        return [f"{action_name} quarantine needs quarantine: true (the readiness gate is its only remedy)"]
+    return []
 
 
 def defaults() -> Settings:

@@ -128,11 +128,13 @@ held it to the setting's bounds, and the watchdog reads a number from a string a
 {{- $uses }}
 {{- end }}
 
-{{/* Fail early, with a message, on chart-only values (the watchdog never sees replicaCount or the
-PodDisruptionBudget) whose refusal needs more words than a schema error gives. Settings are judged once: their
-bounds, enums and the cross-setting rules a schema can express by values.schema.json (generated from the settings
-table: python tests/chart/values_schema.py), the rest by the watchdog's start-up check, one JSON log line naming every
-problem (watchdog/config/loader.py). */}}
+{{/* Fail early, with a message: on chart-only values (the watchdog never sees replicaCount or the
+PodDisruptionBudget) whose refusal needs more words than a schema error gives, and on settings the watchdog would
+refuse at start-up that a schema cannot judge: a comparison of two settings (also a target's own value), a target
+name used twice, a label selector the API server would refuse. Each rule is declared once, in
+watchdog/config/settings.py: bounds, enums and the rules a schema can express are in values.schema.json, the others
+in _rules.tpl (both generated: python tests/chart/values_schema.py), so `helm template` refuses them with the
+watchdog's own words, the key named as it is in these values. */}}
 
 {{- define "vllm-stall-watchdog.validate" -}}
 {{- if not (hasKey .Values "podDisruptionBudget") }}
@@ -145,6 +147,61 @@ problem (watchdog/config/loader.py). */}}
 {{- if and .enabled (eq (kindIs "invalid" .minAvailable) (kindIs "invalid" .maxUnavailable)) }}
 {{- fail "podDisruptionBudget: set exactly one of minAvailable and maxUnavailable (the other null)" }}
 {{- end }}
+{{- end }}
+{{- include "vllm-stall-watchdog.validateSettings" . }}
+{{- end }}
+
+{{/* The rules of _rules.tpl on .Values.config: each comparison on the global values, then on each target's own
+values (the global ones with the target's in their place), each problem naming the target's key and the target;
+target names each once; every label selector in the API server's grammar. */}}
+{{- define "vllm-stall-watchdog.validateSettings" -}}
+{{- $rules := include "vllm-stall-watchdog.rules" . | fromJson }}
+{{- $cfg := .Values.config }}
+{{- range $rules.comparisons }}
+{{- include "vllm-stall-watchdog.compare" (dict "rule" . "values" $cfg "names" dict "suffix" "") }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $i, $target := $cfg.targets }}
+{{- $name := toString $target.name }}
+{{- if hasKey $seen $name }}
+{{- fail (printf "config.targets: target name '%s' is used twice" $name) }}
+{{- end }}
+{{- $_ := set $seen $name true }}
+{{- if not (regexMatch $rules.selector (toString $target.podSelector)) }}
+{{- fail (printf "config.targets[%d].podSelector: '%s' is not a valid label selector (the API server would refuse every LIST with it)" $i (toString $target.podSelector)) }}
+{{- end }}
+{{- $merged := deepCopy $cfg }}
+{{- $names := dict }}
+{{- range $rules.targetKeys }}
+{{- if not (kindIs "invalid" (index $target .)) }}
+{{- $_ := set $merged . (index $target .) }}
+{{- $_ := set $names . (printf "config.targets[%d].%s" $i .) }}
+{{- end }}
+{{- end }}
+{{- range $rules.comparisons }}
+{{- if or (hasKey $names .left) (hasKey $names (toString .right)) }}
+{{- include "vllm-stall-watchdog.compare" (dict "rule" . "values" $merged "names" $names "suffix" (printf " (target '%s')" $name)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not (regexMatch $rules.selector (toString $cfg.namespaceSelector)) }}
+{{- fail (printf "config.namespaceSelector: '%s' is not a valid label selector (the API server would refuse every LIST with it)" (toString $cfg.namespaceSelector)) }}
+{{- end }}
+{{- end }}
+
+{{/* One comparison rule (_rules.tpl) on .values: fails with the rule's message, keys named as in .names (else
+config.KEY), values as the watchdog shows them. */}}
+{{- define "vllm-stall-watchdog.compare" -}}
+{{- $r := .rule }}
+{{- $left := float64 (index .values $r.left) }}
+{{- $right := kindIs "string" $r.right | ternary (index .values (toString $r.right)) $r.right | float64 }}
+{{- $bound := maxf $r.floor (mulf $r.factor $right) }}
+{{- $holds := ge $left $bound }}
+{{- if eq $r.op "<" }}{{ $holds = lt $left $bound }}{{ else if eq $r.op "<=" }}{{ $holds = le $left $bound }}{{ end }}
+{{- if and (or (not $r.when) (index .values $r.when)) (not (and $r.unlessZero (eq $left 0.0))) (not $holds) }}
+{{- $leftName := get .names $r.left | default (printf "config.%s" $r.left) }}
+{{- $rightName := kindIs "string" $r.right | ternary (get .names (toString $r.right) | default (printf "config.%v" $r.right)) (toString $r.right) }}
+{{- fail (printf "%s%s" ($r.message | replace "{left}" $leftName | replace "{right}" $rightName | replace "{lv}" (printf "%v" $left) | replace "{rv}" (printf "%v" $right) | replace "{factor}" (printf "%v" (float64 $r.factor)) | replace "{floor}" (printf "%v" (float64 $r.floor))) .suffix) }}
 {{- end }}
 {{- end }}
 
