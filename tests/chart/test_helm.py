@@ -511,10 +511,14 @@ def test_more_than_one_replica_is_refused_without_leader_election(replicas: str)
 
 @pytest.mark.parametrize("values", [("--set", "replicaCount=2", *LEADER), ("-f", str(PRODUCTION))],
                          ids=["leader-election", "production"])
-def test_several_replicas_with_leader_election_stay_recreate(values: tuple[str, ...]) -> None:
+def test_with_leader_election_an_upgrade_rolls_one_pod_at_a_time(values: tuple[str, ...]) -> None:
+    """Leader election makes two pods safe (only the Lease holder acts): an upgrade surges one new pod and stops
+    an old one only once the new one is Ready, so a new pod that cannot start never leaves the fleet unwatched."""
     spec = one(template(*values), "Deployment")["spec"]
     assert spec["replicas"] == 2
-    assert spec["strategy"] == {"type": "Recreate"}
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    single = one(template("--set", "replicaCount=1", *LEADER), "Deployment")["spec"]
+    assert single["strategy"]["type"] == "RollingUpdate"
 
 
 @pytest.mark.parametrize("values", VARIANTS)
