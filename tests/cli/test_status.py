@@ -56,17 +56,20 @@ def test_the_table_has_one_row_per_engine_then_the_policys_view(served: tuple[An
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert "vllm-watchdog status:" not in err  # (other tests' stray log handlers may write to stderr)
-    assert lines[0].split() == ["NAMESPACE", "POD", "STATE", "FOR", "LAST-SCRAPE", "RUN/WAIT", "ACTED", "ENGINE"]
+    assert lines[0].split() == ["NAMESPACE", "POD", "MODE", "TARGET", "WINDOW", "STATE", "FOR", "LAST-SCRAPE",
+                                "RUN/WAIT", "ACTED", "ENGINE"]
     wedged, mute = lines[1].split(), lines[2].split()
-    assert wedged[0] == "llm" and wedged[1].startswith("wedged-") and wedged[2:4] == ["stalled", "45s"]
-    assert wedged[4:7] == ["ok", "0s", "ago"] and wedged[8] == "paused" and wedged[9].startswith('engine="0"')
-    assert mute[1].startswith("mute-") and mute[2:4] == ["unknown", "-"]
+    assert wedged[0] == "llm" and wedged[1].startswith("wedged-") and wedged[2] == "enforce"
+    assert wedged[3] in ("vllm", "-")  # "-": a document without the pod's target (the targets change names it)
+    assert wedged[4] == "5s(global)" and wedged[5:7] == ["stalled", "45s"]
+    assert wedged[7:10] == ["ok", "0s", "ago"] and wedged[11] == "paused" and wedged[12].startswith('engine="0"')
+    assert mute[1].startswith("mute-") and mute[5:7] == ["unknown", "-"]
     assert "timeout, failing 45s" in lines[2]
     assert "pods watched: 2   engines: stalled=1 unknown=1" in lines
     assert "leader: yes   pause: ON (paused: true)   warm-up: done" in lines
     assert "budget (10m00s window): cluster 2 of 2 left; per namespace 1" in lines
     assert "breaker: closed" in lines and "deferred stalls by rule: paused=1" in lines
-    assert f"held llm/{wedged[1]} {{{wedged[9]}}}: paused, may proceed when paused is set back to false" in lines
+    assert f"held llm/{wedged[1]} {{{wedged[12]}}}: paused, may proceed when paused is set back to false" in lines
     assert lines[-1].startswith("cycle: last started 0s ago, last completed 0s ago")
 
 
@@ -212,3 +215,76 @@ def test_the_text_says_when_a_held_stall_and_a_used_budget_free() -> None:
     lines = status_verb.render(doc)
     assert "budget (10m00s window): cluster 1 of 2 left; per namespace 1 (my-llm 0 left)" in lines
     assert not [line for line in lines if line.startswith("held ")]
+
+
+def test_one_pod_is_explained(served: tuple[Any, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`status --pod NAMESPACE/NAME`: the target and profile judging it, its mode, window and where it came from,
+    each engine series with state and for how long, what acted, the rails that hold it back now, its Events."""
+    wd, address = served
+    wd.cycles(4)
+    assert main(["status", "--url", address, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    wedged = next(p for p in doc["pods"] if p["pod"].startswith("wedged-"))
+    assert main(["status", "--url", address, "--pod", f"llm/{wedged['pod']}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"pod llm/{wedged['pod']} (uid {wedged['uid']})"
+    assert lines[1].startswith("judged by: ") and lines[1].endswith(", profile vllm")
+    assert lines[2] == "mode: enforce (a stall is removed when no rail holds it)"
+    assert lines[3] == ("policy: window 5 s (global: windowSeconds), min samples 3, action delete, "
+                        "completion-only window off")
+    assert lines[4] == "last scrape: ok, 0s ago"
+    assert lines[5] == "engine series:"
+    assert lines[6].startswith('  engine="0"') and ": stalled for 45s, running/waiting 21/0, acted: paused; held by " \
+        "paused, may proceed when paused is set back to false" in lines[6]
+    assert lines[7] == "rails that would hold a stall of it back now: paused (paused: true)"
+    assert lines[8] == (f"its Events (the watchdog writes them, never reads them back): kubectl -n llm get events "
+                        f"--field-selector involvedObject.uid={wedged['uid']} --sort-by=.lastTimestamp")
+
+
+def test_one_pod_as_json_and_a_pod_not_watched(served: tuple[Any, str], capsys: pytest.CaptureFixture[str]) -> None:
+    wd, address = served
+    wd.cycles(1)
+    assert main(["status", "--url", address, "--format", "json"]) == 0
+    name = next(p["pod"] for p in json.loads(capsys.readouterr().out)["pods"] if p["pod"].startswith("mute-"))
+    assert main(["status", "--url", address, "--pod", f"llm/{name}", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pod"] == name
+    assert main(["status", "--url", address, "--pod", "llm/nobody"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("vllm-watchdog status: llm/nobody is not among the 2 pods listed: not watched. Its "
+                          "namespace needs the label vllm-watchdog.io/enabled=true")
+
+
+@pytest.mark.parametrize("ref", ["llm", "/x", "llm/", "a/b/c"])
+def test_a_pod_reference_that_is_not_namespace_slash_name_is_a_usage_error(
+        ref: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["status", "--pod", ref])
+    assert exited.value.code == 2
+    assert f"argument --pod: {ref!r} is not NAMESPACE/NAME (e.g. llm/vllm-0)" in capsys.readouterr().err
+
+
+def test_the_text_says_global_dry_run_and_the_rails_now() -> None:
+    """Under the global dryRun every row says dry-run (the namespace label says enforce) and the rails list it."""
+    pod = {"namespace": "llm", "pod": "p", "uid": "u1", "mode": "enforce", "state": "stalled", "profile": "sglang",
+           "target": "big", "targets": ["big", "small"],
+           "policy": {"window_s": 600, "window_source": "annotation", "min_samples": 3, "action": "evict",
+                      "completion_only_window_s": 0},
+           "scrape": {"outcome": "ok", "detail": None, "age_s": 3, "failing_for_s": None},
+           "engines": [{"engine": "e", "state": "stalled", "for_s": 700, "running": 2, "waiting": 0,
+                        "acted": "dry_run", "deferred_by": [], "held": None}]}
+    doc = {"leader": False, "pods": [pod], "truncated": {"pods": 0},
+           "policy": {"dry_run": True, "paused": False, "paused_why": None, "warm_up": {"done": False, "left_s": 30},
+                      "breaker": {"open": True, "closes_in_s": 60, "namespaces": {"llm": {"closes_in_s": 90}}},
+                      "budget": {"known": True, "cluster": {"left": 0}, "namespaces": {"llm": {"left": 0}}}}}
+    (row,) = status_verb._rows([pod], global_dry_run=True)
+    assert row[2:5] == ["dry-run", "big", "10m00s(annotation)"]
+    lines = status_verb.explain_lines(doc, pod)
+    assert lines[1] == ("judged by: target big, profile sglang (the podSelectors of targets big, small match it: the "
+                        "one with the longest window judges, the first listed on a tie)")
+    assert lines[2] == "mode: dry-run (global dryRun: observe only)"
+    assert "window 600 s (annotation: the pod's annotation vllm-watchdog.io/window-seconds)" in lines[3]
+    assert lines[6] == "  e: stalled for 11m40s, running/waiting 2/0, acted: dry-run"
+    assert lines[7] == ("rails that would hold a stall of it back now: not the leader (this replica acts on nothing: "
+                        "ask the leader); global dryRun (announced, never removed); warm-up (30s left); breaker open, "
+                        "closes in 1m00s; namespace breaker open, closes in 1m30s; cluster deletion budget used up; "
+                        "namespace llm deletion budget used up")

@@ -37,12 +37,18 @@ or run it inside the watchdog pod (the same default URL works there):
 With leader election, the standby replica sees the same pods but acts on nothing: port-forward to the leader.
 
 Table columns (one row per engine series; a pod whose scrape fails before any series is known is one row):
+  MODE         enforce, or dry-run (the namespace's label, or the global dryRun: then every pod is dry-run)
+  TARGET       the target judging the pod (its podSelector matched; '-' from a watchdog that does not say)
+  WINDOW       its stall window and where it came from: global, target or annotation (the pod's own)
   STATE        idle, paused, progressing, suspect, stalled or unknown (the detector's verdict)
   FOR          how long the engine has been suspect or stalled (no progress while busy)
   LAST-SCRAPE  the last scrape's outcome and age; a failing one says for how long it has failed
   RUN/WAIT     requests running / waiting in the last good scrape ('-': not exposed)
   ACTED        deleted / dry-run for this stall, or the rules deferring it (budget, breaker, paused, ...)
 The watchdog lists at most 2,000 pods, the worst first; the rest is counted, not listed.
+--pod NAMESPACE/NAME explains one pod: the target and profile judging it (and every target matching it), its
+mode, window and where it came from, each engine series with its state and for how long, what acted on it,
+which rail would hold a stall of it back right now, and the command that lists its Events.
 --format json prints the watchdog's document as it came (times are seconds: *_s_ago ages are as of its
 snapshot, taken at the end of its last completed cycle; snapshot_age_s says how old that is).
 
@@ -66,6 +72,8 @@ def add_parser(verbs: Any) -> None:
     p.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
                    help="how long to wait for the answer (default: %(default)s)")
     p.add_argument("--ready", action="store_true", help="one line from GET /readyz: ready, or why not (exit 1)")
+    p.add_argument("--pod", type=_pod_ref, metavar="NAMESPACE/NAME", help="explain one pod: its target, profile, "
+                   "window, engine series, the rails that would hold it back now, its Events (exit 1: not watched)")
     p.set_defaults(handler=status)
 
 
@@ -150,6 +158,14 @@ def status_url(given: str) -> str | None:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
+def _pod_ref(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` as a pair; argparse turns the ValueError into a usage error naming the flag."""
+    namespace, slash, name = text.partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not NAMESPACE/NAME (e.g. llm/vllm-0)")
+    return namespace, name
+
+
 def status(args: argparse.Namespace) -> int:
     url = status_url(args.url)
     if url is None:
@@ -163,6 +179,8 @@ def status(args: argparse.Namespace) -> int:
     doc = fetch(url, args.timeout)
     if isinstance(doc, str):
         return refuse(PROG, doc)
+    if args.pod is not None and doc.get("pods") is not None:
+        return explain(doc, args.pod, as_json=args.format == "json")
     if args.format == "json":
         print(json.dumps(doc, indent=1))
     else:
@@ -197,22 +215,40 @@ def _cell(value: object, width: int = 80) -> str:
     return escape_controls(str(value))[:width]
 
 
-def _rows(pods: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def _mode(pod: Mapping[str, Any], global_dry_run: bool) -> str:
+    return "dry-run" if global_dry_run else str(pod.get("mode") or "-")
+
+
+def _window(pod: Mapping[str, Any]) -> str:
+    """``120s(global)``: the pod's stall window and where it came from; ``-`` when the document has none."""
+    policy = pod.get("policy")
+    if not isinstance(policy, Mapping):
+        return "-"
+    return f"{_age(policy.get('window_s'))}({policy.get('window_source') or '?'})"
+
+
+def _rows(pods: Sequence[Mapping[str, Any]], global_dry_run: bool = False) -> list[list[str]]:
     rows = []
     for pod in pods:
         scrape = pod["scrape"]
         last = f"{scrape['outcome'] or '-'} {_age(scrape['age_s'])} ago"
         if scrape.get("failing_for_s") is not None:
             last = f"{scrape['outcome']}, failing {_age(scrape['failing_for_s'])}"
+        head = [pod["namespace"], pod["pod"], _mode(pod, global_dry_run), pod.get("target") or "-", _window(pod)]
         for engine in pod["engines"] or [None]:
             if engine is None:
-                rows.append([pod["namespace"], pod["pod"], pod["state"], "-", last, "-", "-", "-"])
+                rows.append([*head, pod["state"], "-", last, "-", "-", "-"])
                 continue
-            acted = {"delete": "deleted", "dry_run": "dry-run"}.get(engine["acted"] or "", "")
-            acted = acted or ",".join(engine["deferred_by"]) or "-"
-            rows.append([pod["namespace"], pod["pod"], engine["state"], _age(engine["for_s"]), last,
-                         f"{_num(engine['running'])}/{_num(engine['waiting'])}", acted, engine["engine"] or "-"])
+            rows.append([*head, engine["state"], _age(engine["for_s"]), last,
+                         f"{_num(engine['running'])}/{_num(engine['waiting'])}", _acted(engine),
+                         engine["engine"] or "-"])
     return [[_cell(c) for c in row] for row in rows]
+
+
+def _acted(engine: Mapping[str, Any]) -> str:
+    """How this stall episode was acted on: deleted, dry-run, the rules deferring it, or ``-``."""
+    acted = {"delete": "deleted", "dry_run": "dry-run"}.get(engine["acted"] or "", "")
+    return acted or ",".join(engine["deferred_by"]) or "-"
 
 
 def _held(pods: Sequence[Mapping[str, Any]], most: int = 20) -> list[str]:
@@ -241,8 +277,12 @@ def render(doc: Mapping[str, Any]) -> list[str]:
         out.append("no cycle has completed yet" + (f"; last error {_age(cycle['last_error_s_ago'])} ago: "
                                                    f"{_cell(cycle['last_error'], 400)}" if cycle["last_error"] else ""))
         return out
-    header = ["NAMESPACE", "POD", "STATE", "FOR", "LAST-SCRAPE", "RUN/WAIT", "ACTED", "ENGINE"]
-    out.extend(_table(header, _rows(doc["pods"])) if doc["pods"] else ["(no pods watched)"])
+    header = ["NAMESPACE", "POD", "MODE", "TARGET", "WINDOW", "STATE", "FOR", "LAST-SCRAPE", "RUN/WAIT", "ACTED",
+              "ENGINE"]
+    global_dry_run = bool(doc["policy"].get("dry_run"))  # an older watchdog's document has none
+    out.extend(_table(header, _rows(doc["pods"], global_dry_run)) if doc["pods"] else ["(no pods watched)"])
+    if global_dry_run:
+        out.append("global dryRun is on: every pod is observed only (StalledPodDryRun Events, no deletion)")
     if doc["truncated"]["pods"]:
         out.append(f"... and {doc['truncated']['pods']} more pods, not listed (the worst are listed first)")
     p = doc["policy"]
@@ -280,3 +320,100 @@ def render(doc: Mapping[str, Any]) -> list[str]:
     out.append(f"cycle: last started {_age(cycle['started_s_ago'])} ago, last completed "
                f"{_age(cycle['completed_s_ago'])} ago (this view: {_age(doc['snapshot_age_s'])} old){error}")
     return out
+
+
+def explain(doc: Mapping[str, Any], ref: tuple[str, str], as_json: bool = False) -> int:
+    """``status --pod``: what the watchdog thinks of one pod (exit 0), or why it is not listed (exit 1)."""
+    namespace, name = ref
+    pod = next((p for p in doc["pods"] if p["namespace"] == namespace and p["pod"] == name), None)
+    if pod is None:
+        more = doc["truncated"]["pods"]
+        print(f"{PROG}: {namespace}/{name} is not among the {len(doc['pods'])} pods listed" + (
+            f" ({more} more are watched but not listed: the worst come first)" if more else
+            ": not watched. Its namespace needs the label vllm-watchdog.io/enabled=true (or dry-run), a target's "
+            "podSelector must match it, it must be Running with a pod IP and (requireController) have a "
+            "controller; the watchdog's log says which targets it lists"))
+        return 1
+    if as_json:
+        print(json.dumps(pod, indent=1))
+        return 0
+    print("\n".join(explain_lines(doc, pod)))
+    return 0
+
+
+def explain_lines(doc: Mapping[str, Any], pod: Mapping[str, Any]) -> list[str]:
+    """The lines of ``status --pod``: who judges the pod and how, its engine series, the rails now, its Events."""
+    p = doc["policy"]
+    ns, name = pod["namespace"], pod["pod"]
+    targets = [str(t) for t in pod.get("targets") or []]
+    target = pod.get("target")
+    judged = (f"target {target}" if target else "a target this watchdog does not name") + \
+        f", profile {pod.get('profile') or '-'}"
+    if len(targets) > 1:
+        judged += (f" (the podSelectors of targets {', '.join(targets)} match it: the one with the longest window "
+                   "judges, the first listed on a tie)")
+    mode = ("dry-run (global dryRun: observe only)" if p.get("dry_run") else
+            "dry-run (its namespace is labelled dry-run: observe only)" if pod["mode"] == "dry-run" else
+            "enforce (a stall is removed when no rail holds it)")
+    out = [_cell(f"pod {ns}/{name} (uid {pod['uid']})", 400), _cell(f"judged by: {judged}", 400),
+           f"mode: {mode}", _cell(f"policy: {_policy_text(pod.get('policy'))}", 400)]
+    scrape = pod["scrape"]
+    out.append(_cell(f"last scrape: {scrape['outcome'] or 'none yet'}, {_age(scrape['age_s'])} ago" + (
+        f", failing for {_age(scrape['failing_for_s'])}" if scrape.get("failing_for_s") is not None else "") + (
+        f": {scrape['detail']}" if scrape.get("detail") else ""), 400))
+    out.append("engine series:" if pod["engines"] else "engine series: none known yet (state unknown)")
+    for engine in pod["engines"]:
+        line = f"  {engine['engine'] or '-'}: {engine['state']}"
+        if engine["for_s"] is not None:
+            line += f" for {_age(engine['for_s'])}"
+        line += f", running/waiting {_num(engine['running'])}/{_num(engine['waiting'])}, acted: {_acted(engine)}"
+        if engine.get("held"):
+            h = engine["held"]
+            line += (f"; held by {h['rule']}, may proceed " + (f"in {_age(h['frees_in_s'])}, " if h["frees_in_s"]
+                                                              is not None else "") + str(h["frees_when"]))
+        out.append(_cell(line, 600))
+    rails = _rails_now(doc, ns)
+    out.append("rails that would hold a stall of it back now: " + ("; ".join(rails) if rails else
+                                                                    "none (a stall would be removed)"))
+    out.append(_cell(f"its Events (the watchdog writes them, never reads them back): kubectl -n {ns} get events "
+                     f"--field-selector involvedObject.uid={pod['uid']} --sort-by=.lastTimestamp", 600))
+    return out
+
+
+def _policy_text(policy: object) -> str:
+    if not isinstance(policy, Mapping):
+        return "not known yet (the pod was not judged yet)"
+    completion = policy.get("completion_only_window_s")
+    return (f"window {_num(policy.get('window_s'))} s ({policy.get('window_source')}: "
+            f"{_WINDOW_SOURCES.get(str(policy.get('window_source')), '?')}), min samples "
+            f"{policy.get('min_samples')}, action {policy.get('action')}, completion-only window "
+            + (f"{_num(completion)} s" if completion else "off"))
+
+
+_WINDOW_SOURCES = {"global": "windowSeconds", "target": "its target's windowSeconds",
+                   "annotation": "the pod's annotation vllm-watchdog.io/window-seconds"}
+
+
+def _rails_now(doc: Mapping[str, Any], namespace: str) -> list[str]:
+    """The rails that would hold a stall of a pod in ``namespace`` back at the snapshot, in the policy's order."""
+    p, rails = doc["policy"], []
+    if not doc.get("leader"):
+        rails.append("not the leader (this replica acts on nothing: ask the leader)")
+    if p.get("dry_run"):
+        rails.append("global dryRun (announced, never removed)")
+    if p["paused"]:
+        rails.append(f"paused ({p['paused_why']})")
+    if not p["warm_up"]["done"]:
+        rails.append(f"warm-up ({_age(p['warm_up']['left_s'])} left)")
+    if p["breaker"]["open"]:
+        rails.append(f"breaker open, closes in {_age(p['breaker']['closes_in_s'])}")
+    if namespace in p["breaker"]["namespaces"]:
+        rails.append(f"namespace breaker open, closes in {_age(p['breaker']['namespaces'][namespace]['closes_in_s'])}")
+    b = p["budget"]
+    if not b["known"]:
+        rails.append("deletion budget not known yet")
+    if b["cluster"]["left"] <= 0:
+        rails.append("cluster deletion budget used up")
+    if b["namespaces"].get(namespace, {}).get("left", 1) <= 0:
+        rails.append(f"namespace {namespace} deletion budget used up")
+    return [_cell(r, 200) for r in rails]

@@ -137,6 +137,7 @@ def _pod(pod: _Pod, names: tuple[str, ...], episodes: Episodes, now: float) -> d
                    "age_s": round(now - pod.scraped_at, 1) if pod.scraped_at is not None else None,
                    "failing_for_s": round(now - pod.outcome_since, 1) if failing else None},
         "policy": pod.policy.as_dict() if pod.policy is not None else None,
+        "profile": target.profile,  # the engine profile judging it ("policy": its window and where it came from)
         "engines": engines,
     }
 

@@ -508,9 +508,9 @@ class DeletionPolicy:
 
     # -- what it knows, for /status ------------------------------------------------------------------------------
     def view(self, now: float) -> dict[str, Any]:
-        """The policy's state at ``now`` as plain data (JSON-ready), changing nothing: the pause and why, warm-up,
-        budget used and left (cluster-wide and per namespace with deletions in the window), owners waiting for a
-        replacement, the breakers (open, closing in, what tripped them) and open deferrals per rule."""
+        """The policy's state at ``now`` as plain data (JSON-ready), changing nothing: global dry-run, the pause and
+        why, warm-up, budget used and left (cluster-wide and per namespace with deletions in the window), owners
+        waiting for a replacement, the breakers (open, closing in, what tripped them) and open deferrals per rule."""
         r = self.rails
         counted = [(t, ns) for t, ns, _ in self._deletions if now - t < r.deletion_window_seconds]
         recent = Counter(ns for _, ns in counted)
@@ -523,6 +523,7 @@ class DeletionPolicy:
         fleet_open = self.breaker_open(now)
         closes_in = round(self._breaker_until - now, 1) if fleet_open and self._breaker_until is not None else None
         return {
+            "dry_run": r.dry_run,  # the global setting (a namespace's dry-run label is each pod's "mode")
             "paused": self.paused_by is not None, "paused_why": self.paused_by,
             "warm_up": {"done": since is not None and warm_left == 0, "left_s": round(warm_left, 1)},
             "budget": {
