@@ -145,3 +145,19 @@ def test_the_rendered_command_passes_when_ready_and_fails_in_one_line_when_the_s
     assert done.returncode == 1 and done.stdout.count("\n") == 1, done.stdout + done.stderr
     assert done.stdout.startswith("vllm-watchdog status: not ready: source scrape (the pods' /metrics) has read no "
                                   "pod for 3 cycles in a row")
+
+
+def test_the_runbooks_uninstall_deletes_every_hook_object() -> None:
+    """Helm never removes hook objects on uninstall: RUNBOOK section 12's commands delete each one the chart
+    renders for the release it names (the test Pod), or it would stay behind."""
+    from chart_kit import CHART, helm
+
+    done = helm("template", "vllm-stall-watchdog", str(CHART), "--namespace", "vllm-stall-watchdog")
+    assert done.returncode == 0, done.stderr
+    runbook = (tools.REPO / "RUNBOOK.md").read_text()
+    section = runbook[runbook.index("## 12 Uninstall"):]
+    commands = section[section.index("```sh"):section.index("```", section.index("```sh") + 5)]
+    found = hooks(done.stdout)
+    assert found
+    for obj in found:
+        assert f"{obj['kind'].lower()}/{obj['metadata']['name']}" in commands
