@@ -254,6 +254,17 @@ def test_notes_warn_about_the_placeholder_image() -> None:
     assert "WARNING" not in notes("--set", "image.repository=registry.example.com/platform/vllm-stall-watchdog")
 
 
+def test_notes_ledger_command_works_before_the_first_removal() -> None:
+    """The ledger ConfigMap exists only after the watchdog's first removal: the NOTES' command must not fail
+    (NotFound) on a fresh install, and says it prints nothing until then."""
+    text = notes()
+    (command,) = [line.strip() for line in text.splitlines() if "-ledger" in line and "kubectl" in line]
+    assert command == (f"kubectl -n {NAMESPACE} get configmap vllm-stall-watchdog-ledger --ignore-not-found -o "
+                       "jsonpath='{.data.deletions}{\"\\n\"}'")
+    assert "creates it at its first removal: until then\nthis prints nothing" in text
+    assert "-ledger" not in notes("--set", "config.budgetLedger=false")
+
+
 def test_notes_show_the_logs_of_every_replica() -> None:
     text = notes()
     assert (f"kubectl -n {NAMESPACE} logs -l app.kubernetes.io/instance={RELEASE},"
