@@ -274,7 +274,7 @@ def test_namespace_only_mode_rbac_grants_pods_in_the_named_namespaces_alone(
     assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
                and b["roleRef"]["kind"] == "Role" for b in bindings.values())
     config, raw = config_from(rendered, tmp_path)
-    assert raw["watchNamespaces"] == "team-a,team-b" and config.namespaces_watched == ("team-a", "team-b")
+    assert raw["watchNamespaces"] == ["team-a", "team-b"] and config.namespaces_watched == ("team-a", "team-b")
 
 
 @pytest.mark.parametrize(("watched", "node_events"), [
@@ -347,6 +347,21 @@ def test_without_watch_namespaces_there_is_no_namespace_role() -> None:
 @pytest.mark.parametrize("bad", ["Team-A", "team_a", "-a", "a" * 64, "kube-system"])
 def test_watch_namespaces_must_be_namespace_names(bad: str) -> None:
     assert "watchNamespaces" in template_fails("--set", f"watchNamespaces={{{bad}}}")
+
+
+def test_kube_system_in_watch_namespaces_is_refused_in_the_watchdogs_words(tmp_path: Path) -> None:
+    said = watchdog_refuses({"watchNamespaces": ["team-a", "kube-system"]}, tmp_path)
+    assert said in template_fails("--set", "watchNamespaces={team-a,kube-system}")
+    assert said == ("watchNamespaces names kube-system, which is never watched: leave it out (its Role would grant "
+                    "pod deletes for nothing)")
+
+
+def test_watch_namespaces_under_config_says_where_it_belongs() -> None:
+    """`run --help` lists the file key watchNamespaces; in the chart it is the top-level list (it renders the Roles
+    too): under config it is refused naming the top-level value."""
+    stderr = template_fails("--set-json", 'config.watchNamespaces=["team-a"]')
+    assert "at '/config/watchNamespaces': value must be 'not under config: set the top-level value " \
+           "watchNamespaces (a list of namespaces" in stderr
 
 
 def test_every_rbac_rule_has_its_own_comment() -> None:
@@ -676,7 +691,8 @@ def test_every_declared_object_in_the_schema_is_closed(schema: dict[str, Any]) -
 def test_chart_config_exposes_every_watchdog_setting(schema: dict[str, Any]) -> None:
     """A setting added to watchdog/config/loader.py must be added to the chart (schema and values.yaml) too."""
     wanted = {s.key for s in SETTINGS} - NOT_IN_CHART | {"targets"}
-    assert set(schema["properties"]["config"]["properties"]) == wanted
+    misplaced = {BY_NAME[n].key for n in chart_schema.MISPLACED}  # refused there, saying where they go
+    assert set(schema["properties"]["config"]["properties"]) == wanted | misplaced
     assert set(yaml.safe_load((CHART / "values.yaml").read_text())["config"]) == wanted
 
 
@@ -1122,6 +1138,7 @@ def test_runbook_uninstall_deletes_what_the_watchdog_leaves_behind() -> None:
     ledger = {n for g, r, v, n in rbac_grants(roles["ledger"], names_allowed=True) if r == "configmaps" and n}
     lease = {n for g, r, v, n in rbac_grants(roles["leader-election"], names_allowed=True) if r == "leases" and n}
     assert ledger == {f"{BY_KEY['leaseName'].default}-ledger"} and lease == {BY_KEY["leaseName"].default}
-    command = (f"kubectl -n {NAMESPACE} delete configmap/{ledger.pop()} lease/{lease.pop()} --ignore-not-found")
-    assert command in section  # --ignore-not-found: the Lease exists only with leader election
+    command = f"kubectl -n {NAMESPACE} delete configmap/{ledger.pop()} lease/{lease.pop()} "
+    (line,) = [line for line in section.splitlines() if line.startswith(command)]
+    assert line.endswith(" --ignore-not-found")  # the Lease exists only with leader election (+ the helm test Pod)
     assert "never been applied to a real API server" not in RUNBOOK

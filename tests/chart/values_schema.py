@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.config.settings import BY_NAME, COMPARISONS, SETTINGS, TARGET_POLICY, Setting
+from watchdog.core.model import NEVER_WATCHED_NAMESPACES
 from watchdog.core.profiles import PROFILES
 
 #: Settings the chart does not expose under ``config``: listenAddress is fixed to the port the probes, the
@@ -31,6 +32,9 @@ from watchdog.core.profiles import PROFILES
 #: pauseConfigMap is the chart's own config ConfigMap, set by the Deployment's env; watchNamespaces is the chart's
 #: top-level list of that name, which also renders the Roles in those namespaces.
 NOT_IN_CHART = ("kubeconfig", "context", "listen_address", "pause_config_map", "watch_namespaces")
+#: Settings set elsewhere in the chart's values: under ``config`` each is refused with a message saying where it goes.
+MISPLACED = {"watch_namespaces": "not under config: set the top-level value watchNamespaces (a list of namespaces: it "
+                                 "also renders their Roles); the chart writes it into config.yaml"}
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "helm/vllm-stall-watchdog/values.schema.json"
 _TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
 _DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -274,6 +278,7 @@ def chart_rules() -> str:
                              "factor": r.factor, "floor": r.floor, "when": key(r.when) if r.when else "",
                              "unlessZero": r.unless_zero} for r in COMPARISONS],
             "targetKeys": [BY_NAME[n].key for n in TARGET_POLICY],
+            "neverWatched": sorted(NEVER_WATCHED_NAMESPACES),
             "selector": selector_pattern()}
     return ("{{- /* Generated from watchdog/config/settings.py (COMPARISONS, TARGET_POLICY) and the label selector "
             "grammar of\nwatchdog/config/selectors.py by tests/chart/values_schema.py: edit those and run it. "
@@ -288,6 +293,7 @@ def chart_schema(current: Mapping[str, Any]) -> dict[str, Any]:
     targets = config["properties"]["targets"]
     config["properties"] = {s.key: setting_schema(s) for s in SETTINGS if s.name not in NOT_IN_CHART}
     config["properties"]["targets"] = targets
+    config["properties"].update({BY_NAME[n].key: {"const": where, "description": where} for n, where in MISPLACED.items()})
     config["allOf"] = cross_rules()
     item = targets["items"]["properties"]
     item["profile"]["enum"] = list(PROFILES)

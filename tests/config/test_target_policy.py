@@ -81,3 +81,20 @@ def test_watch_namespaces_refuses_a_namespace_that_is_never_watched() -> None:
                                 "would grant pod deletes for nothing)"]
     else:
         raise AssertionError("kube-system accepted in watchNamespaces")
+
+
+def test_watch_namespaces_in_the_config_file_is_the_charts_list_or_the_comma_string(tmp_path: Path) -> None:
+    """One shape across the chart and the config file: a YAML list (the chart writes its top-level list as is);
+    the comma-separated string of the env var and flag is read there too."""
+    from watchdog.config.loader import ConfigError, load_config
+
+    for text in ("watchNamespaces: [team-a, team-b]\n", "watchNamespaces: team-a,team-b\n"):
+        (tmp_path / "c.yaml").write_text(text)
+        assert load_config(str(tmp_path / "c.yaml"), env={}).namespaces_watched == ("team-a", "team-b")
+    (tmp_path / "c.yaml").write_text("watchNamespaces: [team-a, 3]\n")
+    try:
+        load_config(str(tmp_path / "c.yaml"), env={})
+    except ConfigError as exc:
+        assert exc.problems[0].endswith("key 'watchNamespaces': expected a string, got list")
+    else:
+        raise AssertionError("a list with a number accepted")

@@ -126,7 +126,10 @@ def _bounds_problem(setting: Setting, raw: Any, value: float) -> str:
 
 
 def _to_text(setting: Setting, raw: Any) -> tuple[Any, str]:
-    """A string (a number is taken as its text): one of the choices, a valid selector; else the problem."""
+    """A string (a number is taken as its text): one of the choices, a valid selector; else the problem.
+    watchNamespaces may also be a list of names (the chart's shape), read as their comma-separated string."""
+    if setting.name == "watch_namespaces" and isinstance(raw, list) and all(isinstance(n, str) for n in raw):
+        raw = ",".join(raw)
     if not isinstance(raw, str | int | float):
         return None, f"expected a string, got {type(raw).__name__}"
     value = str(raw)

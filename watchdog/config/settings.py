@@ -107,7 +107,8 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0.0, maximum=86400.0),
     Setting("namespace_selector", "str", "", "extra label selector namespaces must match besides the opt-in label "
             "(shard a fleet across several releases, e.g. shard=a)"),
-    Setting("watch_namespaces", "str", None, "namespace-only mode: the comma-separated namespaces whose pods are "
+    Setting("watch_namespaces", "str", None, "namespace-only mode: the namespaces (a YAML list in the config "
+            "file, comma-separated in the env var and flag; the chart's top-level value watchNamespaces) whose pods are "
             "listed and watched, each in its own namespace (Roles there, no cluster-wide pod access; a namespace "
             "must still carry the opt-in label); unset: every namespace", optional=True),
     Setting("tenant_label", "str", "", "the Namespace label naming a namespace's tenant (e.g. Capsule's "

@@ -112,7 +112,7 @@ held it to the setting's bounds, and the watchdog reads a number from a string a
 {{- end }}
 {{- end }}
 {{- $_ := set $cfg "listenAddress" "[::]:8080" }}
-{{- with .Values.watchNamespaces }}{{ $_ := set $cfg "watchNamespaces" (join "," .) }}{{ end }}
+{{- with .Values.watchNamespaces }}{{ $_ := set $cfg "watchNamespaces" . }}{{ end }}
 {{- toJson $cfg }}
 {{- end }}
 
@@ -182,6 +182,11 @@ target names each once; every label selector in the API server's grammar. */}}
 {{- if or (hasKey $names .left) (hasKey $names (toString .right)) }}
 {{- include "vllm-stall-watchdog.compare" (dict "rule" . "values" $merged "names" $names "suffix" (printf " (target '%s')" $name)) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- range .Values.watchNamespaces }}
+{{- if has . $rules.neverWatched }}
+{{- fail (printf "watchNamespaces names %s, which is never watched: leave it out (its Role would grant pod deletes for nothing)" .) }}
 {{- end }}
 {{- end }}
 {{- if not (regexMatch $rules.selector (toString $cfg.namespaceSelector)) }}
