@@ -293,7 +293,8 @@ def chart_schema(current: Mapping[str, Any]) -> dict[str, Any]:
     targets = config["properties"]["targets"]
     config["properties"] = {s.key: setting_schema(s) for s in SETTINGS if s.name not in NOT_IN_CHART}
     config["properties"]["targets"] = targets
-    config["properties"].update({BY_NAME[n].key: {"const": where, "description": where} for n, where in MISPLACED.items()})
+    config["properties"].update({BY_NAME[n].key: {"const": where, "description": where}
+                                 for n, where in MISPLACED.items()})
     config["allOf"] = cross_rules()
     item = targets["items"]["properties"]
     item["profile"]["enum"] = list(PROFILES)

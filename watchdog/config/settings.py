@@ -108,8 +108,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("namespace_selector", "str", "", "extra label selector namespaces must match besides the opt-in label "
             "(shard a fleet across several releases, e.g. shard=a)"),
     Setting("watch_namespaces", "str", None, "namespace-only mode: the namespaces (a YAML list in the config "
-            "file, comma-separated in the env var and flag; the chart's top-level value watchNamespaces) whose pods are "
-            "listed and watched, each in its own namespace (Roles there, no cluster-wide pod access; a namespace "
+            "file, comma-separated in the env var and flag; the chart's top-level value watchNamespaces) whose pods "
+            "are listed and watched, each in its own namespace (Roles there, no cluster-wide pod access; a namespace "
             "must still carry the opt-in label); unset: every namespace", optional=True),
     Setting("tenant_label", "str", "", "the Namespace label naming a namespace's tenant (e.g. Capsule's "
             "capsule.clastix.io/tenant), which tenants must not be able to write on their own namespaces; the rails "
