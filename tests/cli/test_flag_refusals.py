@@ -75,3 +75,28 @@ def test_a_refused_run_command_line_follows_the_log_format_asked_for(capsys: pyt
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "ERROR" in line and "command line refused: unrecognized arguments: --bogus" in line
     assert not line.startswith("{")
+
+
+def test_no_parser_takes_an_abbreviation(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39 item 11: `run --dry` or `--window 300` (an extraArgs typo that is a prefix of a flag) is refused, not
+    read as --dry-run or --window-seconds: every verb's every long flag, shortened by one character."""
+    from watchdog.cli.main import _build_parser
+
+    verbs = next(a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    tried = 0
+    for verb, parser in verbs.choices.items():
+        assert parser.allow_abbrev is False, verb
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if not flag.startswith("--") or len(flag) < 5 or flag == "--help":
+                    continue
+                ns_or_error: object
+                try:
+                    ns_or_error = parser.parse_known_args([flag[:-1], "1"])
+                except Exception as exc:  # noqa: BLE001 -- _Parser raises UsageError for what argparse refuses
+                    ns_or_error = exc
+                assert not isinstance(ns_or_error, tuple) or flag[:-1] in ns_or_error[1], (verb, flag)
+                tried += 1
+    assert tried > 50
+    main_said = refused(["status", "--form", "json"], capsys)
+    assert main_said == "vllm-watchdog: error: unrecognized arguments: --form json"

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from watchdog import __version__
 
@@ -42,7 +42,12 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse that raises :class:`UsageError` instead of printing and exiting (its verbs' parsers too), so
     :func:`main` says it the way the verb promises: ``run`` as its one fatal log line, the others as argparse
-    does."""
+    does. No abbreviations (its verbs' parsers are of this class too): ``--dry`` or ``--window`` in ``extraArgs``
+    would otherwise pass silently as ``--dry-run`` or ``--window-seconds``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self, message)

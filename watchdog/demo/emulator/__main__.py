@@ -12,7 +12,7 @@ from watchdog.demo.emulator.server import EmulatorServer
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m watchdog.demo.emulator --port N``: serve until SIGTERM/SIGINT; prints the URL when ready."""
-    parser = argparse.ArgumentParser(prog="python -m watchdog.demo.emulator",
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m watchdog.demo.emulator",
                                      description="Kubernetes API emulator (kmock-based; not a real cluster).")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port (default 0: any free port, printed)")

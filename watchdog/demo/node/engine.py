@@ -14,7 +14,7 @@ from watchdog.demo.simpod.pod import SimPod
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m watchdog.demo.node.engine")
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m watchdog.demo.node.engine")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--mode", choices=MODES, default="progressing")
     parser.add_argument("--wedge-after", type=float, default=5.0)

@@ -13,7 +13,7 @@ from watchdog.demo.simpod.pod import FLAVORS, SimPod
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m watchdog.demo.simpod --address 127.0.0.2 --port 8000 --mode wedge_after --wedge-after 5``."""
-    parser = argparse.ArgumentParser(prog="python -m watchdog.demo.simpod",
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m watchdog.demo.simpod",
                                      description="Serve a simulated vLLM (or SGLang) pod's /metrics and /health "
                                                  "on loopback.")
     parser.add_argument("--address", default="127.0.0.2", help="loopback address to bind (127.0.0.0/8)")
