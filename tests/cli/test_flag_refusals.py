@@ -93,7 +93,7 @@ def test_no_parser_takes_an_abbreviation(capsys: pytest.CaptureFixture[str]) -> 
                 ns_or_error: object
                 try:
                     ns_or_error = parser.parse_known_args([flag[:-1], "1"])
-                except Exception as exc:  # noqa: BLE001 -- _Parser raises UsageError for what argparse refuses
+                except Exception as exc:  # _Parser raises UsageError for what argparse refuses
                     ns_or_error = exc
                 assert not isinstance(ns_or_error, tuple) or flag[:-1] in ns_or_error[1], (verb, flag)
                 tried += 1
