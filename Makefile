@@ -86,9 +86,9 @@ test-node:       ## the node tier: real kubelet + containerd + runc + CNI + kube
 	$(PY) -m pytest -m node tests/node
 
 .PHONY: release test-release
-release:         ## push the image and the packaged chart to REGISTRY=host:port[/path] (reuses a fresh OCI archive, else builds it: root)
+release:         ## push the image and the packaged chart to REGISTRY=host:port[/path] (reuses a fresh OCI archive, else builds it: root); OVERWRITE=1 re-pushes a released version
 	@test -n "$(REGISTRY)" || { echo "usage: make release REGISTRY=host:port[/path]  (e.g. registry.example.com/platform)"; exit 2; }
-	$(PY) tests/release/release.py --registry "$(REGISTRY)"
+	$(PY) tests/release/release.py --registry "$(REGISTRY)"$(if $(filter 1 true yes,$(OVERWRITE)), --overwrite)
 
 test-release:    ## the release tier: make release into a real registry on loopback (Debian's docker-registry), helm install by name
 	$(PY) -m pytest -m release tests/release

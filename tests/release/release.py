@@ -19,7 +19,7 @@
 TLS: a registry on a loopback address (127.0.0.0/8, ::1, localhost) that answers plain HTTP with the distribution
 API header is talked to over plain HTTP (skopeo ``--dest-tls-verify=false``, helm ``--plain-http``) and the script
 says so; any other registry over verified HTTPS only. Credentials are skopeo's and helm's own (``skopeo login``,
-``helm registry login``). An already released chart version is refused (bump the version) unless ``--overwrite``.
+``helm registry login``). An already released chart version is refused (bump the version) unless ``--overwrite`` (``make release OVERWRITE=1``).
 """
 
 from __future__ import annotations
@@ -186,7 +186,8 @@ def release(registry: str, *, reuse_stale: bool = False, build: bool = True, ove
                            capture_output=True, text=True, timeout=120)
     if shown.returncode == 0 and not overwrite:
         raise ReleaseError(f"{chart_ref} version {version} is already in the registry: bump the version "
-                           "(pyproject.toml, watchdog/__init__.py, Chart.yaml, Dockerfile) or pass --overwrite")
+                           "(pyproject.toml, watchdog/__init__.py, Chart.yaml, Dockerfile) or re-push it: make release "
+                           "OVERWRITE=1 (release.py --overwrite)")
     archive, how = find_archive(version, reuse_stale, build)
     labelled = archive_version(archive)
     if labelled != version:
@@ -229,7 +230,7 @@ def release(registry: str, *, reuse_stale: bool = False, build: bool = True, ove
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--registry", required=True, help="host[:port][/path], e.g. registry.example.com/platform")
     parser.add_argument("--reuse-stale-archive", action="store_true",
                         help="use the newest watchdog archive even when older than its inputs (still version-checked)")

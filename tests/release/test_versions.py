@@ -40,3 +40,18 @@ def test_documents_name_no_older_version() -> None:
 def test_changelog_starts_with_this_version() -> None:
     headings = re.findall(r"^## \[?(\d+\.\d+\.\d+)", (REPO / "CHANGELOG.md").read_text(), re.M)
     assert headings and headings[0] == the_version(), headings
+
+
+def test_make_release_passes_overwrite_from_a_make_variable() -> None:
+    """Issue 39 item 9: `make` cannot pass --overwrite; OVERWRITE=1 does, and the refusal says so."""
+    import subprocess
+
+    def recipe(*extra: str) -> str:
+        done = subprocess.run(["make", "-n", "release", "REGISTRY=127.0.0.1:5000", *extra], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "--overwrite" not in recipe() and "--overwrite" not in recipe("OVERWRITE=0")
+    assert recipe("OVERWRITE=1").rstrip().endswith('release.py --registry "127.0.0.1:5000" --overwrite')
+    assert "make release OVERWRITE=1" in (REPO / "tests/release/release.py").read_text()
