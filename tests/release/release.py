@@ -19,7 +19,8 @@
 TLS: a registry on a loopback address (127.0.0.0/8, ::1, localhost) that answers plain HTTP with the distribution
 API header is talked to over plain HTTP (skopeo ``--dest-tls-verify=false``, helm ``--plain-http``) and the script
 says so; any other registry over verified HTTPS only. Credentials are skopeo's and helm's own (``skopeo login``,
-``helm registry login``). An already released chart version is refused (bump the version) unless ``--overwrite`` (``make release OVERWRITE=1``).
+``helm registry login``). An already released chart version is refused (bump the version) unless
+``--overwrite`` (``make release OVERWRITE=1``).
 """
 
 from __future__ import annotations
