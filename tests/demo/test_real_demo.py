@@ -70,3 +70,34 @@ def test_real_demo_deletes_exactly_the_wedged_pod_and_describe_shows_the_events(
     api = re.search(r"kube-apiserver v1\.\d+\.\d+ on https://127\.0\.0\.1:(\d+)", out)
     assert api, out
     assert _processes_mentioning(f"--secure-port={api.group(1)}") == []  # the control plane stopped with it
+
+
+def test_the_shell_gives_a_running_control_plane_with_the_chart_and_the_watchdog() -> None:
+    """Issue 39 item 12: `demo --control-plane real --shell` leaves a newcomer in a shell on the running world:
+    kubectl and helm act as admin, the chart is installed, the watchdog answers `status`, and its run-time brake
+    (the chart's WATCHDOG_PAUSE_CONFIG_MAP) is on: annotating the config ConfigMap pauses it. Exiting removes it."""
+    try:
+        require_binaries()
+    except NotAvailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the real demo cannot run: {exc}")
+        pytest.skip(str(exc))
+    script = "\n".join([
+        "kubectl get namespace inference -o name",
+        "helm list -A -q",
+        "kubectl -n vllm-stall-watchdog annotate configmap vllm-stall-watchdog vllm-watchdog.io/paused=true",
+        "sleep 3",
+        "$WATCHDOG_STATUS | grep '^leader:'",
+        "exit",
+    ]) + "\n"
+    done = subprocess.run([sys.executable, "-m", "watchdog", "demo", "--control-plane", "real", "--shell"],
+                          cwd=checkout(), input=script, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SHELL": "/bin/bash"})
+    out = done.stdout
+    assert done.returncode == 0, out[-6000:] + done.stderr[-3000:]
+    assert "--- a shell on this control plane (exit to remove everything) ---" in out
+    shell = out.split("--- a shell on this control plane", 1)[1]
+    assert "namespace/inference" in shell and "\nvllm-stall-watchdog\n" in shell
+    assert "configmap/vllm-stall-watchdog annotated" in shell
+    assert re.search(r"^leader: yes   pause: ON \(annotation vllm-watchdog.io/paused=true on configmap", shell,
+                     re.M), shell + done.stderr[-3000:]

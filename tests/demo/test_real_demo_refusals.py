@@ -143,3 +143,8 @@ def test_locations_in_a_source_checkout(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv(locate.CHART_ENV, str(tmp_path))
     with pytest.raises(locate.NotAvailable, match="the Helm chart is not there"):
         locate.chart_dir()
+
+
+def test_shell_only_with_the_real_control_plane(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_2_line(["demo", "--shell"], capsys) == \
+        "vllm-watchdog demo: error: argument --shell: only with --control-plane real"

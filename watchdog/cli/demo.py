@@ -92,6 +92,10 @@ def add_parser(verbs: Any) -> None:
                         "(default); real: a real node (kubelet, containerd, runc, CNI, kube-proxy) in a network "
                         "namespace of its own, the watchdog as a Pod from the project's image (root; `make node`; "
                         "~1 min)")
+    p.add_argument("--shell", action="store_true",
+                   help="with --control-plane real (stand-in node): after the story, open a shell on the running "
+                        "control plane (kubectl and helm as admin, the chart installed, the watchdog running) to try "
+                        "RUNBOOK.md in; exit it to remove everything")
     p.add_argument("--control-plane-dir", type=_directory, metavar="DIR",
                    help="with --control-plane real: the directory holding etcd, kube-apiserver and "
                         "kube-controller-manager (default: $WATCHDOG_CONTROL_PLANE_DIR, else where `make "
@@ -108,10 +112,14 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             _refuse(parser, "argument --control-plane-dir: only with --control-plane real")
         if args.node != "stand-in":
             _refuse(parser, "argument --node: only with --control-plane real")
+        if args.shell:
+            _refuse(parser, "argument --shell: only with --control-plane real")
         from watchdog.demo.runner import run_demo  # heavy (emulator, simulated pods): only when the verb runs
 
         return run_demo(args)
     if args.node == "real":
+        if args.shell:
+            _refuse(parser, "argument --shell: only with the kubelet stand-in (--node stand-in)")
         from watchdog.demo.node.story import run_node_demo  # the real node: only when asked
 
         return run_node_demo(args)

@@ -110,6 +110,7 @@ class WatchdogProcess:
         self.env = {
             **tool_env(), "PYTHONUNBUFFERED": "1", **LOOPBACK_ENV,
             "POD_NAMESPACE": release.namespace,  # as the chart's downward API sets it
+            "WATCHDOG_PAUSE_CONFIG_MAP": release.fullname,  # the run-time brake, as the chart's Deployment sets it
             "WATCHDOG_LISTEN_ADDRESS": f"127.0.0.1:{self.port}",
             **(env or {}),
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -25,7 +26,7 @@ from watchdog.demo.controlplane import workloads
 from watchdog.demo.controlplane.api import Api, ApiError, free_port
 from watchdog.demo.controlplane.chart import Release, ToolFailed, WatchdogProcess, install_release, kubectl_out
 from watchdog.demo.controlplane.kubelet import FakeKubelet
-from watchdog.demo.controlplane.locate import NotAvailable, available, chart_dir, require_binaries
+from watchdog.demo.controlplane.locate import NotAvailable, available, chart_dir, checkout, require_binaries
 from watchdog.demo.controlplane.plane import ControlPlane, ControlPlaneError, which_openssl
 from watchdog.demo.controlplane.tools import helm, kubectl
 from watchdog.demo.controlplane.verdict import Described, Outcome, report
@@ -86,7 +87,10 @@ def run_real_demo(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="vllm-watchdog-real-demo-") as tmp:
         world = World(ControlPlane(tools.bin_dir, Path(tmp) / "control-plane"))
         try:
-            return _story(world, tools, args, Path(tmp), start)
+            code = _story(world, tools, args, Path(tmp), start)
+            if getattr(args, "shell", False):
+                _shell(world, tools)
+            return code
         # AssertionError: a wait_for timed out; OSError includes the HTTP client's errors
         except (ControlPlaneError, ToolFailed, ApiError, AssertionError, OSError, subprocess.SubprocessError) as exc:
             print(f"\nFAIL: {exc}", flush=True)
@@ -146,6 +150,31 @@ def _story(world: World, tools: Tools, args: argparse.Namespace, work: Path, sta
     outcome = Outcome(seeded=seeded, replacement=replacement, described_pod=described_pod,
                       described_deployment=described_deploy, watchdog_alive=wd.alive())
     return report(world.plane, release, outcome, start)
+
+
+def _shell(world: World, tools: Tools) -> None:
+    """``demo --control-plane real --shell``: an interactive shell (``$SHELL``, else bash) on the running world, kubectl
+    and helm on PATH as the cluster admin, the chart installed and the watchdog still running; its end ends the
+    demo (everything is removed)."""
+    import os
+    import shutil
+
+    assert world.watchdog is not None and world.release is not None
+    wd, release = world.watchdog, world.release
+    status = f"{sys.executable} -m watchdog status --url 127.0.0.1:{wd.port}"
+    env = {**os.environ, "KUBECONFIG": str(world.plane.admin_kubeconfig),
+           "PATH": os.pathsep.join([str(Path(tools.helm).parent), str(Path(tools.kubectl).parent),
+                                    os.environ.get("PATH", "")]),
+           "WATCHDOG_STATUS": status, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    print("\n--- a shell on this control plane (exit to remove everything) ---\n"
+          f"kubectl and helm act as the cluster admin (KUBECONFIG={env['KUBECONFIG']});\n"
+          f"the chart is installed as release {release.name} in namespace {release.namespace} (helm list -A);\n"
+          f"the watchdog runs as {release.user}, its log: {wd.log_path}\n"
+          f"ask it: $WATCHDOG_STATUS  ({status}); its brake: kubectl -n {release.namespace} annotate configmap "
+          f"{release.fullname} vllm-watchdog.io/paused=true\n"
+          "pods are served by a kubelet stand-in: kubectl logs/exec and helm test cannot work here.", flush=True)
+    shell = os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"
+    subprocess.run([shell], env=env, cwd=checkout(), check=False)
 
 
 def _timings(window: float) -> dict[str, str]:
