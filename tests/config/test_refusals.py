@@ -120,6 +120,9 @@ def test_every_numeric_setting_has_a_maximum() -> None:
     ("scrape_interval_seconds", "2e12", "--scrape-interval-seconds: '2e12' is above the maximum 86400"),
     ("api_timeout_seconds", "1e12", "--api-timeout-seconds: '1e12' is above the maximum 300"),
     ("workers", "100000", "--workers: '100000' is above the maximum 1024"),
+    # issue 36 item 7: a budget the deletion ledger cannot hold (it keeps 1,000 entries) is refused
+    ("max_deletions", "1001", "--max-deletions: '1001' is above the maximum 1000"),
+    ("max_deletions_per_namespace", "1001", "--max-deletions-per-namespace: '1001' is above the maximum 1000"),
     ("max_body_bytes", str(2 ** 31), f"--max-body-bytes: '{2 ** 31}' is above the maximum 1073741824"),
     ("grace_period_seconds", "9" * 30, "--grace-period-seconds: '" + "9" * 30 + "' is above the maximum 86400"),
 ])

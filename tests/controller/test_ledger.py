@@ -123,3 +123,18 @@ def test_a_standby_writes_no_ledger_entry(api: EmulatorServer, kube_client: Kube
     before = len(api.emulator.request_log)
     assert ledger(kube_client, fence=False).intend("ml", "a", "u1") is False
     assert [r.verb for r in api.emulator.request_log[before:]] == ["get"]
+
+
+def test_every_write_ahead_entry_inside_the_window_survives_a_restart(api: EmulatorServer,
+                                                                       kube_client: KubeClient) -> None:
+    """Issue 36 item 7: with maxDeletions 300, 300 removals recorded through the write-ahead path were read back
+    as 256 after a restart, and the 301st pod was deleted inside the window."""
+    for i in range(300):
+        assert ledger(kube_client, 9_000.0 + i).intend("ml", f"llama-{i}", f"u{i}")
+    policy = DeletionPolicy(rails(deletion_window_seconds=600.0, max_deletions=300, max_deletions_per_namespace=300),
+                            started=-1e6, budget_known=False)
+    assert restore_budget(policy, 100.0, 9_400.0, ledger(kube_client, 9_400.0))
+    policy.begin_cycle(-1e6, watched=1, bad=0)  # past warm-up
+    decision = policy.decide(uid="x", series="s", namespace="other", namespace_mode="enforce", owner=None,
+                             pod_age_s=1e6, now=100.0)
+    assert decision.rule == "budget" and len(stored(api)) == 300

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
+from watchdog.core.ledger import MAX_ENTRIES as LEDGER_ENTRIES
 from watchdog.core.model import DEFAULT_TARGETS, LEASE_DURATION_S, MAX_FENCED_TIMEOUT_S, Target
 from watchdog.core.podpolicy import EffectivePolicy, policy_of
 from watchdog.core.taints import DEFAULT_TAINT
@@ -149,10 +150,11 @@ SETTINGS: tuple[Setting, ...] = (
             maximum=500),
     Setting("evidence_log_bytes", "int", 65536, "at most this many bytes of that log tail (the newest whole "
             "lines)", minimum=1024, maximum=262144),
-    Setting("max_deletions", "int", 2, "deletions allowed cluster-wide per deletionWindowSeconds",
-            minimum=1, maximum=10000),
+    Setting("max_deletions", "int", 2, "deletions allowed cluster-wide per deletionWindowSeconds (at most "
+            f"{LEDGER_ENTRIES}: each one inside the window is kept in the deletion ledger)",
+            minimum=1, maximum=LEDGER_ENTRIES),
     Setting("max_deletions_per_namespace", "int", 1, "deletions allowed per namespace per deletionWindowSeconds",
-            minimum=1, maximum=10000),
+            minimum=1, maximum=LEDGER_ENTRIES),
     Setting("deletion_window_seconds", "float", 600.0, "rolling window of the deletion budgets, seconds",
             minimum=1.0, maximum=86400.0),
     Setting("breaker_fraction", "float", 0.3, "delete nothing while more than this fraction of the pods in "

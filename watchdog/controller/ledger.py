@@ -16,7 +16,7 @@ from typing import Any
 from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.controller.actuator import Actuator
 from watchdog.controller.ports import Clock, KubeApi
-from watchdog.core.ledger import Entry, add, parse, render, without
+from watchdog.core.ledger import Entry, LedgerFull, add, parse, render, without
 from watchdog.core.model import COMPONENT
 
 log = logging.getLogger("watchdog.controller.ledger")
@@ -67,6 +67,9 @@ class DeletionLedger:
                 return True
             except Fenced as exc:
                 log.warning("could not %s %s: %s", what, self.ref, exc)
+                return False
+            except LedgerFull as exc:  # only with entries the budget never allowed (a clock ahead, another writer)
+                log.error("could not %s %s: %s; the removal is not sent", what, self.ref, exc)
                 return False
             except KubeError as exc:
                 if exc.status != 409 or attempt == 2:

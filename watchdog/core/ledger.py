@@ -5,7 +5,9 @@ Pure: encoding, trimming and the budget arithmetic; :mod:`watchdog.controller.le
 each entry AHEAD of its removal).
 
 The ConfigMap's ``data["deletions"]`` is a JSON list of ``{"t": unix seconds, "namespace", "pod", "uid"}``,
-oldest first, trimmed to the budget window and to :data:`MAX_ENTRIES` entries on every write.
+oldest first, trimmed to the budget window on every write. It holds at most :data:`MAX_ENTRIES` entries, the
+bound of the settings ``maxDeletions`` and ``maxDeletionsPerNamespace`` (watchdog/config/settings.py): every entry
+the budgets can need fits, and an entry still inside the window is never cut (:class:`LedgerFull` instead).
 """
 
 from __future__ import annotations
@@ -16,8 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 DATA_KEY = "deletions"
-MAX_ENTRIES = 256  # far above any sane budget (maxDeletions per window); bounds the object's size (~30 KiB)
+#: The most entries the ledger holds, and so the maximum of maxDeletions (the budgets count these entries). One
+#: entry of the longest namespace (63), pod name (253) and UID (36) renders in 406 bytes: 1,000 take at most
+#: ~400 KB, within MAX_TEXT and the API server's 1 MiB object limit.
+MAX_ENTRIES = 1000
 MAX_TEXT = 512 * 1024  # a ledger larger than this is not parsed (someone else wrote it)
+
+
+class LedgerFull(ValueError):
+    """Adding an entry would make the ledger hold more than :data:`MAX_ENTRIES` inside the window: cutting one
+    would undercount the budget after a restart, so the removal is not recorded (and so not sent)."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +69,15 @@ def render(entries: Sequence[Entry]) -> dict[str, str]:
 
 
 def add(entries: Sequence[Entry], entry: Entry, *, wall_now: float, window_s: float) -> list[Entry]:
-    """``entries`` plus ``entry``, without entries older than the window, at most :data:`MAX_ENTRIES` (newest)."""
+    """``entries`` plus ``entry``, without entries older than the window; raises :class:`LedgerFull` when more
+    than :data:`MAX_ENTRIES` would remain (never cut: each one still counts against the budget)."""
     kept = [e for e in entries if wall_now - e.t < window_s and e.uid != entry.uid]
+    if len(kept) >= MAX_ENTRIES:
+        raise LedgerFull(f"the deletion ledger already holds {len(kept)} removals inside the {window_s:g} s window "
+                         f"(at most {MAX_ENTRIES}, the maximum of maxDeletions)")
     kept.append(entry)
     kept.sort(key=lambda e: e.t)
-    return kept[-MAX_ENTRIES:]
+    return kept
 
 
 def without(entries: Sequence[Entry], uid: str) -> list[Entry]:
