@@ -22,6 +22,9 @@ from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.policy import Rails
 from watchdog.core.quarantine import QuarantineRails
 
+#: The global stall policy at the settings' defaults (what discovery resolves overlapping targets against).
+BASE = defaults().base_policy
+
 
 class OnLoop(AsyncScraper):
     """``fake.fetch`` as the scraper (``close`` closes both)."""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from builders import rails
+from builders import BASE, rails
 
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import discover
@@ -61,7 +61,7 @@ def target_of(api: EmulatorServer, pod: dict[str, Any]) -> WatchedPod:
     meta = pod["metadata"]
     stored = api.get_pod(meta["namespace"], meta["name"])
     assert stored is not None
-    found = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])])
+    found = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])], base=BASE)
     [target] = found.targets
     return target
 

@@ -25,6 +25,8 @@ from remediator_kit import (
     target_of,
 )
 
+from builders import BASE
+
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.controller.actuator import Actuator
@@ -149,7 +151,7 @@ def test_bare_pod_gets_one_event(api: EmulatorServer, kube_client: KubeClient) -
     stored = api.get_pod(NS, "bare")
     assert stored is not None
     [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])],
-                        require_controller=False).targets
+                        require_controller=False, base=BASE).targets
     rem, _ = remediator(kube_client, require_controller=False)
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "bare")]
@@ -639,7 +641,7 @@ def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, ku
     api.create_pod(pod_manifest(NS, "static-gpu-1", "10.0.0.9", 8000, owner=node))
     stored = api.get_pod(NS, "static-gpu-1")
     assert stored is not None
-    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])]).targets
+    [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])], base=BASE).targets
     rem, _ = remediator(kube_client)
     assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "static-gpu-1")]

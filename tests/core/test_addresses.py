@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from builders import BASE
+
 from watchdog.core.addresses import METADATA_ADDRESSES, is_scrapable, refusal
 from watchdog.core.discovery import discover, recheck
 from watchdog.core.model import NAMESPACE_LABEL, Target
@@ -96,19 +98,19 @@ def pod(ip: str, name: str = "llama-0") -> dict[str, Any]:
 
 @pytest.mark.parametrize("ip", ["fd00:ec2::254", "100.100.100.200", "168.63.129.16", "127.0.0.1", "::1"])
 def test_discovery_skips_them_as_unsafe_ip(ip: str) -> None:
-    found = discover([NS], [(Target("vllm", "x=y"), [pod(ip)])])
+    found = discover([NS], [(Target("vllm", "x=y"), [pod(ip)])], base=BASE)
     assert found.targets == [] and dict(found.skipped) == {"unsafe_ip": 1}
 
 
 def test_discovery_takes_loopback_pods_only_when_allowed_and_never_a_metadata_address() -> None:
     pods = [pod("127.0.0.2"), pod("100.100.100.200", "alibaba")]
-    found = discover([NS], [(Target("vllm", "x=y"), pods)], allow_loopback=True)
+    found = discover([NS], [(Target("vllm", "x=y"), pods)], allow_loopback=True, base=BASE)
     assert [t.ip for t in found.targets] == ["127.0.0.2"] and dict(found.skipped) == {"unsafe_ip": 1}
 
 
 def test_recheck_keeps_a_loopback_target_discovery_accepted_but_refuses_a_new_loopback_ip() -> None:
     p = pod("127.0.0.2")
-    [target] = discover([NS], [(Target("vllm", "x=y"), [p])], allow_loopback=True).targets
+    [target] = discover([NS], [(Target("vllm", "x=y"), [p])], allow_loopback=True, base=BASE).targets
     assert recheck(p, NS, target) is None  # the same IP discovery accepted: not re-judged differently
     moved = pod("127.0.0.3")
     assert recheck(moved, NS, target) == "discovery now skips it: unsafe_ip"

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from builders import BASE
+
 from watchdog.core.discovery import Discovery, choose_port, discover, namespace_modes, tenant_of
 from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.model import DEFAULT_TARGETS, EXCLUDE_ANNOTATION, NAMESPACE_LABEL, PORT_ANNOTATION, OwnerRef, Target
@@ -31,7 +33,7 @@ def pod(name: str = "llama-0", *, namespace: str = "ml", ip: str = "10.1.2.3", p
 
 def run(pods: list[dict[str, Any]], namespaces: list[dict[str, Any]] | None = None,
         target: Target = TARGET, **kw: Any) -> Discovery:
-    return discover(namespaces if namespaces is not None else [ns("ml")], [(target, pods)], **kw)
+    return discover(namespaces if namespaces is not None else [ns("ml")], [(target, pods)], base=BASE, **kw)
 
 
 def skipped_for(p: dict[str, Any], **kw: Any) -> dict[str, int]:
@@ -51,7 +53,7 @@ def test_namespace_modes_from_the_label_value() -> None:
 
 def test_target_mode_follows_its_namespace() -> None:
     found = discover([ns("ml"), ns("obs", "dry-run")],
-                     [(TARGET, [pod("a", namespace="ml"), pod("b", namespace="obs")])])
+                     [(TARGET, [pod("a", namespace="ml"), pod("b", namespace="obs")])], base=BASE)
     assert [(t.name, t.mode) for t in found.targets] == [("a", "enforce"), ("b", "dry-run")]
 
 
@@ -211,24 +213,58 @@ def test_url_uses_pod_ip_target_path_and_brackets_ipv6() -> None:
 
 
 # -- several targets, restart counts -----------------------------------------------------------------------------
-def test_first_matching_target_wins() -> None:
+BIG = Target("llama-405b", "app=llama-big", port="9999", path="/big", window_seconds=600.0)
+
+
+@pytest.mark.parametrize("order", [(TARGET, BIG), (BIG, TARGET)])
+def test_a_pod_two_targets_match_is_judged_by_the_longest_window_in_either_order(order: tuple[Target, ...]) -> None:
+    """Issue 36 item 4: the default vllm target listed first took every pod, llama-405b's 600 s window was never
+    used (its pods deleted at 120 s). Whatever the order, the most patient target judges, with all its settings."""
+    p = pod(labels={"app.kubernetes.io/name": "vllm", "app": "llama-big"})
+    found = discover([ns("ml")], [(t, [p]) for t in order], base=BASE)
+    [t] = found.targets
+    assert (t.target_name, t.port, t.path, t.targets) == ("llama-405b", 9999, "/big", tuple(x.name for x in order))
+    [overlap] = found.overlaps
+    assert (overlap.uid, overlap.chosen, overlap.targets) == ("uid-llama-0", "llama-405b", t.targets)
+    assert "judged by llama-405b, the longest window" in overlap.note and "llama-405b (window 600 s)" in overlap.note
+
+
+def test_a_shorter_target_never_shortens_the_window_and_equal_windows_go_to_the_first_listed() -> None:
+    fast = Target("fast", "app=fast", window_seconds=30.0)
     p = pod()
-    second = Target("other", "team=ml", profile="sglang", port="9999", path="/other")
-    found = discover([ns("ml")], [(TARGET, [p]), (second, [p])])
-    assert [(t.target_name, t.profile, t.port, t.path) for t in found.targets] == [("vllm", "vllm", 8000, "/metrics")]
-    found = discover([ns("ml")], [(second, [p]), (TARGET, [p])])
-    assert [(t.target_name, t.profile, t.port, t.path) for t in found.targets] == [("other", "sglang", 9999, "/other")]
+    assert [t.target_name for t in discover([ns("ml")], [(fast, [p]), (TARGET, [p])], base=BASE).targets] == ["vllm"]
+    evict = Target("evict", "app=e", action="evict")  # the global window too: a tie, the first listed judges
+    found = discover([ns("ml")], [(evict, [p]), (TARGET, [p])], base=BASE)
+    assert [t.target_name for t in found.targets] == ["evict"]
+    assert "judged by evict, the longest window (the first listed of equal windows)" in found.overlaps[0].note
+
+
+def test_targets_whose_profiles_differ_leave_the_pod_unjudged() -> None:
+    p = pod()
+    sglang = Target("other", "team=ml", profile="sglang", window_seconds=900.0)
+    found = discover([ns("ml")], [(TARGET, [p]), (sglang, [p])], base=BASE)
+    assert found.targets == [] and found.skipped == {"targets_conflict": 1}
+    [overlap] = found.overlaps
+    assert overlap.chosen is None and overlap.targets == ("vllm", "other")
+    assert "engine profiles disagree on what progress is" in overlap.note
+
+
+def test_a_skipped_pod_is_not_reported_as_an_overlap() -> None:
+    p = pod(host_network=True)
+    found = discover([ns("ml")], [(TARGET, [p]), (BIG, [p])], base=BASE)
+    assert found.overlaps == [] and found.skipped == {"host_network": 1}
 
 
 def test_default_targets_share_pods_without_duplicates() -> None:
     p = pod(labels={"app.kubernetes.io/name": "vllm", "inference.llmkube.dev/runtime": "vllm"})
-    found = discover([ns("ml")], [(t, [p]) for t in DEFAULT_TARGETS])
-    assert [t.target_name for t in found.targets] == ["llmkube-vllm"]
+    found = discover([ns("ml")], [(t, [p]) for t in DEFAULT_TARGETS], base=BASE)
+    assert [(t.target_name, t.targets) for t in found.targets] == [("llmkube-vllm", ("llmkube-vllm", "vllm"))]
+    assert found.overlaps == []  # interchangeable targets: no choice was made, nothing to report
 
 
 def test_a_skipped_pod_matching_two_targets_is_counted_once() -> None:
     p = pod(host_network=True, labels={"app.kubernetes.io/name": "vllm", "inference.llmkube.dev/runtime": "vllm"})
-    found = discover([ns("ml")], [(t, [p]) for t in DEFAULT_TARGETS])
+    found = discover([ns("ml")], [(t, [p]) for t in DEFAULT_TARGETS], base=BASE)
     assert found.targets == [] and found.skipped == {"host_network": 1}
 
 
@@ -255,9 +291,9 @@ def test_pods_of_a_terminating_namespace_are_never_targets() -> None:
                        "deletionTimestamp": "2026-12-01T00:00:00Z"}, "status": {"phase": "Terminating"}}
     alive = {"metadata": {"name": "llm", "labels": {NAMESPACE_LABEL: "true"}}, "status": {"phase": "Active"}}
     pod = _ready_pod_for_terminating_test()
-    found = discover([ns], [(TARGET, [pod])])
+    found = discover([ns], [(TARGET, [pod])], base=BASE)
     assert found.targets == [] and found.skipped == {"namespace_terminating": 1}
-    [target] = discover([alive], [(TARGET, [pod])]).targets
+    [target] = discover([alive], [(TARGET, [pod])], base=BASE).targets
     assert recheck(pod, alive, target) is None
     assert recheck(pod, ns, target) == "its namespace is being deleted (Terminating)"
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from builders import BASE
+
 from watchdog.core.discovery import discover
 from watchdog.core.model import OwnerRef, Target
 from watchdog.core.quarantine import read_fleet
@@ -102,7 +104,7 @@ TARGETS = [Target(name="by-name", pod_selector="app=vllm", port="http"),
 def run(pods: list[dict[str, Any]], namespaces: list[dict[str, Any]]) -> Any:
     """Discovery once per target (each target reads the pods afresh: "first target wins" skips repeats), and the
     readiness gate's view of the pods (core/quarantine.py reads the same cached objects)."""
-    return [discover(namespaces, [(t, pods)], require_controller=True) for t in TARGETS], read_fleet(pods)
+    return [discover(namespaces, [(t, pods)], require_controller=True, base=BASE) for t in TARGETS], read_fleet(pods)
 
 
 def test_trimmed_objects_hold_exactly_the_paths_discovery_reads() -> None:

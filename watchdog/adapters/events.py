@@ -32,6 +32,17 @@ class EventApi(Protocol):
     def get_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
+class PodRef(Protocol):
+    """What an Event on a pod names: a :class:`WatchedPod`, or a pod discovery does not watch (an Overlap)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
 class EventSink(Protocol):
     """Where Events are written: the actuator (watchdog.controller.actuator), behind the leadership fence."""
 
@@ -108,10 +119,17 @@ class EventRecorder:
         """Drop the walked owners of pods that are gone."""
         self.owners = {uid: c for uid, c in self.owners.items() if uid in live_uids}
 
-    def on_pod(self, target: WatchedPod, reason: str, message: str) -> None:
+    def on_pod(self, target: PodRef, reason: str, message: str) -> None:
         """One Event on the pod alone (what concerns the pod's own settings, e.g. its window annotation)."""
         self._create(target.namespace, {"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid},
                      reason, message, "None")
+
+    def once_on_pod(self, target: PodRef, reason: str, message: str) -> bool:
+        """One Event on the pod, written once per pod UID and reason however often the watchdog restarts: named
+        after both, so a second create is refused (409: already told, kept by the API server for its Event TTL).
+        False only when not sent because this replica may not write (a standby): try again as leader."""
+        involved = {"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid}
+        return self._create(target.namespace, involved, reason, message, "None", once=True)
 
     def on_pod_and_owner(self, target: WatchedPod, reason: str, message: str, action: str = "None") -> None:
         """One Event on the pod and one on its top controller owner (if any)."""
@@ -129,12 +147,22 @@ class EventRecorder:
             # cluster-scoped object (no tenant-steered Event in "default").
             self._create(target.namespace, obj, reason, message, action)
 
-    def _create(self, namespace: str, obj: dict[str, str], reason: str, message: str, action: str) -> None:
-        body = event_body(namespace, obj, reason, message, self.instance, dt.datetime.now(dt.UTC), action=action)
+    def _create(self, namespace: str, obj: dict[str, str], reason: str, message: str, action: str, *,
+                once: bool = False) -> bool:
+        """Write one Event; False only when fenced (not sent). ``once``: a named Event (see :meth:`once_on_pod`)."""
+        body = event_body(namespace, obj, reason, message, self.instance, dt.datetime.now(dt.UTC), action=action,
+                          once=once)
         try:
             self.actuator.post_event(namespace, body)
         except Fenced:  # a standby (or a leader that lost touch) writes no Event: not a failure
-            return
+            return False
+        except KubeError as exc:
+            if not (once and exc.status == 409):  # 409 on a named Event: written before (by us, or a past process)
+                self._failed(namespace, obj, reason, exc)
         except Exception as exc:  # best effort by design
-            self.metrics.event_failures.inc()
-            log.warning("could not record %s Event on %s %s/%s: %s", reason, obj["kind"], namespace, obj["name"], exc)
+            self._failed(namespace, obj, reason, exc)
+        return True
+
+    def _failed(self, namespace: str, obj: dict[str, str], reason: str, exc: Exception) -> None:
+        self.metrics.event_failures.inc()
+        log.warning("could not record %s Event on %s %s/%s: %s", reason, obj["kind"], namespace, obj["name"], exc)

@@ -90,6 +90,7 @@ class Metrics:
     source_failed_cycles: Gauge  # {source}: its failed cycles in a row (core/sourcehealth.py)
     engine_progress: Gauge  # {namespace,pod,target,engine}: seconds without progress (perEngineMetrics only)
     namespace_unreadable: Gauge  # {namespace}: 1 while a watched namespace's pods cannot be listed (watchNamespaces)
+    targets_overlap: Gauge  # {outcome}: pods several differing targets match (judged by one, or conflict)
     workloads: set[Workload] = field(default_factory=set)  # the (namespace, target) pairs with series
     engine_series: set[EngineSeries] = field(default_factory=set)  # the per-engine gauge's series
 
@@ -222,9 +223,15 @@ def new_metrics() -> Metrics:
                                    "while the pods of this watched, opted-in namespace cannot be listed (RBAC 403, "
                                    "cache not synced or stale), so they are unknown; 0 while they are listed.",
                                    ["namespace"], registry=r),
+        targets_overlap=Gauge("vllm_watchdog_pods_targets_overlap", "Pods discovery would watch that several "
+                              "targets' podSelectors match, targets that differ, after the last cycle: judged (by "
+                              "the target with the longest window) or conflict (their engine profiles differ: not "
+                              "judged).", ["outcome"], registry=r),
     )
     ProcessCollector(registry=r)
     m.build_info.labels(__version__, platform.python_version()).set(1)
+    for overlap in ("judged", "conflict"):
+        m.targets_overlap.labels(overlap)
     for outcome in SCRAPE_OUTCOMES:
         m.scrapes.labels(outcome)
     for status in API_AUTH_STATUSES:

@@ -48,8 +48,8 @@ from watchdog.controller.state import PodRecord
 from watchdog.controller.status import Snapshot, snapshot
 from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState, Verdict
-from watchdog.core.discovery import Discovery, discover, invalid_opt_ins
-from watchdog.core.events import REASON_WINDOW_IGNORED
+from watchdog.core.discovery import Discovery, Overlap, discover, invalid_opt_ins
+from watchdog.core.events import REASON_TARGETS_OVERLAP, REASON_WINDOW_IGNORED
 from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
@@ -141,6 +141,7 @@ class Watchdog:
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self._targets = {t.name: t for t in config.targets}
         self._window_warned: set[str] = set()  # pod UIDs told once that their window annotation is ignored
+        self._overlaps_told: dict[str, bool] = {}  # pod UID several differing targets match -> its Event written
         self._engines_capped = False  # the per-engine gauge's cap was reached (logged once)
         self.last_started: float | None = None  # monotonic time the last cycle started (liveness)
         self.last_ended: float | None = None  # monotonic time the last cycle ended, completed or failed
@@ -206,7 +207,8 @@ class Watchdog:
         self.last_success = self.clock()
         self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
                                leader=self._was_leader,
-                               unreadable=self.namespace_reads.unreadable if self.namespace_reads else {})
+                               unreadable=self.namespace_reads.unreadable if self.namespace_reads else {},
+                               conflicts=[o for o in found.overlaps if o.chosen is None])
         return report
 
     def _discover(self, report: CycleReport) -> tuple[Discovery, float]:
@@ -216,7 +218,7 @@ class Watchdog:
         watched = self.config.namespaces_watched  # namespace-only mode: pods listed in each of those alone
         pods_by_target = self._list_pods(namespaces)
         listed_at = self.clock()  # before any sample of this cycle: the warm-up counts from here
-        found = discover(namespaces, pods_by_target, ever_ready=self.ever_ready,
+        found = discover(namespaces, pods_by_target, base=self.config.base_policy, ever_ready=self.ever_ready,
                          require_controller=self.config.require_controller,
                          allow_loopback=self.config.allow_loopback_pod_ips, tenant_label=self.config.tenant_label)
         live = {str((p.get("metadata") or {}).get("uid")) for _, pods in pods_by_target for p in pods}
@@ -225,6 +227,7 @@ class Watchdog:
         self.ever_ready = (self.ever_ready | found.ready_uids) & live
         self.metrics.watch_workloads(watched_workloads(found.modes, [t.name for t in self.config.targets], watched))
         self._forget_gone({t.uid for t in found.targets})
+        self._tell_overlaps(found.overlaps)
         report.pods, report.skipped = len(found.targets), found.skipped
         report.namespaces = Counter(found.modes.values())
         for name, value in invalid_opt_ins(namespaces).items():
@@ -360,6 +363,23 @@ class Watchdog:
             self.remediator.events.on_pod(target, REASON_WINDOW_IGNORED, f"{ignored}; the stall window stays "
                                           f"{policy.window_s:g} s (from the {policy.window_source} setting)")
         return policy
+
+    def _tell_overlaps(self, overlaps: Sequence[Overlap]) -> None:
+        """Each pod several differing targets match (:func:`~watchdog.core.podpolicy.resolve_target` says which one
+        judges it, or that none does): logged once per pod UID, told in ONE Warning Event per pod UID (a named
+        Event: a restart finds it written and does not repeat it), counted in a gauge every cycle."""
+        conflicts = sum(o.chosen is None for o in overlaps)
+        self.metrics.targets_overlap.labels("judged").set(len(overlaps) - conflicts)
+        self.metrics.targets_overlap.labels("conflict").set(conflicts)
+        told = {o.uid: self._overlaps_told.get(o.uid) for o in overlaps}  # a pod no longer overlapping: forgotten
+        for o in overlaps:
+            if told[o.uid] is None:
+                log.warning("pod %s/%s: %s", o.namespace, o.name, o.note, extra=facts(
+                    namespace=o.namespace, pod=o.name, uid=o.uid,
+                    reason="targets_conflict" if o.chosen is None else "targets_overlap"))
+            if not told[o.uid]:  # not yet written: a standby's was not sent
+                told[o.uid] = self.remediator.events.once_on_pod(o, REASON_TARGETS_OVERLAP, o.note)
+        self._overlaps_told = {uid: bool(done) for uid, done in told.items()}
 
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:

@@ -10,13 +10,15 @@ Bounded: at most :data:`MAX_PODS` pods and :data:`MAX_SERIES` engine series are 
 suspect, unknown, paused, progressing, idle, then namespace and name); what did not fit is counted in
 ``truncated``. ``namespaces_unreadable`` (namespace-only mode): each watched namespace whose pods could not be
 listed in that cycle (their pods are unknown and not in ``pods``): namespace, why, HTTP status, for how long.
-The document, per pod: namespace, name, UID, mode, its worst state, the last scrape (outcome, detail, age, and
-for how long it has been failing); per engine series: the series key and labels, state, how long
+The document, per pod: namespace, name, UID, mode, the target judging it and every target whose podSelector
+matches it (:func:`watchdog.core.podpolicy.resolve_target`), its worst state, the last scrape (outcome, detail,
+age, and for how long it has been failing); per engine series: the series key and labels, state, how long
 suspect or stalled, when last seen, the signal values by name (running, waiting, paused, each progress signal),
 how this stall episode was acted on, which rules deferred it and, while one holds it, ``held``: that rule and when
 it frees (``frees_in_s`` from the snapshot, None where time alone does not free it, and ``frees_when``, the
 phrase the Event says; the policy's Decision is their one source). Then the policy's view (budget left per scope,
-breakers and why, open deferrals per rule, owners waiting, warm-up, the pause and why) and leadership. Every
+breakers and why, open deferrals per rule, owners waiting, warm-up, the pause and why), leadership, and
+``targets_conflict``: the pods not judged because targets with different engine profiles match them. Every
 time is in seconds, relative: ``*_s`` ages are as of the snapshot, ``snapshot_age_s`` says how old it is.
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -34,6 +36,7 @@ from watchdog import __version__
 from watchdog.controller.nsreads import Unreadable
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import Verdict
+from watchdog.core.discovery import Overlap
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
@@ -132,6 +135,7 @@ def _pod(pod: _Pod, names: tuple[str, ...], episodes: Episodes, now: float) -> d
     failing = pod.outcome not in ("ok", "")
     return {
         "namespace": target.namespace, "pod": target.name, "uid": target.uid, "mode": target.mode,
+        "target": target.target_name, "targets": list(target.targets or (target.target_name,)),
         "state": engines[0]["state"] if engines else "unknown",
         "scrape": {"outcome": pod.outcome or None, "detail": pod.detail or None,
                    "age_s": round(now - pod.scraped_at, 1) if pod.scraped_at is not None else None,
@@ -149,10 +153,13 @@ def _states(record: PodRecord) -> list[str]:
 
 def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profiles: Mapping[str, Profile],
              policy: DeletionPolicy, *, now: float, leader: bool,
-             unreadable: Mapping[str, Unreadable] | None = None) -> Snapshot:
+             unreadable: Mapping[str, Unreadable] | None = None, conflicts: Sequence[Overlap] = ()) -> Snapshot:
     """The view after a cycle: ``targets`` discovered, their ``pods`` records (a pod deleted this cycle has none
     and is left out), ``now`` monotonic, the watched namespaces whose pods could not be listed (``unreadable``,
-    an immutable mapping the cycle replaces whole). Only the pods listed are written out in full."""
+    an immutable mapping the cycle replaces whole), the pods not judged because the targets matching them
+    conflict (``conflicts``). Only the pods listed are written out in full."""
+    unjudged = [{"namespace": o.namespace, "pod": o.name, "uid": o.uid, "targets": list(o.targets),
+                 "reason": "targets_conflict", "why": o.note} for o in conflicts[:MAX_PODS]]
     watched = [(t, pods[t.uid], _states(pods[t.uid])) for t in targets if t.uid in pods]
     engines = Counter(state for _, _, states in watched for state in states)
     watched.sort(key=lambda w: (min(_rank(s) for s in w[2]), w[0].namespace, w[0].name))
@@ -173,6 +180,7 @@ def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profi
             "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(kept)},
             "namespaces_unreadable": blind,
             "policy": view, "pods": [_pod(pod, names[pod.target.target_name], episodes, now) for pod in kept],
+            "targets_conflict": unjudged,
         }
 
     return Snapshot(now, build)

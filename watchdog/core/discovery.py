@@ -5,7 +5,10 @@ A pod is a target when all of these hold (each refusal is counted under a skip r
 - its namespace carries the label ``vllm-watchdog.io/enabled`` with value ``true`` (enforce) or ``dry-run``
   (observe only); any other value or no label: ignored. ``kube-system`` is never watched, nor a namespace being
   deleted (Terminating: its pods go anyway, and the API server refuses Events there);
-- it matched one of the configured targets' label selectors (the first matching target wins);
+- it matched one of the configured targets' label selectors; matched by several, it is judged by the one
+  :func:`watchdog.core.podpolicy.resolve_target` picks (the longest window), and not at all when their engine
+  profiles differ (``targets_conflict``); every such overlap that makes a difference is listed in
+  :attr:`Discovery.overlaps`;
 - phase ``Running``, ``status.podIP`` set to an ordinary unicast address (:mod:`watchdog.core.addresses`:
   loopback, link-local, every known cloud metadata address, unspecified, multicast, broadcast, reserved and
   IPv4-in-IPv6 forms are refused; loopback only with ``allow_loopback``, for the demo and tests), not
@@ -42,10 +45,11 @@ from watchdog.core.model import (
     Target,
     WatchedPod,
 )
+from watchdog.core.podpolicy import EffectivePolicy, Resolution, resolve_target
 from watchdog.core.profiles import get_profile
 from watchdog.core.vocab import NamespaceMode
 
-__all__ = ["Discovery", "OwnerRef", "WatchedPod", "controller_of", "discover", "has_gate", "invalid_opt_ins",
+__all__ = ["Discovery", "Overlap", "OwnerRef", "WatchedPod", "controller_of", "discover", "has_gate", "invalid_opt_ins",
            "namespace_modes", "tenant_of"]
 
 
@@ -57,6 +61,20 @@ class Discovery:
     ready_uids: set[str]
     skipped: Counter[str]
     modes: dict[str, NamespaceMode] = field(default_factory=dict)  # opted-in namespace -> mode
+    overlaps: list[Overlap] = field(default_factory=list)  # watched (or conflicting) pods several targets match
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap:
+    """A pod that discovery would watch, matched by several targets that differ: which ones (configuration order),
+    the one judging it (None: their profiles conflict, not judged) and the line saying so."""
+
+    uid: str
+    namespace: str
+    name: str
+    targets: tuple[str, ...]
+    chosen: str | None
+    note: str
 
 
 def invalid_opt_ins(namespaces: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -194,52 +212,64 @@ def discover(
     namespaces: Iterable[Mapping[str, Any]],
     pods_by_target: Iterable[tuple[Target, Iterable[Mapping[str, Any]]]],
     *,
+    base: EffectivePolicy,
     ever_ready: frozenset[str] | set[str] = frozenset(),
     require_controller: bool = True,
     allow_loopback: bool = False,
     tenant_label: str = "",
 ) -> Discovery:
     """Pick this cycle's :class:`WatchedPod` list from namespace and pod dicts (one pod list per target,
-    in target order). ``ever_ready``: pod UIDs this process saw Ready before. ``allow_loopback``: accept pod
-    IPs in 127.0.0.0/8 and ``::1`` (setting ``allow_loopback_pod_ips``: the embedded demo and tests only).
-    ``tenant_label``: the Namespace label naming each pod's tenant (:func:`tenant_of`)."""
+    in target order). ``base``: the global stall policy (a pod several targets match goes to the one with the
+    longest window: :func:`~watchdog.core.podpolicy.resolve_target`). ``ever_ready``: pod UIDs this process saw
+    Ready before. ``allow_loopback``: accept pod IPs in 127.0.0.0/8 and ``::1`` (setting
+    ``allow_loopback_pod_ips``: the embedded demo and tests only). ``tenant_label``: the Namespace label naming
+    each pod's tenant (:func:`tenant_of`)."""
     namespaces = list(namespaces)
     modes = namespace_modes(namespaces)
     tenants = {str((ns.get("metadata") or {}).get("name")): tenant_of(ns, tenant_label) for ns in namespaces}
     ending = {str((ns.get("metadata") or {}).get("name")) for ns in namespaces if terminating(ns)}
-    seen: set[str] = set()
-    targets: list[WatchedPod] = []
-    ready: set[str] = set()
-    skipped: Counter[str] = Counter()
+    found = Discovery([], set(), Counter(), modes)
+    claimed: dict[object, tuple[Mapping[str, Any], list[Target]]] = {}  # pod UID -> (pod, its matching targets)
     for target, pods in pods_by_target:
-        for pod in pods:
-            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-            uid = str(meta.get("uid") or "")
-            if uid and uid in seen:
-                continue  # matched an earlier target: taken or skipped (counted) there
-            if uid:
-                seen.add(uid)
-            if uid and _is_ready(status):
-                ready.add(uid)
-            reason = "namespace_terminating" if str(meta.get("namespace")) in ending else _skip_reason(
-                pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller, allow_loopback)
-            port = choose_port(pod, target) if reason is None else None
-            if reason is None and port is None:
-                reason = "undeclared_port"
-            if reason is not None:
-                skipped[reason] += 1
-                continue
-            assert port is not None
-            restarts = _restarts(status)
-            targets.append(WatchedPod(
-                uid=uid, namespace=str(meta["namespace"]), name=str(meta.get("name")), ip=str(status["podIP"]),
-                port=port, path=target.path, target_name=target.name, profile=target.profile,
-                mode=modes[str(meta["namespace"])], restart_count=restarts, owner=controller_of(meta),
-                metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
-                node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
-                window_annotation=_window_annotation(meta), tenant=tenants[str(meta["namespace"])],
-            ))
-    return Discovery(targets, ready, skipped, modes)
+        for pod in pods:  # a pod without a UID (skipped below) is keyed by its object
+            claimed.setdefault((pod.get("metadata") or {}).get("uid") or id(pod), (pod, []))[1].append(target)
+    for pod, matches in claimed.values():
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        uid = str(meta.get("uid") or "")
+        if uid and _is_ready(status):
+            found.ready_uids.add(uid)
+        reason = "namespace_terminating" if str(meta.get("namespace")) in ending else _skip_reason(
+            pod, modes.get(str(meta.get("namespace"))), uid in ever_ready, require_controller, allow_loopback)
+        if reason is None:
+            reason = _take(found, pod, uid, resolve_target(matches, base), tenants[str(meta["namespace"])])
+        if reason is not None:
+            found.skipped[reason] += 1
+    return found
+
+
+def _take(found: Discovery, pod: Mapping[str, Any], uid: str, resolved: Resolution, tenant: str) -> str | None:
+    """Add the pod (which passed every skip rule) under its resolved target (of ``tenant``); or why it is
+    skipped."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    names = tuple(t.name for t in resolved.matches)
+    target = resolved.target
+    if resolved.note:
+        found.overlaps.append(Overlap(uid, str(meta["namespace"]), str(meta.get("name")), names,
+                                      None if target is None else target.name, resolved.note))
+    if target is None:
+        return "targets_conflict"
+    port = choose_port(pod, target)
+    if port is None:
+        return "undeclared_port"
+    found.targets.append(WatchedPod(
+        uid=uid, namespace=str(meta["namespace"]), name=str(meta.get("name")), ip=str(status["podIP"]),
+        port=port, path=target.path, target_name=target.name, profile=target.profile,
+        mode=found.modes[str(meta["namespace"])], restart_count=_restarts(status), owner=controller_of(meta),
+        metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
+        node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
+        window_annotation=_window_annotation(meta), tenant=tenant, targets=names,
+    ))
+    return None
 
 
 def _window_annotation(meta: Mapping[str, Any]) -> str | None:

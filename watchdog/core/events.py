@@ -19,13 +19,16 @@ REASON_QUARANTINED = "StalledPodQuarantined"  # the readiness gate set False (wa
 REASON_RELEASED = "StalledPodReleased"  # the readiness gate set True again after a quarantine
 #: The pod's vllm-watchdog.io/window-seconds annotation was ignored (shorter, malformed, above the ceiling).
 REASON_WINDOW_IGNORED = "StallWindowAnnotationIgnored"
+#: Several targets that differ match the pod: which one judges it, or that their profiles conflict (core/podpolicy).
+REASON_TARGETS_OVERLAP = "StallTargetsOverlap"
 #: Nodes are cluster-scoped: the API server accepts their core/v1 Events in "default".
 NODE_EVENT_NAMESPACE = "default"
 MAX_MESSAGE = 1024
 #: At most this many characters of an engine series key (pod-controlled label values) in a message.
 MAX_ENGINE_KEY = 160
 __all__ = ["COMPONENT", "MAX_ENGINE_KEY", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
-           "REASON_DRY_RUN", "REASON_QUARANTINED", "REASON_RELEASED", "REASON_WINDOW_IGNORED", "Outcome",
+           "REASON_DRY_RUN", "REASON_QUARANTINED", "REASON_RELEASED", "REASON_TARGETS_OVERLAP", "REASON_WINDOW_IGNORED",
+           "Outcome",
            "escape_controls", "event_body", "frees_phrase", "stall_message", "utc_stamp"]
 
 Outcome = Literal["deleted", "evicted", "dry_run", "deferred"]
@@ -110,9 +113,11 @@ def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, sin
 
 
 def event_body(namespace: str, involved: dict[str, str], reason: str, message: str, instance: str,
-               now: dt.datetime, action: str = "None") -> dict[str, Any]:
+               now: dt.datetime, action: str = "None", *, once: bool = False) -> dict[str, Any]:
     """A core/v1 Event (type Warning) on ``involved`` ({apiVersion, kind, name, uid}) at ``now`` (UTC);
-    message with control characters escaped (:func:`escape_controls`), then cut to 1 KiB."""
+    message with control characters escaped (:func:`escape_controls`), then cut to 1 KiB. ``once``: named after
+    the object's UID and the reason, so a second create of it (after a restart, by another replica) is refused
+    with 409 while the first is kept (the API server's Event TTL, 1 h by default) instead of written again."""
     stamp = utc_stamp(now)
     message = escape_controls(message)
     if len(message.encode()) > MAX_MESSAGE:
@@ -120,7 +125,8 @@ def event_body(namespace: str, involved: dict[str, str], reason: str, message: s
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+        "metadata": {**({"name": f"{involved['uid']}.{reason.lower()}"} if once else
+                        {"generateName": f"{involved['name']}."}), "namespace": namespace},
         # Nodes are cluster-scoped: their Events live in "default" but the object itself has no namespace.
         "involvedObject": dict(involved) if involved.get("kind") == "Node" else {**involved, "namespace": namespace},
         "reason": reason,

@@ -87,7 +87,7 @@ class WatchedPod:
     ip: str
     port: int
     path: str
-    target_name: str  # the settings target (Target.name) that found it
+    target_name: str  # the settings target (Target.name) judging it (core/podpolicy.resolve_target)
     profile: str
     mode: NamespaceMode
     restart_count: int
@@ -98,6 +98,7 @@ class WatchedPod:
     container: str = ""  # the engine container: the one declaring the metrics port, else the first
     window_annotation: str | None = None  # the pod's vllm-watchdog.io/window-seconds (cut to 64 chars), if any
     tenant: str = ""  # who owns its namespace (discovery.tenant_of); "": its namespace is its own tenant
+    targets: tuple[str, ...] = ()  # every target whose podSelector matched it (configuration order)
 
     def __post_init__(self) -> None:
         if not self.tenant:

@@ -8,12 +8,20 @@ read strictly (plain decimal digits, at most :data:`MAX_ANNOTATION_CHARS` charac
 other value is ignored with the reason returned (the caller records one Warning Event per pod).
 A lengthened window also lengthens a completion-only window that is on and shorter (it is never shorter than the
 window). The deletion policy's warm-up and minimum pod age stay on the global window (core/policy.py).
+
+Which target a pod belongs to is said here too, in ONE place (:func:`resolve_target`, called by discovery for
+``run`` and by ``check``/``replay --config``): a pod whose labels several targets' ``podSelector``s match is judged
+by the matching target with the LONGEST window (the most patient: no pod is removed sooner than any target that
+claims it allows; equal windows: the first listed), and everything else of that target applies to it (min
+samples, action, completion-only window, profile, port, path, source). Two matching targets with different
+engine profiles disagree on what progress is: such a pod is not judged at all (unknown, ``targets_conflict``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from watchdog.core.model import WINDOW_ANNOTATION, Target
@@ -85,3 +93,43 @@ def _annotated_window(raw: str, own_s: float, ceiling_s: float) -> tuple[float |
     if value > ceiling_s:
         return None, f"{head}: above the ceiling maxPodWindowSeconds ({ceiling_s:g} s)"
     return value, ""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Which of the targets matching one pod judges it: ``target`` (None: their profiles conflict, the pod is not
+    judged); ``matches``: every matching target, in configuration order; ``note``: one line saying the choice or the
+    conflict when the matches differ in anything (for the log and the pod's Warning Event), "" otherwise."""
+
+    target: Target | None
+    matches: tuple[Target, ...]
+    note: str = ""
+
+
+def resolve_target(matches: Sequence[Target], base: EffectivePolicy) -> Resolution:
+    """The one rule (module docstring) for a pod matched by ``matches`` (at least one, in configuration order),
+    with the global policy ``base``."""
+    windows = [policy_of(base, t)[0].window_s for t in matches]
+    chosen = matches[windows.index(max(windows))]  # index(): the first of equal windows
+    if len(matches) == 1 or len({_how(base, t) for t in matches}) == 1:
+        return Resolution(chosen, tuple(matches))  # interchangeable targets: no choice was made
+    if len({(t.profile, _frozen(t.metrics)) for t in matches}) > 1:
+        said = ", ".join(f"{t.name} (profile {t.profile}{' custom' if t.metrics else ''})" for t in matches)
+        return Resolution(None, tuple(matches), f"matched by targets {said}, whose engine profiles disagree on what "
+                                                f"progress is: not judged (unknown, targets_conflict) until only one "
+                                                f"of their podSelectors matches it")
+    said = ", ".join(f"{t.name} (window {w:g} s)" for t, w in zip(matches, windows, strict=True))
+    tie = " (the first listed of equal windows)" if windows.count(max(windows)) > 1 else ""
+    return Resolution(chosen, tuple(matches), f"matched by targets {said}: judged by {chosen.name}, the longest "
+                                              f"window{tie}, with all of that target's settings")
+
+
+def _how(base: EffectivePolicy, target: Target) -> tuple[object, ...]:
+    """Everything that decides how a pod of ``target`` is read and judged (its name and selector aside)."""
+    policy = replace(policy_of(base, target)[0], window_source="global")
+    return (policy, target.profile, _frozen(target.metrics), target.port, target.path, target.source)
+
+
+def _frozen(metrics: Mapping[str, object]) -> str:
+    """A custom profile's keys as comparable text (its values are lists and strings)."""
+    return repr(sorted(metrics.items()))
