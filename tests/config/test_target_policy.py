@@ -98,3 +98,28 @@ def test_watch_namespaces_in_the_config_file_is_the_charts_list_or_the_comma_str
         assert exc.problems[0].endswith("key 'watchNamespaces': expected a string, got list")
     else:
         raise AssertionError("a list with a number accepted")
+
+
+# -- issue 36 item 4: one pod, one policy ------------------------------------------------------------------------
+@pytest.mark.parametrize(("first", "second"), [
+    ("app.kubernetes.io/name=vllm", "app.kubernetes.io/name=vllm"),
+    ("app=x,tier=gpu", " tier == gpu , app=x"),
+    ("app in (b,a),!old", "!old,app in (a, b, a)"),
+    ("app=x,app=x", "app=x"),
+])
+def test_targets_with_the_same_pod_selector_are_refused_in_one_line(tmp_path: Path, first: str, second: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"targets:\n  - {{name: vllm, podSelector: '{first}'}}\n  - {{name: mid, podSelector: other=1}}\n"
+                    f"  - {{name: x, podSelector: '{second}', windowSeconds: 600}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path), env={})
+    assert caught.value.problems == [
+        f"{path}:1 key 'targets': targets[0] ('vllm') and targets[2] ('x') have the same podSelector {second!r}: "
+        "every pod of one is a pod of the other; merge them into one target"]
+
+
+@pytest.mark.parametrize("second", ["app in (a,b,c)", "app=x,tier!=gpu", "app notin (a,b)", "app"])
+def test_selectors_that_differ_are_taken_and_resolved_per_pod_at_run_time(tmp_path: Path, second: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"targets:\n  - {{name: a, podSelector: 'app in (b,a)'}}\n  - {{name: b, podSelector: '{second}'}}\n")
+    assert [t.name for t in load_config(str(path), env={}).targets] == ["a", "b"]

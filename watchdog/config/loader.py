@@ -19,7 +19,7 @@ import yaml
 
 from watchdog.config.flags import add_flags, flags_from_args
 from watchdog.config.names import label_problem, subdomain_problem
-from watchdog.config.selectors import label_key_problem, selector_problem, show
+from watchdog.config.selectors import label_key_problem, normalised, selector_problem, show
 from watchdog.config.settings import (
     BY_KEY,
     BY_NAME,
@@ -168,15 +168,30 @@ def _targets(raw: Any, where: str, problems: list[str]) -> tuple[Target, ...] | 
     if not isinstance(raw, list) or not raw:
         problems.append(f"{where}: targets must be a non-empty list of {{name, podSelector, profile, port, path}}")
         return None
-    out = []
-    for i, item in enumerate(raw):
-        target = _target(item, f"{where}[{i}]", problems)
-        if target is not None:
-            out.append(target)
+    read = [(i, _target(item, f"{where}[{i}]", problems)) for i, item in enumerate(raw)]
+    out = [t for _, t in read if t is not None]
     names = [t.name for t in out]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{where}: target name {show(dup)} is used twice")
+    problems.extend(_same_selectors([(i, t) for i, t in read if t is not None], where))
     return tuple(out)
+
+
+def _same_selectors(targets: Sequence[tuple[int, Target]], where: str) -> list[str]:
+    """Targets whose podSelectors are the same (spelled alike, :func:`normalised`): every pod of one is a pod of
+    the other, so one of them can never judge a pod. Selectors that merely overlap are resolved per pod at run time
+    (:func:`watchdog.core.podpolicy.resolve_target`): they cannot in general be proven disjoint here."""
+    first: dict[str, tuple[int, Target]] = {}
+    problems = []
+    for i, target in targets:
+        if selector_problem(target.pod_selector) is not None:
+            continue  # said already
+        j, other = first.setdefault(normalised(target.pod_selector), (i, target))
+        if j != i:
+            problems.append(f"{where}: targets[{j}] ({show(other.name)}) and targets[{i}] ({show(target.name)}) have "
+                            f"the same podSelector {show(target.pod_selector)}: every pod of one is a pod of the other; "
+                            "merge them into one target")
+    return problems
 
 
 def _target(item: Any, at: str, problems: list[str]) -> Target | None:

@@ -18,7 +18,7 @@ from collections import deque
 
 from watchdog.config.names import subdomain_problem
 
-__all__ = ["label_key_problem", "selector_problem", "show"]
+__all__ = ["label_key_problem", "normalised", "selector_problem", "show"]
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _TOKEN = re.compile(r"==|!=|[!=<>(),]|[^\s!=<>(),]+")  # spaces apart: ==, !=, one of !=<>(), or a run of the rest
@@ -132,3 +132,34 @@ def _list_problem(toks: deque[str], key: str, op: str) -> str | None:
             after_value = True
     toks.popleft()
     return None
+
+
+def normalised(text: str) -> str:
+    """A valid selector (:func:`selector_problem` says None) in one spelling: spaces dropped, ``==`` as ``=``, the
+    values of ``in``/``notin`` sorted, the requirements sorted, each once. Two selectors with the same spelling
+    select the same pods (the converse does not hold: this is no proof that two selectors are disjoint)."""
+    requirements, current, depth = set(), [], 0
+    for token in _TOKEN.findall(text):
+        depth += (token == "(") - (token == ")")
+        if token == "," and depth == 0:
+            requirements.add(_spelled(current))
+            current = []
+        else:
+            current.append("=" if token == "==" else token)
+    requirements.add(_spelled(current))
+    return ",".join(sorted(requirements))
+
+
+def _spelled(tokens: list[str]) -> str:
+    """One requirement's tokens as text; an ``in``/``notin`` list's values sorted, each once."""
+    if len(tokens) > 2 and tokens[1] in ("in", "notin"):
+        values, value = set(), ""
+        for token in tokens[3:-1]:  # between the parentheses
+            if token == ",":
+                values.add(value)
+                value = ""
+            else:
+                value = token
+        values.add(value)
+        return f"{tokens[0]} {tokens[1]} ({','.join(sorted(values))})"
+    return "".join(tokens)
