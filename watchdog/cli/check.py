@@ -18,7 +18,7 @@ from watchdog.adapters.scrape import redact
 from watchdog.adapters.scrape_errors import ScrapeError, ScrapeLimits
 from watchdog.cli import check_prometheus
 from watchdog.cli.argtypes import positive_int, positive_seconds, refuse
-from watchdog.cli.configtarget import chosen_target, profile_of
+from watchdog.cli.configtarget import TARGET_HELP, chosen_target, profile_of
 from watchdog.config.settings import BY_NAME
 from watchdog.core.confirm import known, live_evidence
 from watchdog.core.parsing import ParseResult, parse_exposition
@@ -34,10 +34,11 @@ TARGET forms:
                              --deadline for the whole scrape, --max-bytes after decompression)
   PATH                       a saved exposition (e.g. from curl -s http://.../metrics > m.prom)
   -                          read the exposition from stdin
-  --config FILE [--target NAME]
+  --config FILE [--target NAME ...]
                              read with that watchdog config target's profile (custom ones too) and print its
                              effective policy on stderr: window and where it came from, min samples, action,
-                             completion-only window
+                             completion-only window. A pod several targets' podSelectors match: give each
+                             --target; the one run judges it by is used (the longest window)
   --prometheus URL --pod NS/NAME
                              the pod's series as the watchdog reads them with source: prometheus (the
                              same queries, restricted to the pod; --deadline bounds them all together,
@@ -80,8 +81,8 @@ def add_parser(verbs: Any) -> None:
              "target's effective policy (window and where it came from, min samples, action, completion-only "
              "window) on stderr",
     )
-    p.add_argument("--target", dest="config_target", metavar="NAME", default=None,
-                   help="with --config: which target (needed when the file has several)")
+    p.add_argument("--target", dest="config_target", metavar="NAME", action="append", default=None,
+                   help=TARGET_HELP)
     p.add_argument(
         "--profile",
         choices=sorted(PROFILES),
@@ -168,9 +169,7 @@ def _profile(args: argparse.Namespace) -> Profile:
     ValueError (one line) on a bad --config or --target."""
     chosen = chosen_target(args.config, args.config_target, args.profile is not None)
     if chosen is not None:
-        config, picked = chosen
-        print(f"{PROG}: note: target {picked.name} of {args.config}: {config.policy_of(picked)[0].describe()}",
-              file=sys.stderr)
+        print(chosen.notes(PROG, chosen.config.policy_of(chosen.target)[0].describe()), file=sys.stderr)
     return profile_of(chosen, args.profile)
 
 

@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 from watchdog.cli.argtypes import positive_int, positive_seconds, refuse
-from watchdog.cli.configtarget import chosen_target, profile_of
+from watchdog.cli.configtarget import TARGET_HELP, chosen_target, profile_of
 from watchdog.config.settings import completion_window_problem
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
 from watchdog.core.profiles import PROFILES
@@ -40,8 +40,9 @@ Two inputs:
                         detector) with --profile, or with a custom profile: --config FILE [--target NAME]
                         (the watchdog's config file); one JSON object per file and engine series.
 
---config FILE [--target NAME] (either input) judges with that target's effective policy: its own
-windowSeconds, minSamples and completionOnlyWindowSeconds, else the file's global ones (printed on stderr).
+--config FILE [--target NAME ...] (either input) judges with that target's effective policy: its own
+windowSeconds, minSamples and completionOnlyWindowSeconds, else the file's global ones (printed on stderr). A pod
+several targets' podSelectors match: give each --target; the one run judges it by is used (the longest window).
 
 CSV format: a header row, then one row per scrape of ONE engine series, in time order.
   required columns  t, running, and at least one progress column
@@ -149,13 +150,13 @@ def _judge_with(args: argparse.Namespace) -> None:
     a bad --config or target."""
     args.chosen = chosen_target(args.config, args.target, args.profile is not None)
     if args.chosen is not None:
-        config, target = args.chosen
+        config, target = args.chosen.config, args.chosen.target
         policy = config.policy_of(target)[0]
         given = [flag for flag, value in (("--window", args.window), ("--min-samples", args.min_samples),
                                           ("--completion-only-window", args.completion_only_window))
                  if value is not None]
-        print(f"{PROG}: note: target {target.name} of {args.config}: {policy.describe()}"
-              + (f" ({', '.join(given)} given: the flag wins)" if given else ""), file=sys.stderr)
+        print(args.chosen.notes(PROG, policy.describe() + (f" ({', '.join(given)} given: the flag wins)" if given
+                                                           else "")), file=sys.stderr)
         args.window = policy.window_s if args.window is None else args.window
         args.min_samples = policy.min_samples if args.min_samples is None else args.min_samples
         if args.completion_only_window is None:
@@ -181,8 +182,7 @@ def add_parser(verbs: Any) -> None:
                    help="judge with the effective policy (window, min samples, completion-only window) of a target "
                         "of this watchdog config file, printed on stderr; with --expositions also read that "
                         "target's series (custom profiles too) instead of --profile")
-    p.add_argument("--target", metavar="NAME", default=None,
-                   help="with --config: which target (needed when the file has several)")
+    p.add_argument("--target", metavar="NAME", action="append", default=None, help=TARGET_HELP)
     p.add_argument("--window", type=positive_seconds, default=None, metavar="SECONDS",
                    help=f"how long a busy engine may show no progress before it is stalled (default: "
                         f"{DEFAULT_WINDOW_S:g})")
