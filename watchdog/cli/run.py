@@ -23,6 +23,9 @@ top controller owner.
 Opt a namespace in:  kubectl label namespace NS vllm-watchdog.io/enabled=dry-run   (observe only)
                      kubectl label namespace NS vllm-watchdog.io/enabled=true --overwrite   (enforce)
 Opt a pod out:       annotation vllm-watchdog.io/exclude: "true"
+A pod several targets match is judged by the one with the longest window (equal: the first listed), not at all
+when their engine profiles differ (targets_conflict); one StallTargetsOverlap Event says which. Targets with
+the same podSelector are refused.
 
 Safety rails (RUNBOOK.md): budgets (--max-deletions per --deletion-window-seconds, per namespace, one per owner
 until its replacement is Ready), a mass-stall breaker (--breaker-fraction), warm-up and minimum pod age (one
