@@ -121,5 +121,6 @@ def test_targets_with_the_same_pod_selector_are_refused_in_one_line(tmp_path: Pa
 @pytest.mark.parametrize("second", ["app in (a,b,c)", "app=x,tier!=gpu", "app notin (a,b)", "app"])
 def test_selectors_that_differ_are_taken_and_resolved_per_pod_at_run_time(tmp_path: Path, second: str) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(f"targets:\n  - {{name: a, podSelector: 'app in (b,a)'}}\n  - {{name: b, podSelector: '{second}'}}\n")
+    path.write_text(f"targets:\n  - {{name: a, podSelector: 'app in (b,a)'}}\n"
+                    f"  - {{name: b, podSelector: '{second}'}}\n")
     assert [t.name for t in load_config(str(path), env={}).targets] == ["a", "b"]

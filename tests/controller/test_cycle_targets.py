@@ -6,7 +6,6 @@ judges it, /status says which and all that match, and one Warning Event tells it
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +50,7 @@ def test_the_longest_window_judges_a_pod_two_targets_match_and_it_is_told_once(e
         plain = seed_deployment(emulator, NS, "plain", (s := rig.sim("127.0.0.3", "wedged")).address, s.port)["pod"]
         deleted: dict[str, int] = {}
         for n in range(1, 9):  # 8 cycles of 15 s: past the global 60 s window (and the warm-up), within 150 s
-            for ref, result in remediated(rig.cycle()):
-                deleted.setdefault(ref, n)
+            deleted.update({ref: n for ref, result in remediated(rig.cycle()) if result == "deleted"})
         assert f"{NS}/{plain['metadata']['name']}" in deleted  # the vllm target's own pod: at the global window
         assert rig.exists(big)  # on main: deleted with plain, at the 60 s window of the first listed target
         row = status_row(rig, big)
@@ -60,8 +58,7 @@ def test_the_longest_window_judges_a_pod_two_targets_match_and_it_is_told_once(e
         assert row["policy"]["window_s"] == 150 and row["policy"]["window_source"] == "target"
         assert sample(rig, "vllm_watchdog_pods_targets_overlap", {"outcome": "judged"}) == 1
         for n in range(9, 20):
-            for ref, result in remediated(rig.cycle()):
-                deleted.setdefault(ref, n)
+            deleted.update({ref: n for ref, result in remediated(rig.cycle()) if result == "deleted"})
         assert not rig.exists(big) and deleted[f"{NS}/{big['metadata']['name']}"] > deleted[
             f"{NS}/{plain['metadata']['name']}"]
         assert "150 s window (set by its target) over" in events(emulator, big, REASON_DELETED)[0]["message"]

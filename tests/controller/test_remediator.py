@@ -11,6 +11,7 @@ from typing import Any
 
 import builders
 import pytest
+from builders import BASE
 from fakes import FakeClock, FakeKube
 from metricsum import summed
 from remediator_kit import (
@@ -24,8 +25,6 @@ from remediator_kit import (
     open_policy,
     target_of,
 )
-
-from builders import BASE
 
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import Metrics, new_metrics

@@ -8,7 +8,6 @@ import ipaddress
 from typing import Any
 
 import pytest
-
 from builders import BASE
 
 from watchdog.core.addresses import METADATA_ADDRESSES, is_scrapable, refusal

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from builders import BASE
 
 from watchdog.core.discovery import Discovery, choose_port, discover, namespace_modes, tenant_of

@@ -188,9 +188,9 @@ def _same_selectors(targets: Sequence[tuple[int, Target]], where: str) -> list[s
             continue  # said already
         j, other = first.setdefault(normalised(target.pod_selector), (i, target))
         if j != i:
-            problems.append(f"{where}: targets[{j}] ({show(other.name)}) and targets[{i}] ({show(target.name)}) have "
-                            f"the same podSelector {show(target.pod_selector)}: every pod of one is a pod of the other; "
-                            "merge them into one target")
+            problems.append(f"{where}: targets[{j}] ({show(other.name)}) and targets[{i}] ({show(target.name)}) "
+                            f"have the same podSelector {show(target.pod_selector)}: every pod of one is a pod of the "
+                            "other; merge them into one target")
     return problems
 
 

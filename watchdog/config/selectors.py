@@ -138,7 +138,9 @@ def normalised(text: str) -> str:
     """A valid selector (:func:`selector_problem` says None) in one spelling: spaces dropped, ``==`` as ``=``, the
     values of ``in``/``notin`` sorted, the requirements sorted, each once. Two selectors with the same spelling
     select the same pods (the converse does not hold: this is no proof that two selectors are disjoint)."""
-    requirements, current, depth = set(), [], 0
+    requirements: set[str] = set()
+    current: list[str] = []
+    depth = 0
     for token in _TOKEN.findall(text):
         depth += (token == "(") - (token == ")")
         if token == "," and depth == 0:
@@ -153,7 +155,8 @@ def normalised(text: str) -> str:
 def _spelled(tokens: list[str]) -> str:
     """One requirement's tokens as text; an ``in``/``notin`` list's values sorted, each once."""
     if len(tokens) > 2 and tokens[1] in ("in", "notin"):
-        values, value = set(), ""
+        values: set[str] = set()
+        value = ""
         for token in tokens[3:-1]:  # between the parentheses
             if token == ",":
                 values.add(value)
