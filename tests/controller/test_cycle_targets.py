@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from cycle_kit import NS, Rig, make_config, remediated, sample
 
+from watchdog.cli.status import render
+from watchdog.controller.status import Liveness, document
 from watchdog.core.events import REASON_DELETED, REASON_TARGETS_OVERLAP
 from watchdog.core.model import NAMESPACE_LABEL
 from watchdog.demo.emulator import EmulatorServer
@@ -104,6 +106,9 @@ def test_targets_whose_profiles_differ_leave_the_pod_unjudged_and_say_so(emulato
         assert (row["pod"], row["targets"], row["reason"]) == (pod["metadata"]["name"], ["vllm", "llama-405b"],
                                                                "targets_conflict")
         assert sample(rig, "vllm_watchdog_pods_targets_overlap", {"outcome": "conflict"}) == 1
+        text = render(json.loads(document(rig.wd.status, Liveness(rig.now, None, None, None))))
+        assert (f"not judged {NS}/{pod['metadata']['name']}: its targets vllm, llama-405b have different engine "
+                "profiles (targets_conflict)") in text
     finally:
         rig.close()
     [told] = events(emulator, pod, REASON_TARGETS_OVERLAP)

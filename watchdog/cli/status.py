@@ -313,6 +313,9 @@ def render(doc: Mapping[str, Any]) -> list[str]:
     if p["deferrals"]:
         out.append("deferred stalls by rule: " + " ".join(f"{r}={n}" for r, n in p["deferrals"].items()))
     out.extend(_held(doc["pods"]))
+    for row in doc.get("targets_conflict", [])[:20]:  # an older watchdog's document has none
+        out.append(_cell(f"not judged {row['namespace']}/{row['pod']}: its targets {', '.join(row['targets'])} have "
+                         "different engine profiles (targets_conflict)", 400))
     if p["owners_waiting"]:
         out.append("owners waiting for a Ready replacement: " + ", ".join(_cell(o) for o in p["owners_waiting"][:20]))
     error = f"; last error {_age(cycle['last_error_s_ago'])} ago: {_cell(cycle['last_error'], 400)}" if cycle[
