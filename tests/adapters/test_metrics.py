@@ -32,6 +32,8 @@ AGREED = {
     "vllm_watchdog_engine_seconds_without_progress",
     # Namespace-only mode (issue 36 item 3): {namespace}, a series per watched, opted-in namespace.
     "vllm_watchdog_namespace_unreadable",
+    # Pods several targets that differ match (issue 36 item 4): {outcome} judged | conflict.
+    "vllm_watchdog_pods_targets_overlap",
 }
 # The labels of each per-workload metric, in order (issue 30 item 2): its own, then the LLM pod's namespace and
 # its config target's name. Alerts and the dashboard read them (through the ServiceMonitor: exported_namespace).
