@@ -87,6 +87,8 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     "vllm_watchdog_namespace_unreadable": {"namespace": ANY},
     # Per-workload signals (issue 30 item 2): the opt-in per-engine gauge (perEngineMetrics).
     "vllm_watchdog_engine_seconds_without_progress": {**WORKLOAD, "pod": ANY, "engine": ANY},
+    # Pods several targets that differ match (issue 36 item 4).
+    "vllm_watchdog_pods_targets_overlap": {"outcome": frozenset({"judged", "conflict"})},
     # prometheus_client's process collector (Linux).
     **{f"process_{n}": {} for n in ("cpu_seconds_total", "resident_memory_bytes", "virtual_memory_bytes",
                                     "start_time_seconds", "open_fds", "max_fds")},
