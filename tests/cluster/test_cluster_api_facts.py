@@ -10,14 +10,19 @@ relies on (each checked directly against the API, most as the chart's ServiceAcc
   ``DisruptionTarget`` condition before the graceful deletion starts;
 - in a namespace being deleted (Terminating), creates (Events, evictions) are refused with 403 by the
   NamespaceLifecycle admission while deletes pass;
-- an eviction with a stale UID precondition spends the PDB's budget before it is refused with 409.
+- an eviction with a stale UID precondition spends the PDB's budget before it is refused with 409;
+- a named Event (the watchdog's once-per-pod Events, ``event_body(once=True)``) is accepted, and a second create
+  of it is refused with 409 AlreadyExists while the first stays (what keeps a restart from repeating it).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from cluster_kit import EVICT_CONFIG
 
+from watchdog.core.events import REASON_TARGETS_OVERLAP, event_body
 from watchdog.demo.controlplane.api import Api, ApiError, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -70,6 +75,25 @@ def test_node_events_only_in_default(scenario, release, control_plane):
         api.create("/api/v1/namespaces/default/events", _event("default", {
             "apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": ns, "uid": "1"}))
     assert mismatch.value.status == 422
+
+
+def test_a_named_event_is_written_once(scenario, release, control_plane):
+    s = scenario("facts-named-event")
+    ns = s.namespace("x", None)
+    s.deployment(ns, "engine", 1)
+    (pod,) = s.ready_pods(ns, "engine", 1)
+    api = _as(control_plane, release())
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+    body = event_body(ns, involved, REASON_TARGETS_OVERLAP, "first", "probe", dt.datetime.now(dt.UTC), once=True)
+    created = api.create(f"/api/v1/namespaces/{ns}/events", body)
+    assert created["metadata"]["name"] == f"{pod['metadata']['uid']}.stalltargetsoverlap"
+    again = event_body(ns, involved, REASON_TARGETS_OVERLAP, "second", "probe", dt.datetime.now(dt.UTC), once=True)
+    with pytest.raises(ApiError) as refused:
+        api.create(f"/api/v1/namespaces/{ns}/events", again)
+    assert refused.value.status == 409, refused.value
+    [kept] = [e for e in control_plane.api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+              if e["reason"] == REASON_TARGETS_OVERLAP]
+    assert kept["message"] == "first"
 
 
 def test_label_selectors_are_validated(release, control_plane):
