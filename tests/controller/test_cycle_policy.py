@@ -81,6 +81,25 @@ def test_an_annotation_that_would_shorten_is_malformed_or_too_high_is_ignored_wi
     assert "60 s window (global) over" in events(rig, pod, REASON_DELETED)[0]
 
 
+def test_the_ignored_annotation_event_is_not_written_again_after_a_restart(emulator: EmulatorServer,
+                                                                           tmp_path: Path) -> None:
+    """Issue 39 item 10: five restarts wrote five StallWindowAnnotationIgnored Events for one pod; now one."""
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    config = make_config(tmp_path, **LOOSE)
+    sims = Rig(emulator, config)
+    try:
+        pod = deployment(sims, "tenant", "127.0.0.5", annotations={WINDOW_ANNOTATION: "10"})["pod"]
+        for _ in range(3):  # three processes, one after the other
+            rig = Rig(emulator, config)
+            try:
+                rig.cycle()
+            finally:
+                rig.close()
+        assert len(events(sims, pod, REASON_WINDOW_IGNORED)) == 1
+    finally:
+        sims.close()
+
+
 def test_a_targets_own_action_is_the_one_taken(emulator: EmulatorServer, tmp_path: Path) -> None:
     emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
     targets = [{**TARGETS[0], "action": "evict"}, TARGETS[1]]

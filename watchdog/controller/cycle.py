@@ -354,14 +354,14 @@ class Watchdog:
 
     def _policy(self, target: WatchedPod) -> EffectivePolicy:
         """The pod's effective policy (:meth:`Settings.policy_of`, the one rule); an ignored window annotation is
-        logged and told in one Warning Event per pod."""
+        logged and told in one Warning Event per pod, named so that a restart does not write it again."""
         policy, ignored = self.config.policy_of(self._targets.get(target.target_name), target.window_annotation)
         if ignored and target.uid not in self._window_warned:
             self._window_warned.add(target.uid)
             log.warning("pod %s: %s; its window stays %g s (%s)", target.ref, ignored, policy.window_s,
                         policy.window_source, extra=facts(target, reason="window_annotation_ignored"))
-            self.remediator.events.on_pod(target, REASON_WINDOW_IGNORED, f"{ignored}; the stall window stays "
-                                          f"{policy.window_s:g} s (from the {policy.window_source} setting)")
+            self.remediator.events.once_on_pod(target, REASON_WINDOW_IGNORED, f"{ignored}; the stall window "
+                                               f"stays {policy.window_s:g} s (from the {policy.window_source} setting)")
         return policy
 
     def _tell_overlaps(self, overlaps: Sequence[Overlap]) -> None:
