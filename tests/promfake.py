@@ -3,7 +3,7 @@
 It evaluates the shapes of query the watchdog sends (watchdog/core/promql.py) from samples the test adds, as
 Prometheus does: ``sum|max|min by|without (labels) (<expr>)``,
 ``<a> >= ignoring(labels) group_left <b>`` (the rows of ``a`` at least ``b``'s value of their group),
-``last_over_time(name{l="v",l!="w"}[60s])`` (the newest
+``last_over_time(name{l="v",l!="w",l=~"a|b"}[60s])`` (the newest
 sample in ``(time - range, time]``, staleness markers skipped), the instant selector ``name{...}`` and
 ``timestamp(name{...})`` (the newest sample within the 5-minute lookback, absent when it is a staleness marker),
 ``<a> and <b>`` (the rows of ``a`` whose labels but the name are a row of ``b``), answered as a ``vector``;
@@ -37,7 +37,7 @@ _LATEST = re.compile(r"last_over_time\((.*)\[([0-9]+)s\]\)")
 _TIMESTAMP = re.compile(r"timestamp\((.*)\)")
 _LOOKBACK_S = 300.0
 Item = tuple[frozenset[tuple[str, str]], list[tuple[float, float | None]]]  # None: a staleness marker
-_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)(!=|=)"((?:[^"\\]|\\.)*)"')
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)"((?:[^"\\]|\\.)*)"')
 
 
 class FakePrometheus:
@@ -224,7 +224,7 @@ def _select(selector: str, at: float, seconds: float, items: list[Item], stamp: 
         labels = dict(key)
         if labels["__name__"] != name:
             continue
-        if not all((labels.get(n, "") == v) == (op == "=") for n, op, v in matchers):
+        if not all(_matches(labels.get(n, ""), op, v) for n, op, v in matchers):
             continue
         inside = [(t, v) for t, v in sorted(samples, key=lambda sample: sample[0]) if at - seconds < t <= at
                   and (instant or v is not None)]
@@ -233,6 +233,13 @@ def _select(selector: str, at: float, seconds: float, items: list[Item], stamp: 
             kept = labels if instant and not stamp else {k: v for k, v in labels.items() if k != "__name__"}
             out.append((kept, t if stamp else float(value)))  # type: ignore[arg-type]
     return out
+
+
+def _matches(value: str, op: str, wanted: str) -> bool:
+    """A label matcher: ``=``/``!=`` equality, ``=~``/``!~`` a fully anchored regular expression."""
+    if op in ("=", "!="):
+        return (value == wanted) == (op == "=")
+    return (re.fullmatch(wanted, value) is not None) == (op == "=~")
 
 
 def _combine(op: str, old: float, new: float) -> float:

@@ -16,48 +16,69 @@ from cycle_kit import NS, Rig, make_config, remediated, sample, states
 
 from tests.promfake import FakePrometheus
 from watchdog.adapters.prometheus import PrometheusClient
+from watchdog.adapters.scrape_errors import ScrapeError
 from watchdog.config.loader import ConfigError, load_config
 from watchdog.controller import promsource
 from watchdog.controller.cycle import CycleReport
 from watchdog.controller.promsource import PrometheusSource
+from watchdog.controller.reading import Reading
 from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.policy import Decision
-from watchdog.core.profiles import Profile, get_profile
 from watchdog.demo.emulator import EmulatorServer
-from watchdog.demo.scenario import FAST_SETTINGS, write_config
+from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config
 
 BASE = 1_700_000_000.0
 PROM = {"source": "prometheus", "prometheusTimeoutSeconds": 0.8}
 
 
+class Direct:
+    """The pods' own ``/metrics`` for the direct confirmation read: per (IP, port), its engines' newest exposition
+    (what :meth:`PromRig.engine` last had Prometheus scrape); nothing listening elsewhere."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[tuple[str, int], dict[str, str]] = {}
+
+    def fetch(self, url: str) -> bytes:
+        host, _, port = url.split("/")[2].rpartition(":")
+        engines = self.bodies.get((host, int(port)))
+        if engines is None:
+            raise ScrapeError("refused", "connection refused")
+        return "".join(engines.values()).encode()
+
+
 class PromRig(Rig):
     def __init__(self, api: EmulatorServer, tmp_path: Path, prom: FakePrometheus, **config: Any) -> None:
+        self.direct = Direct()
         super().__init__(api, make_config(tmp_path, prometheusUrl=prom.url, **{**PROM, **config}),
-                         wall_clock=lambda: BASE + self.now)
+                         scraper=self.direct, wall_clock=lambda: BASE + self.now)
         self.prom = prom
         self.pods: dict[str, dict[str, Any]] = {}
+        self.ips: dict[str, str] = {}
 
-    def deploy(self, name: str, ip: str) -> str:
-        self.pods[name] = self.deployment(name, _Addr(ip))["pod"]
+    def deploy(self, name: str, ip: str, namespace: str = NS) -> str:
+        self.pods[name] = seed_deployment(self.api, namespace, name, ip, 8000)["pod"]
+        self.ips[name] = ip
         return str(self.pods[name]["metadata"]["name"])
 
     def engine(self, pod: str, *, running: float, tokens: float, engine: str = "0", at: float | None = None,
                **extra: str) -> None:
-        """One Prometheus scrape of one vLLM engine of ``pod``, 5 s before the next cycle's query."""
+        """One Prometheus scrape of one vLLM engine of ``pod`` (scraped from its IP, port 8000 unless ``extra``
+        names another instance), 5 s before the next cycle's query; the pod's own /metrics shows the same."""
         t = BASE + self.now + 15.0 - 5.0 if at is None else at
-        labels = {"namespace": NS, "pod": self.pods[pod]["metadata"]["name"], "engine": engine,
-                  "model_name": "m", "instance": "10.0.0.1:8000", "job": "vllm", **extra}
+        meta = self.pods[pod]["metadata"]
+        labels = {"namespace": meta["namespace"], "pod": meta["name"], "engine": engine, "model_name": "m",
+                  "instance": f"{self.ips[pod]}:8000", "job": "vllm", **extra}
         self.prom.add("vllm:num_requests_running", labels, t, running)
         self.prom.add("vllm:generation_tokens_total", labels, t, tokens)
+        host, _, port = labels["instance"].rpartition(":")
+        own = f'engine="{engine}",model_name="m"'
+        self.direct.bodies.setdefault((host, int(port)), {})[engine] = (
+            f"vllm:num_requests_running{{{own}}} {running}\nvllm:generation_tokens_total{{{own}}} {tokens}\n")
 
     def up(self, pod: str, value: float) -> None:
-        self.prom.add("up", {"namespace": NS, "pod": self.pods[pod]["metadata"]["name"], "job": "vllm"},
-                      BASE + self.now + 10.0, value)
-
-
-class _Addr:
-    def __init__(self, ip: str) -> None:
-        self.address, self.port = ip, 8000
+        meta = self.pods[pod]["metadata"]
+        self.prom.add("up", {"namespace": meta["namespace"], "pod": meta["name"], "job": "vllm",
+                             "instance": f"{self.ips[pod]}:8000"}, BASE + self.now + 10.0, value)
 
 
 @pytest.fixture
@@ -92,11 +113,13 @@ def test_a_wedge_is_detected_from_prometheus_and_the_pod_deleted_with_constant_q
         prig.up("busy", 1)
         before = len(prig.prom.queries)
         reports.append(prig.cycle())
-        # one query per vllm signal slot (13) + up, and the time query before and after them, whatever the number
-        # of pods; time = the wall clock
-        fleet = [(q, at) for q, at in prig.prom.queries[before:] if 'pod="' not in q]
-        assert len(fleet) == 16 and {at for _, at in fleet} == {BASE + prig.now}
-        assert fleet[0][0] == fleet[-1][0] and "(timestamp(vllm:num_requests_running) >= " in fleet[0][0]
+        # one namespace: one query per vllm signal slot (13) + up, and the time query before and after them, each
+        # scoped to the namespace's watched pods; time = the wall clock
+        cycle = prig.prom.queries[before:]
+        assert len(cycle) == 16 and {at for _, at in cycle} == {BASE + prig.now}
+        assert cycle[0][0] == cycle[-1][0] and "(timestamp(vllm:num_requests_running{" in cycle[0][0]
+        names = sorted(p["metadata"]["name"] for p in prig.pods.values())
+        assert all(f'namespace="inference",pod=~"{names[0]}|{names[1]}"' in q for q, _ in cycle)
     assert [states(r) for r in reports] == [
         {"wedged": "suspect", "busy": "suspect"}, {"wedged": "suspect", "busy": "progressing"},
         {"wedged": "stalled", "busy": "progressing"}]
@@ -104,14 +127,9 @@ def test_a_wedge_is_detected_from_prometheus_and_the_pod_deleted_with_constant_q
     assert [v.t for ref, _, v in reports[2].verdicts if "wedged" in ref] == [prig.now - 5.0]
     assert remediated(reports[2]) == [(f"{NS}/{prig.pods['wedged']['metadata']['name']}", "deleted")]
     assert not prig.exists(prig.pods["wedged"]) and prig.exists(prig.pods["busy"])
-    # the confirmation ran the same queries restricted to the pod
-    restricted = [q for q, _ in prig.prom.queries if f'pod="{prig.pods["wedged"]["metadata"]["name"]}"' in q]
-    name = prig.pods["wedged"]["metadata"]["name"]
-    assert len(restricted) == 15
-    running = f'vllm:num_requests_running{{namespace="inference",pod="{name}"}}'
-    assert (f"max by (namespace, pod, engine, model_name) (sum by (namespace, pod, engine, model_name, job, instance, "
-            f"endpoint, container, service) (last_over_time({running}[60s]) and {running}))") in restricted
-    assert reports[2].scrapes == {"ok": 2}
+    # the confirmation read the pod itself (counted as a scrape), not Prometheus again
+    assert reports[2].scrapes == {"ok": 2} and len(prig.prom.queries) == 3 * 16
+    assert sample(prig, "vllm_watchdog_scrapes_total", {"outcome": "ok"}) == 7.0
 
 
 def test_a_sample_already_fed_is_not_fed_again(prig: PromRig) -> None:
@@ -131,8 +149,8 @@ def test_engines_of_one_pod_on_two_scrape_targets_are_each_judged_at_their_own_s
     reports = []
     for i in range(3):
         at = BASE + prig.now + 15.0 - 9.0
-        prig.engine("pair", running=4, tokens=500, engine="0", at=at, instance="10.0.0.1:8000")
-        prig.engine("pair", running=2, tokens=100 * (i + 1), engine="1", at=at + 4.0, instance="10.0.0.1:8001")
+        prig.engine("pair", running=4, tokens=500, engine="0", at=at, instance="127.0.0.2:8000")
+        prig.engine("pair", running=2, tokens=100 * (i + 1), engine="1", at=at + 4.0, instance="127.0.0.2:8001")
         prig.up("pair", 1)
         reports.append(prig.cycle())
     verdicts = {key: (v.state, v.t) for _, key, v in reports[1].verdicts}
@@ -162,9 +180,9 @@ def test_a_held_stalled_verdict_is_never_acted_on_only_a_fresh_one(prig: PromRig
     seen = []
     for i in range(6):
         at = BASE + prig.now + 15.0 - 9.0
-        prig.engine("pair", running=2, tokens=100 * (i + 1), engine="0", at=at, instance="10.0.0.1:8000")
+        prig.engine("pair", running=2, tokens=100 * (i + 1), engine="0", at=at, instance="127.0.0.2:8001")
         if i < 3 or i == 5:  # target b delivers nothing new in cycles 3 and 4
-            prig.engine("pair", running=4, tokens=500, engine="1", at=at + 4.0, instance="10.0.0.1:8001")
+            prig.engine("pair", running=4, tokens=500, engine="1", at=at + 4.0, instance="127.0.0.2:8000")
         prig.up("pair", 1)
         report = prig.cycle()
         seen.append((by_pod(report)["pair"], remediated(report)))
@@ -205,7 +223,11 @@ def test_values_newer_than_their_time_are_not_fed_under_that_time(emulator: Emul
         rig = PromRig(emulator, tmp_path, racy, windowSeconds=50)
         try:
             name = rig.deploy("p", "127.0.0.2")
-            labels = {"namespace": NS, "pod": name, "engine": "0", "model_name": "m", "instance": "i", "job": "j"}
+            labels = {"namespace": NS, "pod": name, "engine": "0", "model_name": "m", "instance": "127.0.0.2:8000",
+                      "job": "j"}
+            own = 'engine="0",model_name="m"'
+            rig.direct.bodies[("127.0.0.2", 8000)] = {"0": f"vllm:num_requests_running{{{own}}} 4\n"
+                                                          f"vllm:generation_tokens_total{{{own}}} 400\n"}
             deleted_at, held = None, []
             for i in range(12):
                 racy.timed.clear()
@@ -213,7 +235,8 @@ def test_values_newer_than_their_time_are_not_fed_under_that_time(emulator: Emul
                                    (BASE + rig.now + 10.0, 100.0 * min(i, 4))):  # the newest, 5 s before the query
                     scrape = [("vllm:num_requests_running", labels, at, 4.0),
                               ("vllm:generation_tokens_total", labels, at, tokens),
-                              ("up", {"namespace": NS, "pod": name, "job": "j"}, at, 1.0)]
+                              ("up", {"namespace": NS, "pod": name, "job": "j", "instance": "127.0.0.2:8000"}, at,
+                               1.0)]
                     if at == BASE + 70.0:
                         racy.pending = scrape
                     else:
@@ -229,26 +252,18 @@ def test_values_newer_than_their_time_are_not_fed_under_that_time(emulator: Emul
             rig.close()
 
 
-def confirm_read(source: PrometheusSource, profile: Profile, target: WatchedPod, at: float) -> tuple[str, Any]:
-    """The source's confirmation of ``target`` (of ``profile``) queried at ``at``: (outcome, parsed)."""
-    source.profiles, source.wall_clock = {target.target_name: profile}, lambda: at
-    reading = source.confirm(target)
-    return reading.outcome, reading.parsed
-
-
-def test_the_confirmation_before_a_deletion_reads_up_zero_and_staleness_as_unknown(prom: FakePrometheus) -> None:
-    source = PrometheusSource(PrometheusClient(builders.prometheus_limits(prom.url, timeout_s=2.0)), 60, "namespace",
-                              "pod")
+def test_the_confirmation_before_a_removal_reads_the_pod_itself_never_prometheus(prom: FakePrometheus) -> None:
+    client = PrometheusClient(builders.prometheus_limits(prom.url, timeout_s=2.0))
     target = WatchedPod("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None)
-    labels = {"namespace": NS, "pod": "p", "engine": "0", "model_name": "m"}
+    labels = {"namespace": NS, "pod": "p", "engine": "0", "model_name": "m", "instance": "127.0.0.2:8000"}
     prom.add("vllm:num_requests_running", labels, BASE - 5, 4)
     prom.add("vllm:generation_tokens_total", labels, BASE - 5, 500)
-    prom.add("up", {"namespace": NS, "pod": "p"}, BASE - 5, 1)
-    outcome, parsed = confirm_read(source, get_profile("vllm"), target, BASE)
-    assert outcome == "ok" and parsed is not None and parsed.series[0].running == 4.0
-    assert confirm_read(source, get_profile("vllm"), target, BASE + 120) == ("prometheus_unknown", None)  # stale
-    prom.add("up", {"namespace": NS, "pod": "p"}, BASE - 2, 0)  # its scrapes fail since the stall was judged
-    assert confirm_read(source, get_profile("vllm"), target, BASE) == ("prometheus_unknown", None)
+    direct = Reading("ok")
+    read = PrometheusSource(client, 60, "namespace", "pod", confirm_with=lambda pod: direct).confirm(target)
+    assert read is direct
+    alone = PrometheusSource(client, 60, "namespace", "pod").confirm(target)  # nothing to confirm with: unknown
+    assert (alone.outcome, alone.parsed) == ("prometheus_unknown", None)
+    assert prom.queries == []
 
 
 def test_a_stale_series_is_unknown_and_unknown_is_never_evidence(prig: PromRig) -> None:
@@ -333,7 +348,8 @@ def test_a_pod_scoped_pause_pauses_every_engine_of_the_pod_and_nothing_is_delete
         for engine in ("0", "1"):
             prig.engine("updating", running=4, tokens=500, engine=engine)
         prig.prom.add(pause, {"namespace": NS, "pod": prig.pods["updating"]["metadata"]["name"], "job": "vllm",
-                              "instance": "10.0.0.1:8000", "operation": "update"}, BASE + prig.now + 10.0, 1.0)
+                              "instance": f"{prig.ips['updating']}:8000", "operation": "update"},
+                      BASE + prig.now + 10.0, 1.0)
         report = prig.cycle()
         seen.append((by_pod(report)["updating"], report.remediations))
     assert seen == [(['engine="0",model_name="m":paused', 'engine="1",model_name="m":paused'], [])] * 4
@@ -373,3 +389,116 @@ def test_config_refuses_bad_prometheus_settings(tmp_path: Path, settings: dict[s
     with pytest.raises(ConfigError) as info:
         load_config(str(path), env={})
     assert [p for p in info.value.problems if problem in p] == info.value.problems
+
+
+# -- issue 36: a series is evidence only about the pod it was scraped from; one namespace blinds only itself --------
+
+FORGER = "10.66.0.9:9100"  # team-b's exporter, scraped with honor_labels: true: it writes any namespace/pod label
+
+
+def forge(prig: PromRig, pod: str, name: str, value: float, instance: str = FORGER, **labels: str) -> None:
+    """One sample of a series team-b's exporter labels with ``pod`` (its namespace and name)."""
+    meta = prig.pods[pod]["metadata"]
+    prig.prom.add(name, {"namespace": meta["namespace"], "pod": meta["name"], "job": "team-b/exporter",
+                         "instance": instance, **labels}, BASE + prig.now + 10.0, value)
+
+
+@pytest.mark.parametrize("instance", [FORGER, "127.0.0.2:8000"])
+def test_a_series_forged_with_another_pods_labels_never_gets_that_pod_deleted(prig: PromRig, instance: str) -> None:
+    # team-a's healthy pod makes progress; team-b's exporter exports a frozen busy engine 9 labelled with it --
+    # from its own instance, or forging the pod's instance too. On main the pod was deleted: the confirmation read
+    # the same forged series. A row not scraped from the pod's IP is no evidence; one that claims its instance
+    # still cannot be confirmed: the removal is confirmed by the pod's own /metrics, where engine 9 is not.
+    prig.deploy("victim", "127.0.0.2")
+    reports = []
+    for i in range(5):
+        prig.engine("victim", running=2, tokens=100 * (i + 1))
+        forge(prig, "victim", "vllm:num_requests_running", 4, instance, engine="9", model_name="m")
+        forge(prig, "victim", "vllm:generation_tokens_total", 500, instance, engine="9", model_name="m")
+        reports.append(prig.cycle())
+    assert prig.exists(prig.pods["victim"])
+    assert all(r.result != "deleted" for report in reports for _, r in report.remediations)
+    if instance == FORGER:  # dropped: engine 9 is never seen
+        assert by_pod(reports[-1]) == {"victim": ['engine="0",model_name="m":progressing']}
+    else:  # seen stalled, never confirmed
+        assert by_pod(reports[-1])["victim"] == ['engine="0",model_name="m":progressing',
+                                                 'engine="9",model_name="m":stalled']
+        (aborted,) = {r.detail for report in reports for _, r in report.remediations}
+        assert "gave no evidence (no series)" in aborted and "http://127.0.0.2:8000/metrics" in aborted
+
+
+def test_a_pause_forged_for_another_pod_does_not_hold_its_wedge(prig: PromRig) -> None:
+    # On main team-c's wedged pod stayed paused for as long as team-b exported the pod-scoped gauge labelled with it.
+    prig.deploy("wedged", "127.0.0.2")
+    reports = []
+    for _ in range(4):
+        prig.engine("wedged", running=4, tokens=500)
+        forge(prig, "wedged", "vllm:rl_weight_update_operations_in_flight", 1, operation="update")
+        reports.append(prig.cycle())
+    assert [states(r) for r in reports[:3]] == [{"wedged": "suspect"}] * 2 + [{"wedged": "stalled"}]
+    assert remediated(reports[2]) == [(f"{NS}/{prig.pods['wedged']['metadata']['name']}", "deleted")]
+
+
+def test_two_instances_claiming_one_engine_series_are_a_conflict_never_evidence(prig: PromRig) -> None:
+    # The same engine series from the pod's own port and from another port of its IP (a forger naming the pod's IP):
+    # which one is the engine is unknown. On main the largest (the forged, frozen) was read and the pod deleted.
+    prig.deploy("victim", "127.0.0.2")
+    reports = []
+    for i in range(4):
+        prig.engine("victim", running=2, tokens=100 * (i + 1))
+        forge(prig, "victim", "vllm:num_requests_running", 4, "127.0.0.2:9999", engine="0", model_name="m")
+        forge(prig, "victim", "vllm:generation_tokens_total", 10**9, "127.0.0.2:9999", engine="0", model_name="m")
+        reports.append(prig.cycle())
+    assert all(r.scrapes == {"prometheus_unknown": 1} and r.remediations == [] for r in reports)
+    assert prig.exists(prig.pods["victim"])
+    detail = prig.wd.pods[prig.pods["victim"]["metadata"]["uid"]].scrape_detail
+    assert detail.startswith("conflict: the engine series {engine=\"0\",model_name=\"m\"} is claimed by 2 instances")
+
+
+def test_an_unreachable_pod_is_never_removed_on_prometheus_alone(prig: PromRig) -> None:
+    # The direct read is unknown (a NetworkPolicy, nothing listening): the stall stands, nothing is removed.
+    prig.deploy("wedged", "127.0.0.2")
+    reports = []
+    for _ in range(4):
+        prig.engine("wedged", running=4, tokens=500)
+        prig.direct.bodies.clear()
+        reports.append(prig.cycle())
+    assert states(reports[-1]) == {"wedged": "stalled"} and prig.exists(prig.pods["wedged"])
+    (detail,) = {r.detail for _, r in reports[-1].remediations}
+    assert detail.startswith("not confirmed: scrape of http://127.0.0.2:8000/metrics failed (refused): connection "
+                             "refused"), detail
+
+
+def hog(prom: FakePrometheus, namespace: str, pod: str, t: float, series: int = 40) -> None:
+    """``series`` running series of one pod with 2 KiB model names: a fleet-wide answer far over 64 KiB."""
+    for i in range(series):
+        prom.add("vllm:num_requests_running", {"namespace": namespace, "pod": pod, "engine": "0", "job": "hog",
+                                               "instance": "10.1.1.1:8000", "model_name": f"{i}-" + "x" * 2048},
+                 t, 1.0)
+
+
+@pytest.mark.parametrize("watched", [False, True])
+def test_one_namespaces_huge_series_make_only_its_own_pods_unknown(emulator: EmulatorServer, tmp_path: Path,
+                                                                   prom: FakePrometheus, watched: bool) -> None:
+    # team-b's pod exports many big series; on main every query's answer was over prometheusMaxBytes and every pod
+    # of every namespace unknown: team-a's wedge was never deleted. Read per namespace, scoped to the watched pods,
+    # only team-b's own pods pay for them (when it is watched at all).
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    emulator.create_namespace("team-b", {NAMESPACE_LABEL: "true"})
+    rig = PromRig(emulator, tmp_path, prom, prometheusMaxBytes=64 * 1024)
+    try:
+        rig.deploy("wedged", "127.0.0.2")
+        hogger = rig.deploy("hog", "10.1.1.1", "team-b") if watched else "hog-0"
+        reports = []
+        for _ in range(3):
+            rig.engine("wedged", running=4, tokens=500)
+            hog(prom, "team-b", hogger, BASE + rig.now + 10.0)
+            reports.append(rig.cycle())
+        assert remediated(reports[2]) == [(f"{NS}/{rig.pods['wedged']['metadata']['name']}", "deleted")]
+        assert reports[2].scrapes == ({"ok": 1, "prometheus_error": 1} if watched else {"ok": 1})
+        if watched:
+            detail = rig.wd.pods[rig.pods["hog"]["metadata"]["uid"]].scrape_detail
+            assert "larger than prometheusMaxBytes" in detail
+        assert all('namespace="team-b"' in q for q, _ in prom.queries if "team-b" in q)
+    finally:
+        rig.close()

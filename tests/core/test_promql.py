@@ -15,9 +15,14 @@ from watchdog.core.promql import (
     PodKey,
     PodReading,
     Reading,
+    Scope,
+    instance_host,
+    matchers,
+    matchers_problem,
     plan,
     quote,
     reading_outcome,
+    scopes,
     url_problem,
 )
 
@@ -28,30 +33,32 @@ SGLANG = get_profile("sglang")
 def test_one_aggregating_instant_query_per_signal_slot_plus_time_and_up() -> None:
     queries = plan(VLLM, 60, "namespace", "pod")
     assert len(queries.slots) == len(signal_slots(VLLM)) == 13
-    assert queries.slots[0] == ("max by (namespace, pod, engine, model_name) (sum by (namespace, pod, engine, "
-                                "model_name, job, instance, endpoint, container, service) (last_over_time("
+    assert queries.slots[0] == ("max by (namespace, pod, engine, model_name, instance) (sum by (namespace, pod, "
+                                "engine, model_name, job, instance, endpoint, container, service) (last_over_time("
                                 "vllm:num_requests_running[60s]) and vllm:num_requests_running))")
-    assert queries.slots[2] == ('max by (namespace, pod, engine, model_name, reason) (sum by (namespace, pod, '
-                                'engine, model_name, reason, job, instance, endpoint, container, service) ('
+    assert queries.slots[2] == ('max by (namespace, pod, engine, model_name, reason, instance) (sum by (namespace, '
+                                'pod, engine, model_name, reason, job, instance, endpoint, container, service) ('
                                 'last_over_time(vllm:num_requests_waiting_by_reason{reason="deferred"}[60s]) and '
                                 'vllm:num_requests_waiting_by_reason{reason="deferred"}))')
     # each engine series' time, when it is its target's newest (the target: every label but the engine's own)
-    assert queries.time == ("max by (namespace, pod, engine, model_name) (timestamp(vllm:num_requests_running) >= "
-                            "ignoring(engine, model_name) group_left max without (engine, model_name) "
-                            "(timestamp(vllm:num_requests_running)))")
-    assert queries.up == 'min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))'
+    assert queries.time == ("max by (namespace, pod, engine, model_name, instance) (timestamp("
+                            "vllm:num_requests_running) >= ignoring(engine, model_name) group_left max without "
+                            "(engine, model_name) (timestamp(vllm:num_requests_running)))")
+    assert queries.up == 'min by (namespace, pod, instance) (last_over_time(up{pod!=""}[60s]))'
     assert len(queries.queries()) == 15  # whatever the number of pods
-    assert queries.labels_of(str(queries.slots[2])) == ("namespace", "pod", "engine", "model_name")  # not reason
-    assert queries.labels_of(queries.time) == ("namespace", "pod", "engine", "model_name")  # a time per engine
-    assert queries.labels_of(queries.up) == ("namespace", "pod")
+    # the rows carry their scrape identity: the instance
+    assert queries.labels_of(str(queries.slots[2])) == ("namespace", "pod", "engine", "model_name", "instance")
+    assert queries.labels_of(queries.time) == ("namespace", "pod", "engine", "model_name", "instance")
+    assert queries.labels_of(queries.up) == ("namespace", "pod", "instance")
     sglang = plan(SGLANG, 90.5, "ns", "name")
     assert sglang.slots[0] == (
-        "max by (ns, name, dp_rank, engine_type, model_name, priority) (sum by (ns, name, dp_rank, engine_type, "
-        "model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank, job, instance, endpoint, container, service) ("
-        'last_over_time(sglang:num_running_reqs{priority=""}[90500ms]) and sglang:num_running_reqs{priority=""}))')
-    one = plan(SGLANG, 60, "namespace", "pod", {"namespace": "ns", "pod": 'a"b\\c'})
+        "max by (ns, name, dp_rank, engine_type, model_name, priority, instance) (sum by (ns, name, dp_rank, "
+        "engine_type, model_name, priority, moe_ep_rank, pid, pp_rank, tp_rank, job, instance, endpoint, container, "
+        'service) (last_over_time(sglang:num_running_reqs{priority=""}[90500ms]) and '
+        'sglang:num_running_reqs{priority=""}))')
+    one = plan(SGLANG, 60, "namespace", "pod", Scope("ns", ('a"b\\c',)).matchers("namespace", "pod"))
     assert 'sglang:num_running_reqs{priority="",namespace="ns",pod="a\\"b\\\\c"}[60s]' in str(one.slots[0])
-    assert one.up == 'min by (namespace, pod) (last_over_time(up{namespace="ns",pod="a\\"b\\\\c"}[60s]))'
+    assert one.up == 'min by (namespace, pod, instance) (last_over_time(up{namespace="ns",pod="a\\"b\\\\c"}[60s]))'
     assert quote("x\ny") == '"x\\ny"'
     assert label_name_problem("pod") is None and label_name_problem("kubernetes_pod_name") is None
     assert label_name_problem("__name__") and label_name_problem("pod-name") and label_name_problem("")
@@ -91,10 +98,10 @@ def _values(labels: dict[str, str], queries: Plan, query: str) -> tuple[str | No
     return tuple(labels.get(name) for name in queries.labels_of(query))
 
 
-def _read(profile: Profile, items: list[Item], at: float, restrict: dict[str, str] | None = None,
-          ) -> dict[PodKey, PodReading]:
-    queries = plan(profile, 60, "namespace", "pod", restrict)
-    reading = Reading(profile, queries)
+def _read(profile: Profile, items: list[Item], at: float, scope: Scope | None = None,
+          ips: dict[PodKey, str] | None = None) -> dict[PodKey, PodReading]:
+    queries = plan(profile, 60, "namespace", "pod", scope.matchers("namespace", "pod") if scope else ())
+    reading = Reading(profile, queries, ips)
     for query in queries.queries():
         rows = evaluate(query, at, items)
         assert rows is not None, query
@@ -120,7 +127,7 @@ def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
     direct = parse_exposition(EXPOSITION, VLLM)
     assert alone[("ns", "a")].parsed.series == direct.series
     assert alone[("ns", "a")].parsed.found_families == direct.found_families  # 0-valued rows found too
-    assert set(_read(VLLM, a + b, 1000.0, {"namespace": "ns", "pod": "b"})) == {("ns", "b")}
+    assert set(_read(VLLM, a + b, 1000.0, Scope("ns", ("b",)))) == {("ns", "b")}
 
 
 @pytest.mark.parametrize("apart", ["job", "endpoint", "service", "container"])
@@ -310,9 +317,68 @@ def test_rows_without_both_pod_labels_are_ignored_in_every_answer_and_up_marks_p
     time, up = queries.time, queries.up
     reading.add(time, [(_values(pod, queries, time), 9.0), (_values(orphan, queries, time), 8.0),
                        (_values({**pod, "pod": "q"}, queries, time), float("nan"))])
-    reading.add(up, [(("n", "p"), 1.0), (("n", "gone"), 0.0), (("n", "nan"), float("nan")), ((None, "x"), 0.0)])
+    reading.add(up, [(("n", "p", "i"), 1.0), (("n", "gone", "i"), 0.0), (("n", "nan", None), float("nan")),
+                     ((None, "x", "i"), 0.0)])
     pods = reading.pods()
     assert set(pods) == {("n", "p"), ("n", "gone"), ("n", "nan")}
     assert not pods[("n", "p")].down and pods[("n", "p")].t == 9.0 and len(pods[("n", "p")].parsed.series) == 1
     assert pods[("n", "gone")].down and pods[("n", "nan")].down and not pods[("n", "gone")].parsed.series
     assert reading.times == {("n", "p"): {(("engine", "0"),): 9.0}}
+
+
+def test_scopes_read_what_is_watched_per_namespace_in_chunks_with_names_escaped() -> None:
+    pods = [("b", "z-0"), ("a", "llama.x-1"), ("a", "m-2"), ("a", "m-2")]
+    assert scopes(pods) == [Scope("a", ("llama.x-1", "m-2")), Scope("b", ("z-0",))]
+    assert Scope("a", ("llama.x-1", "m-2")).matchers("namespace", "pod") == [
+        'namespace="a"', 'pod=~"llama\\\\.x-1|m-2"']  # the dot escaped (RE2), the backslash quoted (PromQL)
+    assert Scope("b", ("z-0",)).matchers("ns", "name") == ['ns="b"', 'name="z-0"']
+    many = [("a", f"pod-{i:04d}") for i in range(1000)]  # 9 bytes each with the bar: 9,000 bytes
+    chunks = scopes(many, max_regex=4096)
+    assert [len(c.pods) for c in chunks] == [455, 455, 90]
+    assert [p for c in chunks for p in c.pods] == sorted(name for _, name in many)
+    assert all(len("|".join(c.pods)) <= 4096 for c in chunks)
+
+
+def test_extra_matchers_are_checked_and_added_to_every_query() -> None:
+    assert matchers_problem('cluster="prod-1", region=~"eu-.*"') is None and matchers_problem("") is None
+    assert matchers('cluster="prod-1", region=~"eu-.*"') == ('cluster="prod-1"', 'region=~"eu-.*"')
+    for bad in ("cluster=prod-1", 'cluster="a" region="b"', '__name__="x"', 'cluster="a",', 'a=="b"'):
+        assert matchers_problem(bad), bad
+    queries = plan(VLLM, 60, "namespace", "pod", [*Scope("n", ("p",)).matchers("namespace", "pod"),
+                                                   *matchers('cluster="prod-1"')])
+    assert all('{namespace="n",pod="p",cluster="prod-1"}' in q or ',namespace="n",pod="p",cluster="prod-1"}' in q
+               for q in queries.queries())
+
+
+def test_instance_host() -> None:
+    assert [instance_host(i) for i in ("10.0.0.5:8000", "[fd00::1]:8000", "10.0.0.5", "fd00::1", "pod-0")] == [
+        "10.0.0.5", "fd00::1", "10.0.0.5", "fd00::1", "pod-0"]
+
+
+def test_a_row_is_evidence_only_about_the_pod_whose_ip_scraped_it_and_two_instances_are_a_conflict() -> None:
+    own = {"namespace": "n", "pod": "p", "instance": "10.0.0.5:8000", "job": "vllm"}
+    body = 'vllm:num_requests_running{engine="0"} 1\nvllm:generation_tokens_total{engine="0"} 5\n'
+    items = _items(body, own, 5.0)
+    # team-b's exporter (honor_labels) labels a frozen engine 9 and a pause with pod p, from its own instance
+    forged = {"namespace": "n", "pod": "p", "instance": "10.9.9.9:9100", "job": "team-b"}
+    items += _items('vllm:num_requests_running{engine="9"} 4\nvllm:generation_tokens_total{engine="9"} 500\n'
+                    'vllm:rl_weight_update_operations_in_flight{operation="x"} 1\n', forged, 5.0)
+    items += _items("up 0", forged, 4.0)
+    queries = plan(VLLM, 60, "namespace", "pod")
+    reading = Reading(VLLM, queries, {("n", "p"): "10.0.0.5"})
+    for query in queries.queries():
+        rows = evaluate(query, 5.0, items)
+        assert rows is not None
+        reading.add(query, [(_values(labels, queries, query), value) for labels, value in rows])
+    pod = reading.pods()[("n", "p")]
+    assert [(s.labels, s.paused) for s in pod.parsed.series] == [((("engine", "0"),), None)] and not pod.down
+    assert reading.dropped == 2  # engine 9 and the pod-scoped row: counted once per series, not per slot
+    unchecked = _read(VLLM, items, 5.0)[("n", "p")]  # the forged rows believed: a paused engine 9, a down pod
+    assert len(unchecked.parsed.series) == 2 and unchecked.down
+    # the same engine series from the pod's IP on another port: which one is the engine is unknown
+    items += _items('vllm:num_requests_running{engine="0"} 4\nvllm:generation_tokens_total{engine="0"} 9\n',
+                    {**own, "instance": "10.0.0.5:9999"}, 5.0)
+    pod = _read(VLLM, items, 5.0, ips={("n", "p"): "10.0.0.5"})[("n", "p")]
+    assert reading_outcome(pod) == ("prometheus_unknown", 'conflict: the engine series {engine="0"} is claimed by '
+                                    "2 instances (10.0.0.5:8000, 10.0.0.5:9999)")
+    assert not pod.parsed.series and not pod.down

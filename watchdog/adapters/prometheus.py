@@ -14,9 +14,10 @@ identity`` (no decompression at all), ``Authorization: Bearer <token>`` read fro
 every batch of queries (a projected token rotates), else ``Basic`` from ``username_file`` and ``password_file``
 (a mounted ``kubernetes.io/basic-auth`` Secret; also re-read), ``X-Scope-OrgID: <tenant>`` for multi-tenant
 engines (Mimir, Cortex), TLS verified against ``ca_file`` when set, else certifi's bundle.
-:meth:`query_each` runs several queries at once (one thread each, at most 4), answers as they arrive, each row
-carrying only the values of the label names asked for; the answers are decoded one by one in the caller's thread,
-so that at most one decoded answer is alive besides the raw bodies still in flight.
+:meth:`query_each` runs several queries at once (one thread each, at most 4), answers (or each one's
+:class:`PrometheusError`) as they arrive, each row carrying only the values of the label names asked for; the
+answers are decoded one by one in the caller's thread, so that at most one decoded answer is alive besides the raw
+bodies still in flight.
 Decoding: :mod:`watchdog.adapters.promdecode`.
 """
 
@@ -76,21 +77,30 @@ class PrometheusClient:
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
 
     def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float, deadline: float | None = None,
-                   ) -> Iterator[tuple[int, list[Series]]]:
+                   ) -> Iterator[tuple[int, list[Series] | PrometheusError]]:
         """``(index, rows)`` of each of ``queries`` -- (PromQL, the label names whose values its rows carry) --
         as its answer arrives (at most 4 in flight), so the caller can fold one answer in and drop it before the
-        next; raises the first :class:`PrometheusError`. All of them together get ``timeout_s`` (one deadline for
-        the batch, not one per query), or until ``deadline`` (monotonic) when given, which several batches can
-        share; the credential files are read once per batch."""
+        next; a failed query's ``rows`` is its :class:`PrometheusError` (the others go on: one namespace's
+        oversized answer is that namespace's). All of them together get ``timeout_s`` (one deadline for the batch,
+        not one per query), or until ``deadline`` (monotonic) when given, which several batches can share; the
+        credential files are read once per batch (unreadable: every query fails with that)."""
         deadline = time.monotonic() + self.limits.timeout_s if deadline is None else deadline
-        headers = self._headers()
+        try:
+            headers = self._headers()
+        except PrometheusError as exc:
+            yield from ((index, exc) for index in range(len(queries)))
+            return
         with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, max(1, len(queries))),
                                 thread_name_prefix="prometheus") as pool:
             futures = {pool.submit(self._post, q, at, deadline, headers): i for i, (q, _) in enumerate(queries)}
             try:
                 for future in as_completed(futures):  # decoded here, one at a time: at most one answer's rows
                     index = futures[future]            # live besides the bodies in flight (memory, not speed)
-                    yield index, decode_values(future.result(), queries[index][1])
+                    try:
+                        rows: list[Series] | PrometheusError = decode_values(future.result(), queries[index][1])
+                    except PrometheusError as exc:
+                        rows = exc
+                    yield index, rows
             finally:
                 for future in futures:
                     future.cancel()

@@ -101,6 +101,12 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=1024, maximum=1024 ** 3),
     Setting("prometheus_namespace_label", "str", "namespace", "the Prometheus label holding the pod's namespace"),
     Setting("prometheus_pod_label", "str", "pod", "the Prometheus label holding the pod's name"),
+    Setting("prometheus_extra_matchers", "str", "", "label matchers added to every Prometheus query, e.g. "
+            'cluster="prod-1" (one cluster\'s series in a multi-cluster Thanos/Mimir, where two clusters\' llama-0 '
+            "would read as one pod); comma-separated name=\"value\" (=, !=, =~, !~)"),
+    Setting("prometheus_instance_check", "bool", True, "a Prometheus series is evidence about a pod only when its "
+            "instance label's host is the pod's IP (Kubernetes service discovery's default); turn off only where "
+            "instance is relabelled (e.g. to the pod name): RUNBOOK 'What a tenant can and cannot do'"),
     Setting("prometheus_staleness_seconds", "float", 60.0, "a Prometheus series whose newest sample is older "
             "than this is unknown (about 2 Prometheus scrape intervals; at most Prometheus' 5-minute lookback delta)",
             minimum=1.0, maximum=300.0),
@@ -237,6 +243,8 @@ class Settings:
     prometheus_max_bytes: int
     prometheus_namespace_label: str
     prometheus_pod_label: str
+    prometheus_extra_matchers: str
+    prometheus_instance_check: bool
     prometheus_staleness_seconds: float
     jitter_seconds: float
     namespace_selector: str

@@ -9,13 +9,14 @@ from typing import Any
 from watchdog.config.selectors import show
 from watchdog.config.settings import BY_NAME
 from watchdog.core.model import Target
-from watchdog.core.promql import auth_problem, pod_labels_problem, tenant_problem, url_problem
+from watchdog.core.promql import auth_problem, matchers_problem, pod_labels_problem, tenant_problem, url_problem
 
 SOURCES = BY_NAME["source"].choices
 
 
 def source_checks(v: Mapping[str, Any], targets: Sequence[Target]) -> list[str]:
-    """source prometheus needs a usable prometheusUrl; the pod label names must be Prometheus label names; one
+    """source prometheus needs a usable prometheusUrl; the pod label names must be Prometheus label names, the
+    extra matchers PromQL label matchers; one
     way to authenticate (a bearer token, or basic auth's username AND password); a query must fit in a cycle."""
     problems = []
     users = [t.name for t in targets if (t.source or v["source"]) == "prometheus"]
@@ -27,6 +28,8 @@ def source_checks(v: Mapping[str, Any], targets: Sequence[Target]) -> list[str]:
         problems.append(f"prometheusUrl {show(url)} {problem}")
     if problem := pod_labels_problem(str(v["prometheus_namespace_label"]), str(v["prometheus_pod_label"])):
         problems.append(f"prometheusNamespaceLabel/prometheusPodLabel: {problem}")
+    if problem := matchers_problem(str(v["prometheus_extra_matchers"])):
+        problems.append(f"prometheusExtraMatchers {show(v['prometheus_extra_matchers'])} {problem}")
     if problem := auth_problem(v["prometheus_bearer_token_file"], v["prometheus_username_file"],
                                v["prometheus_password_file"]):
         problems.append(f"prometheusBearerTokenFile/prometheusUsernameFile/prometheusPasswordFile: {problem}")

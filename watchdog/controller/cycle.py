@@ -106,13 +106,13 @@ def _gc_paused() -> Iterator[None]:
 
 
 def confirmation(sources: Mapping[str, Source], metrics: Metrics) -> Rescrape:
-    """The remediator's confirmation read: one engine series of a pod read afresh by its target's source (None:
-    unknown now; never raises), counted as a scrape."""
-    def rescrape(target: WatchedPod, key: str) -> EngineSnapshot | None:
+    """The remediator's confirmation read: one engine series of a pod read afresh by its target's source (None: the
+    pod has no such series now; a string: why the read failed; never raises), counted as a scrape."""
+    def rescrape(target: WatchedPod, key: str) -> EngineSnapshot | str | None:
         reading = sources[target.target_name].confirm(target)
         metrics.scrapes.labels(reading.outcome).inc()
         if reading.parsed is None:
-            return None
+            return f"{reading.what or 'the read'} failed ({reading.outcome}): {reading.detail}"
         return next((s for s in reading.parsed.series if s.key == key), None)
     return rescrape
 

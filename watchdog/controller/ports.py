@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, 
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
+from watchdog.adapters.promdecode import PrometheusError
 from watchdog.controller.actuator import Writes
 from watchdog.controller.reading import Reading
 from watchdog.controller.state import PodRecord
@@ -81,10 +82,10 @@ class Source(Protocol):
 
 class Querier(Protocol):
     """Instant queries to Prometheus (adapters.prometheus.PrometheusClient): per (query, label names) the decoded
-    rows, each with the values of those labels, or PrometheusError."""
+    rows, each with the values of those labels, or that query's PrometheusError."""
 
     def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float, deadline: float | None = None,
-                   ) -> Iterator[tuple[int, list[Series]]]: ...
+                   ) -> Iterator[tuple[int, list[Series] | PrometheusError]]: ...
 
 
 class Escalation(Protocol):

@@ -1,14 +1,24 @@
 """``source: prometheus``: the engine signals of a cycle's pods read from Prometheus instead of their ``/metrics``.
 
-Per cycle, :meth:`PrometheusSource.read_fleet` sends a CONSTANT number of instant queries for the whole fleet --
-one per signal slot of each profile in use plus the pods' sample times and ``up`` (identical ones once) --
-whatever the number of pods. The time query runs alone before the others and again after them: an engine series
-whose time differs between the two (Prometheus appended a scrape of its target while the values were being read,
-so the values may be newer than the time) is held that cycle, never fed values under an older time
-(:mod:`watchdog.core.promql` writes them and groups the answers per pod). Any failed query (unreachable, HTTP
-error, timeout, body over the bound, ``status: error``, ``warnings``) makes the whole answer unusable: every
-Prometheus pod is unknown that cycle. :meth:`PrometheusSource.read_pod` runs the same queries restricted to one
-pod, for the confirmation right before a deletion (:meth:`PrometheusSource.confirm`).
+Per cycle, :meth:`PrometheusSource.read_pods` reads only what is watched: the cycle's pods grouped per profile and
+namespace, a namespace's pod names in chunks (:func:`watchdog.core.promql.scopes`), and per such scope one instant
+query per signal slot of the profile plus the pods' sample times and ``up``, each carrying the scope's matchers
+(``namespace="ns",pod=~"a|b"``) and the configured ``prometheusExtraMatchers``. An answer thus grows with the
+pods of one scope, never with what else Prometheus holds, and a failed one (unreachable, HTTP error, timeout, body
+over ``prometheusMaxBytes``, ``status: error``, ``warnings``) makes only its scope's pods unknown that cycle: one
+tenant's huge or slow series blind that tenant's namespace alone. The queries of every scope run at once (4 in
+flight, one deadline for the cycle's reading). The time queries run before the others and again after them: an
+engine series whose time differs between the two (Prometheus appended a scrape of its target while the values
+were being read, so the values may be newer than the time) is held that cycle, never fed values under an older
+time (:mod:`watchdog.core.promql` writes the queries and groups the answers per pod, keeping only the rows whose
+``instance`` is the pod's IP from the API server, and calling two instances claiming one engine series a
+conflict). :meth:`PrometheusSource.read_pod` runs one pod's queries (``check --prometheus``).
+
+The confirmation right before a removal (:meth:`PrometheusSource.confirm`) never reads Prometheus: a series can
+carry any pod's labels (``honor_labels``, Pushgateway, federation, remote write), so the removal is confirmed by
+the pod itself, a direct read of its own ``/metrics`` at its IP from the API server (``confirm_with``: the bounded
+scrape of ``source: scrape``). When that read fails (no network path to the pods' metrics port, a NetworkPolicy),
+nothing is removed.
 
 As a :class:`~watchdog.controller.ports.Source`, Prometheus' sample times are moved onto the cycle's monotonic
 clock (``offset``: wall clock minus monotonic clock, fixed at start; their differences exactly as Prometheus stamped
@@ -19,8 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from watchdog.adapters.logs import facts
@@ -28,7 +37,7 @@ from watchdog.adapters.promdecode import PrometheusError
 from watchdog.controller.reading import Reading
 from watchdog.core.model import WatchedPod
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import Plan, PodKey, PodReading, plan, reading_outcome
+from watchdog.core.promql import PodKey, PodReading, Scope, plan, reading_outcome, scopes
 from watchdog.core.promql import Reading as Answers
 
 if TYPE_CHECKING:  # types only: `check --prometheus` must not import the Kubernetes client
@@ -39,21 +48,17 @@ log = logging.getLogger(__name__)
 _WHAT = "reading it from Prometheus"
 
 
-@dataclass(frozen=True)
-class FleetReading:
-    """This cycle's answer: per profile, per (namespace, pod), the pod's reading; or ``error`` (one line)."""
-
-    pods: dict[Profile, dict[PodKey, PodReading]]
-    error: str = ""
-
-
 class PrometheusSource:
     """Reads the signals of Prometheus pods through ``client`` (a :class:`Querier`); as a Source, of the targets'
-    ``profiles`` (target name -> profile), queried at ``wall_clock`` (Unix s)."""
+    ``profiles`` (target name -> profile), queried at ``wall_clock`` (Unix s). ``instance_check``: rows whose
+    ``instance`` host is not the pod's IP are dropped; ``extra``: matchers added to every query;
+    ``confirm_with``: the direct read of one pod that confirms a removal (None: nothing is ever confirmed)."""
 
     def __init__(self, client: Querier, staleness_s: float, namespace_label: str, pod_label: str,
                  timeout_s: float | None = None, *, profiles: Mapping[str, Profile] | None = None,
-                 wall_clock: Clock = time.time, offset: float = 0.0, where: str = "prometheus") -> None:
+                 wall_clock: Clock = time.time, offset: float = 0.0, where: str = "prometheus",
+                 instance_check: bool = True, extra: Sequence[str] = (),
+                 confirm_with: Callable[[WatchedPod], Reading] | None = None) -> None:
         self.client = client
         self.where = where  # "prometheus (URL)": what it reads, for people (/readyz, the log)
         self.timeout_s = timeout_s  # one deadline for a reading's batches of queries (None: one per batch)
@@ -61,50 +66,43 @@ class PrometheusSource:
         self.namespace_label = namespace_label
         self.pod_label = pod_label
         self.profiles, self.wall_clock, self.offset = profiles or {}, wall_clock, offset
-        self._fleet_plans: dict[Profile, Plan] = {}  # the fleet queries depend on the profile and settings only
-
-    def read_fleet(self, profiles: Iterable[Profile], at: float) -> FleetReading:
-        """Every pod's reading for each of ``profiles``, queried at ``at`` (Unix seconds)."""
-        return self._read(set(profiles), at, None, bracket=True)
+        self.instance_check, self.extra, self.confirm_with = instance_check, tuple(extra), confirm_with
 
     def read_pod(self, profile: Profile, namespace: str, name: str, at: float) -> PodReading | str | None:
-        """One pod's fresh reading (None: no series), or why the queries failed (one line)."""
-        restrict = {self.namespace_label: namespace, self.pod_label: name}
-        fleet = self._read({profile}, at, restrict)
-        if fleet.error:
-            return fleet.error
-        return fleet.pods[profile].get((namespace, name))
+        """One pod's fresh reading (None: no series), or why the queries failed (one line); its instance is not
+        checked (no pod IP here)."""
+        job = self._job(profile, Scope(namespace, (name,)), None)
+        error = self._read([job], at, bracket=False)[0]
+        return error or job.pods().get((namespace, name))
 
-    def _plan(self, profile: Profile, restrict: dict[str, str] | None) -> Plan:
-        if restrict is not None:
-            return plan(profile, self.staleness_s, self.namespace_label, self.pod_label, restrict)
-        if profile not in self._fleet_plans:
-            self._fleet_plans[profile] = plan(profile, self.staleness_s, self.namespace_label, self.pod_label)
-        return self._fleet_plans[profile]
+    def _job(self, profile: Profile, scope: Scope, ips: Mapping[PodKey, str] | None) -> Answers:
+        matchers = [*scope.matchers(self.namespace_label, self.pod_label), *self.extra]
+        return Answers(profile, plan(profile, self.staleness_s, self.namespace_label, self.pod_label, matchers), ips)
 
-    def _read(self, profiles: set[Profile], at: float, restrict: dict[str, str] | None,
-              bracket: bool = False) -> FleetReading:
-        """The readings of ``profiles``; ``bracket``: the time queries before and after the others (module
+    def _read(self, jobs: list[Answers], at: float, bracket: bool = True) -> list[str]:
+        """Run the queries of ``jobs`` (one per profile and scope), folding each answer into its job; per job, why
+        it failed (one line) or ``""``. ``bracket``: the time queries before and after the others (module
         docstring), else every query at once."""
-        readings = [Answers(p, self._plan(p, restrict)) for p in sorted(profiles, key=lambda p: p.name)]
-        unique = list(dict.fromkeys((q, r.plan.labels_of(q)) for r in readings for q in r.plan.queries()))
-        times = [u for u in unique if any(u[0] == r.plan.time for r in readings)]
-        batches = [times, [u for u in unique if u not in times], times] if bracket else [unique]
+        errors = [""] * len(jobs)
+        phases = ("time", "values", "time") if bracket else ("all",)
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        try:
-            for batch in batches:
-                for index, rows in self.client.query_each(batch, at, deadline):  # each answer folded in, dropped
-                    query, labels = batch[index]
-                    for reading in readings:
-                        if reading.plan.labels_of(query) == labels:
-                            reading.add(query, rows)
+        for phase in phases:
+            batch = [(i, q) for i, job in enumerate(jobs) if not errors[i] for q in job.plan.queries()
+                     if phase == "all" or (q == job.plan.time) == (phase == "time")]
+            try:
+                answers = self.client.query_each([(q, jobs[i].plan.labels_of(q)) for i, q in batch], at, deadline)
+                for index, rows in answers:  # each answer folded in, then dropped
+                    i, query = batch[index]
+                    if isinstance(rows, PrometheusError):
+                        errors[i] = errors[i] or str(rows)
+                    elif not errors[i]:
+                        jobs[i].add(query, rows)
                     del rows
-        except PrometheusError as exc:
-            return FleetReading({}, str(exc))
-        except Exception as exc:  # a bug reading one answer must not stop the cycle of every other pod: unknown
-            log.exception("reading Prometheus' answers failed unexpectedly")
-            return FleetReading({}, f"unexpected {type(exc).__name__} reading Prometheus' answers: {exc}"[:400])
-        return FleetReading({r.profile: r.pods() for r in readings})
+            except Exception as exc:  # a bug reading one answer must not stop the cycle of every other pod: unknown
+                log.exception("reading Prometheus' answers failed unexpectedly")
+                why = f"unexpected {type(exc).__name__} reading Prometheus' answers: {exc}"[:400]
+                errors = [e or why for e in errors]
+        return errors
 
     # -- the Source ---------------------------------------------------------------------------------------------
     def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]:
@@ -115,49 +113,56 @@ class PrometheusSource:
         """Per pod UID, this cycle's reading of ``pods``, queried at ``at`` (the wall clock)."""
         if not pods:
             return {}
+        ips: dict[Profile, dict[PodKey, str]] = {}
+        for target, _ in pods:
+            ips.setdefault(self.profiles[target.target_name], {})[(target.namespace, target.name)] = target.ip
+        scoped = [(scope, self._job(profile, scope, own if self.instance_check else None))
+                  for profile, own in sorted(ips.items(), key=lambda item: item[0].name) for scope in scopes(own)]
+        jobs = [job for _, job in scoped]
+        errors = self._read(jobs, at)
+        readings: dict[tuple[Profile, PodKey], PodReading | str | None] = {}
+        for (scope, job), error in zip(scoped, errors, strict=True):
+            if error:
+                log.warning("Prometheus query for namespace %s failed: %s: the engines of its %d pods read in it are "
+                            "unknown this cycle", scope.namespace, error, len(scope.pods),
+                            extra=facts(namespace=scope.namespace, result="prometheus_error", reason=error))
+            found = {} if error else job.pods()
+            for name in scope.pods:
+                readings[(job.profile, (scope.namespace, name))] = error or found.get((scope.namespace, name))
+        if dropped := sum(job.dropped for job in jobs):
+            log.debug("Prometheus: %d series labelled with a watched pod were not scraped from its IP (their "
+                      "instance): ignored", dropped)
+        return {target.uid: self._reading(readings.get((self.profiles[target.target_name],
+                                                        (target.namespace, target.name))), record)
+                for target, record in pods}
+
+    def _reading(self, reading: PodReading | str | None, record: PodRecord) -> Reading:
+        """One pod's reading of this cycle (``str``: its scope's query failed)."""
         offset = self.offset
-        fleet = self.read_fleet({self.profiles[t.target_name] for t, _ in pods}, at)
-        if fleet.error:
-            log.warning("Prometheus query failed: %s: the engines of its %d pods are unknown this cycle", fleet.error,
-                        len(pods), extra=facts(result="prometheus_error", reason=fleet.error))
-        out: dict[str, Reading] = {}
-        for target, record in pods:
-            last = None if record.mark is None else record.mark - offset
-            if fleet.error:
-                out[target.uid] = Reading("prometheus_error", detail=fleet.error, what=_WHAT, t=last)
-                continue
-            reading = fleet.pods[self.profiles[target.target_name]].get((target.namespace, target.name))
-            outcome, why = reading_outcome(reading)
-            if outcome != "ok" or reading is None or reading.t is None:
-                out[target.uid] = Reading(outcome, detail=why, what=_WHAT, t=last)
-                continue
-            newest = reading.t if record.mark is None else max(reading.t, record.mark)
-            stamps = {labels: None if labels in reading.moved else t - offset for labels, t in reading.times.items()}
-            out[target.uid] = Reading("ok", reading.parsed, t=newest - offset, stamps=stamps, mark=newest)
-        return out
+        last = None if record.mark is None else record.mark - offset
+        if isinstance(reading, str):
+            return Reading("prometheus_error", detail=reading, what=_WHAT, t=last)
+        outcome, why = reading_outcome(reading)
+        if outcome != "ok" or reading is None or reading.t is None:
+            return Reading(outcome, detail=why, what=_WHAT, t=last)
+        newest = reading.t if record.mark is None else max(reading.t, record.mark)
+        stamps = {labels: None if labels in reading.moved else t - offset for labels, t in reading.times.items()}
+        return Reading("ok", reading.parsed, t=newest - offset, stamps=stamps, mark=newest)
 
     def confirm(self, pod: WatchedPod) -> Reading:
-        """The confirmation before a deletion: the same queries restricted to ``pod``, fresh (not this cycle's
-        answer)."""
-        reading = self.read_pod(self.profiles[pod.target_name], pod.namespace, pod.name, self.wall_clock())
-        if isinstance(reading, str):
-            log.info("pod %s: the confirming Prometheus query failed: %s", pod.ref, reading,
-                     extra=facts(pod, result="prometheus_error", reason=reading))
-            return Reading("prometheus_error", detail=reading, what=_WHAT)
-        outcome, why = reading_outcome(reading)
-        if outcome == "ok" and reading is not None:
-            return Reading(outcome, reading.parsed)
-        return Reading(outcome, detail=why, what=_WHAT)
+        """The confirmation before a removal: the pod's own ``/metrics`` read directly at its IP (module
+        docstring), never Prometheus; a failed read is unknown (nothing is removed)."""
+        if self.confirm_with is None:
+            return Reading("prometheus_unknown", detail="no direct read of the pod to confirm with", what=_WHAT)
+        return self.confirm_with(pod)
 
     def probe(self) -> tuple[str, str] | None:
         """One constant query (``vector(1)``) when no pod was due: a Prometheus that cannot be queried at all
         (a wrong prometheusUrl, credentials, TLS) shows before any namespace is opted in."""
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        try:
-            for _ in self.client.query_each([("vector(1)", ())], self.wall_clock(), deadline):
-                pass
-        except PrometheusError as exc:
-            return "prometheus_error", f"{_WHAT}: {exc}"
+        for _, rows in self.client.query_each([("vector(1)", ())], self.wall_clock(), deadline):
+            if isinstance(rows, PrometheusError):
+                return "prometheus_error", f"{_WHAT}: {rows}"
         return "ok", ""
 
     def close(self) -> None:

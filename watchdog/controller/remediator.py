@@ -64,8 +64,9 @@ log = logging.getLogger("watchdog.controller.remediator")
 #: What a removal did, per action: its result and the Event's and the log's wording.
 _PAST: dict[RemovalAction, Literal["deleted", "evicted"]] = {"delete": "deleted", "evict": "evicted"}
 
-#: Re-scrape one engine series of a target now; returns its snapshot or None when unknown (never raises).
-Rescrape = Callable[[WatchedPod, str], EngineSnapshot | None]
+#: Re-read one engine series of a target now: its snapshot, None when the pod has no such series, or why the read
+#: failed (never raises).
+Rescrape = Callable[[WatchedPod, str], EngineSnapshot | str | None]  # str: why the read failed
 
 
 class Say(Protocol):
@@ -211,6 +212,8 @@ class Remediator:
         if changed:
             return Remediation("aborted", f"pod {target.ref} changed since the decision: {changed}")
         fresh = self.rescrape(target, series.key)
+        if isinstance(fresh, str):  # unknown now: nothing is removed unconfirmed
+            return Remediation("aborted", f"not confirmed: {fresh}; retrying next cycle")
         if fresh is None:
             return Remediation("aborted",
                                f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")

@@ -36,6 +36,7 @@ from watchdog.controller.scrapes import ScrapeSource
 from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.policy import PAUSE_ANNOTATION, DeletionPolicy
 from watchdog.core.profiles import Profile, target_profile
+from watchdog.core.promql import matchers
 from watchdog.core.quarantine import QuarantineRails
 
 log = logging.getLogger("watchdog.controller.service")
@@ -137,7 +138,8 @@ def _sources(config: Settings, profiles: dict[str, Profile], metrics: Metrics, f
             prometheus or PrometheusClient(prometheus_limits(config)), config.prometheus_staleness_seconds,
             config.prometheus_namespace_label, config.prometheus_pod_label, config.prometheus_timeout_seconds,
             profiles=profiles, wall_clock=wall_clock, offset=wall_clock() - clock(),
-            where=f"prometheus ({config.prometheus_url})")
+            where=f"prometheus ({config.prometheus_url})", instance_check=config.prometheus_instance_check,
+            extra=matchers(config.prometheus_extra_matchers), confirm_with=scrape.confirm)
     return {t.name: built[config.source_of(t)] for t in config.targets}
 
 

@@ -54,7 +54,8 @@ down. The confirmation before a deletion runs the same queries restricted to one
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -67,11 +68,16 @@ __all__ = [
     "PodKey",
     "PodReading",
     "Reading",
+    "Scope",
     "Series",
     "auth_problem",
+    "instance_host",
+    "matchers",
+    "matchers_problem",
     "plan",
     "pod_labels_problem",
     "reading_outcome",
+    "scopes",
     "tenant_problem",
     "url_problem",
 ]
@@ -81,6 +87,15 @@ __all__ = [
 #: largest of the copies is taken, never their sum (module docstring). Copies apart only by another label, of a
 #: relabelling of your own, are summed like any label no engine is keyed by.
 TARGET_LABELS = ("job", "instance", "endpoint", "container", "service")
+
+#: The label naming a series' scrape identity: the ``host:port`` Prometheus scraped (Kubernetes service discovery
+#: sets it to the pod's IP and port). A row is evidence about a pod only when its host is the pod's IP from the API
+#: server (:class:`Reading`'s ``ips``), and two instances claiming one engine series of a pod are a conflict.
+INSTANCE = "instance"
+
+#: The bytes of the pod-name regular expression of one scoped query (:func:`scopes`): a namespace with more watched
+#: pods is read in several chunks, each its own queries (Prometheus' form limit and its regex cost both grow with it).
+MAX_POD_REGEX = 4096
 
 #: One row of an instant query's answer: the values of the label names the query's rows are read by
 #: (:meth:`Plan.labels_of`; None where the row has no such label) and its value.
@@ -126,6 +141,84 @@ def pod_labels_problem(namespace_label: str, pod_label: str) -> str | None:
     return "the namespace and pod labels must differ" if namespace_label == pod_label else None
 
 
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\\n]|\\.)*)"\s*')
+
+
+def matchers_problem(text: str) -> str | None:
+    """Why ``text`` is not a comma-separated list of PromQL label matchers (``cluster="prod-1",region=~"eu-.*"``),
+    or None."""
+    position, expected = 0, bool(text.strip())
+    while expected:
+        match = _MATCHER.match(text, position)
+        if match is None:
+            return f"is not a list of label matchers like cluster=\"prod-1\" (at {text[position:position + 40]!r})"
+        if problem := label_name_problem(match.group(1)):
+            return f"{match.group(1)!r} {problem}"
+        position = match.end()
+        expected = text.startswith(",", position)  # another matcher after a comma, else the end
+        position += expected
+        if not expected and position < len(text):
+            return f"is not a list of label matchers like cluster=\"prod-1\" (at {text[position:position + 40]!r})"
+    return None
+
+
+def matchers(text: str) -> tuple[str, ...]:
+    """The matchers of ``text`` (checked by :func:`matchers_problem`), each as ``name op "value"``."""
+    return tuple(f'{m.group(1)}{m.group(2)}"{m.group(3)}"' for m in _MATCHER.finditer(text))
+
+
+def instance_host(instance: str) -> str:
+    """The host of an ``instance`` label: ``10.0.0.5:8000`` -> ``10.0.0.5``, ``[fd00::1]:8000`` -> ``fd00::1``."""
+    if instance.startswith("["):
+        return instance[1:].partition("]")[0]
+    host, colon, port = instance.rpartition(":")
+    return host if colon and port.isdigit() and ":" not in host else instance
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The pods one set of queries reads: ``pods`` (names) of ``namespace``."""
+
+    namespace: str
+    pods: tuple[str, ...]
+
+    def matchers(self, namespace_label: str, pod_label: str) -> list[str]:
+        """The matchers selecting exactly these pods' series: the namespace, and the pod (one name, or a regex of
+        them, fully anchored by Prometheus, metacharacters escaped)."""
+        pods = (f"{pod_label}={quote(self.pods[0])}" if len(self.pods) == 1 else
+                f"{pod_label}=~{quote('|'.join(_escape(p) for p in self.pods))}")
+        return [f"{namespace_label}={quote(self.namespace)}", pods]
+
+
+_REGEX_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def _escape(name: str) -> str:
+    """``name`` as a literal in a (RE2) regular expression."""
+    return _REGEX_META.sub(r"\\\1", name)
+
+
+def scopes(pods: Iterable[PodKey], max_regex: int = MAX_POD_REGEX) -> list[Scope]:
+    """``pods`` grouped per namespace, each namespace's names in chunks whose regex stays within ``max_regex``
+    bytes: one scope each (sorted, so that a pod keeps its chunk while the fleet does not change)."""
+    by_namespace: dict[str, list[str]] = {}
+    for namespace, name in sorted(set(pods)):
+        by_namespace.setdefault(namespace, []).append(name)
+    out = []
+    for namespace, names in by_namespace.items():
+        chunk: list[str] = []
+        size = 0
+        for name in names:
+            length = len(_escape(name)) + 1
+            if chunk and size + length > max_regex:
+                out.append(Scope(namespace, tuple(chunk)))
+                chunk, size = [], 0
+            chunk.append(name)
+            size += length
+        out.append(Scope(namespace, tuple(chunk)))
+    return out
+
+
 def quote(value: str) -> str:
     """A PromQL double-quoted string literal of ``value`` (escaped as the exposition format does)."""
     return f'"{escape_label_value(value)}"'
@@ -142,14 +235,10 @@ def _selector(metric: str, matchers: Sequence[str]) -> str:
     return f"{metric}{{{','.join(matchers)}}}" if matchers else metric
 
 
-def _restrict(restrict: Mapping[str, str] | None) -> list[str]:
-    return [f"{name}={quote(value)}" for name, value in sorted((restrict or {}).items())]
-
-
-def _series(selector: Selector, restrict: Mapping[str, str] | None) -> str:
-    """``selector`` as a PromQL series selector, plus ``restrict``'s equality matchers."""
+def _series(selector: Selector, scope: Sequence[str]) -> str:
+    """``selector`` as a PromQL series selector, plus the ``scope`` matchers."""
     matchers = [f"{name}{'=' if equal else '!='}{quote(value)}" for name, value, equal in selector.match]
-    return _selector(selector.metric, [*matchers, *_restrict(restrict)])
+    return _selector(selector.metric, [*matchers, *scope])
 
 
 def _by(labels: Sequence[str]) -> str:
@@ -160,7 +249,8 @@ def _by(labels: Sequence[str]) -> str:
 class Plan:
     """The instant queries of one profile: ``slots[i]`` for signal slot ``i`` (None: the slot has no selector),
     ``time`` the pods' newest running sample times, ``up`` their targets' health. ``identity``: the label names
-    that name one engine series in a slot's rows (namespace, pod, then the engine labels, sorted)."""
+    that name one engine series in a slot's rows (namespace, pod, then the engine labels, sorted); every row also
+    carries its :data:`INSTANCE`."""
 
     slots: tuple[str | None, ...]
     time: str
@@ -172,35 +262,37 @@ class Plan:
         return list(dict.fromkeys([self.up, self.time, *(q for q in self.slots if q is not None)]))
 
     def labels_of(self, query: str) -> tuple[str, ...]:
-        """The label names whose values :meth:`Reading.add` reads from ``query``'s rows: namespace and pod for the
-        ``up`` query, :attr:`identity` for a slot's and the time query's."""
-        return self.identity[:2] if query == self.up else self.identity
+        """The label names whose values :meth:`Reading.add` reads from ``query``'s rows: namespace, pod and instance
+        for the ``up`` query, :attr:`identity` and instance for a slot's and the time query's."""
+        return (*self.identity[:2], INSTANCE) if query == self.up else (*self.identity, INSTANCE)
 
 
 def slot_query(selector: Selector, profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
-               restrict: Mapping[str, str] | None = None) -> str:
-    """The query of one signal slot (see the module docstring); ``restrict``: extra equality matchers."""
-    series = _series(selector, restrict)
+               scope: Sequence[str] = ()) -> str:
+    """The query of one signal slot (see the module docstring); ``scope``: extra matchers."""
+    series = _series(selector, scope)
     latest = f"last_over_time({series}[{_seconds(staleness_s)}]) and {series}"  # see the module docstring
     keep = list(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels),
                                *(name for name, _, _ in selector.match)]))
     collapse = [name for name in sorted(profile.collapse_labels) if name not in keep]
     targets = [name for name in TARGET_LABELS if name not in keep and name not in collapse]
-    return f"max by ({_by(keep)}) (sum by ({_by([*keep, *collapse, *targets])}) ({latest}))"
+    return f"max by ({_by([*keep, INSTANCE])}) (sum by ({_by([*keep, *collapse, *targets])}) ({latest}))"
 
 
 def plan(profile: Profile, staleness_s: float, namespace_label: str, pod_label: str,
-         restrict: Mapping[str, str] | None = None) -> Plan:
-    """The queries of ``profile`` for the whole fleet, or for one pod with ``restrict``."""
-    slots = tuple(None if s is None else slot_query(s, profile, staleness_s, namespace_label, pod_label, restrict)
+         scope: Sequence[str] = ()) -> Plan:
+    """The queries of ``profile``, each with the ``scope`` matchers (the pods of one :class:`Scope`, the
+    configured extra matchers; none: every pod Prometheus holds)."""
+    slots = tuple(None if s is None else slot_query(s, profile, staleness_s, namespace_label, pod_label, scope)
                   for s in signal_slots(profile))
-    pods = _by([namespace_label, pod_label])
+    pods = _by([namespace_label, pod_label, INSTANCE])
     identity = tuple(dict.fromkeys([namespace_label, pod_label, *sorted(profile.engine_labels)]))
     own = _by([n for n in [*sorted(profile.engine_labels), *sorted(profile.collapse_labels)]
                if n not in (namespace_label, pod_label)])  # the engine's own labels: the rest name its target
-    stamps = f"timestamp({_series(profile.running, restrict)})"
-    time = f"max by ({_by(identity)}) ({stamps} >= ignoring({own}) group_left max without ({own}) ({stamps}))"
-    up_matchers = _restrict(restrict) or [f'{pod_label}!=""']
+    stamps = f"timestamp({_series(profile.running, scope)})"
+    time = (f"max by ({_by([*identity, INSTANCE])}) ({stamps} >= ignoring({own}) group_left max without ({own}) "
+            f"({stamps}))")
+    up_matchers = list(scope) or [f'{pod_label}!=""']
     up = f"min by ({pods}) (last_over_time({_selector('up', up_matchers)}[{_seconds(staleness_s)}]))"
     return Plan(slots, time, up, identity)
 
@@ -211,12 +303,14 @@ class PodReading:
     targets' newest ``up`` sample reads 0 (or is not a number), ``times`` each engine series' own newest running
     sample time (Unix seconds, Prometheus' clock, by its labels; the time to feed it at), ``moved``: the engine
     series whose time was different when the time query ran again after the value queries (a scrape of its
-    target landed while they ran: its values may be newer than its time; not to be fed this cycle)."""
+    target landed while they ran: its values may be newer than its time; not to be fed this cycle);
+    ``conflict``: why its series are not one pod's (two instances claim one engine series), or ``""``."""
 
     parsed: ParseResult
     down: bool = False
     times: Mapping[Labels, float] = field(default_factory=dict)
     moved: frozenset[Labels] = frozenset()
+    conflict: str = ""
 
     @property
     def t(self) -> float | None:
@@ -224,30 +318,48 @@ class PodReading:
         return max(self.times.values(), default=None)
 
 
+_NO_SERIES = ParseResult((), 0, frozenset())
+
+
 class Reading:
     """The answers to one profile's :class:`Plan`, folded in as they arrive (:meth:`add`; the rows can be dropped
     right after), then :meth:`pods`: per (namespace, pod) its engine series, sample time and ``up``.
 
-    A slot row is already one engine series of one pod (the query summed and took the largest as the parser
-    does); rows of one slot that differ only by a label of the selector's matchers (not read: see
-    :meth:`Plan.labels_of`) are summed, as the parser sums over labels no engine is keyed by. The engine series
-    then go through the parser's own last step (:func:`watchdog.core.parsing.engine_series`: label sets without
-    running dropped, the pod-scoped rows -- none of the engine labels -- applied to every engine series of the
-    pod, waiting minus ignored, paused and awake folded, the series bound). Rows without both pod
-    labels are ignored; pods that appear only in the time or ``up`` answers are left out (no signal: unknown).
-    The time query may be answered a second time, after the others: engine series whose time it changes are
-    :attr:`PodReading.moved`."""
+    A slot row is already one engine series of one pod and scrape :data:`INSTANCE` (the query summed and took the
+    largest as the parser does); rows of one slot that differ only by a label of the selector's matchers (not
+    read: see :meth:`Plan.labels_of`) are summed, as the parser sums over labels no engine is keyed by. A row is
+    evidence about its pod only when its instance's host is the pod's IP in ``ips`` (the API server's; None: not
+    checked): any other row -- a series labelled with a pod it was not scraped from -- is dropped (counted in
+    :attr:`dropped`, once per series). An engine series claimed by two instances is a :attr:`PodReading.conflict`:
+    the pod is unknown (never evidence, never a pause); pod-scoped rows of the pod's instances (two engine
+    containers on two ports) take the largest value. The engine series then go through the parser's own last step
+    (:func:`watchdog.core.parsing.engine_series`: label sets without running dropped, the pod-scoped rows -- none
+    of the engine labels -- applied to every engine series of the pod, waiting minus ignored, paused and awake
+    folded, the series bound). Rows without both pod labels are ignored; pods that appear only in the time or
+    ``up`` answers are left out (no signal: unknown). The time query may be answered a second time, after the
+    others: engine series whose time it changes are :attr:`PodReading.moved`."""
 
-    def __init__(self, profile: Profile, queries: Plan) -> None:
+    def __init__(self, profile: Profile, queries: Plan, ips: Mapping[PodKey, str] | None = None) -> None:
         self.profile = profile
         self.plan = queries
+        self.ips = ips
+        self.dropped = 0  # series (pod, engine, instance) whose instance is not their pod's IP
         self.engine_labels = queries.identity[2:]
         self.metrics = [None if s is None else s.metric for s in signal_slots(profile)]
-        self.slots: dict[PodKey, dict[Labels, list[float | None]]] = {}
+        self.slots: dict[PodKey, dict[Labels, dict[str | None, list[float | None]]]] = {}  # pod, engine, instance
         self.times: dict[PodKey, dict[Labels, float]] | None = None  # per pod, its engine series' sample times
         self.after: dict[PodKey, dict[Labels, float]] | None = None  # the same, from the time query's second answer
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
+
+    def _own(self, namespace: str | None, name: str | None, instance: str | None) -> bool:
+        """Whether a row of ``instance`` labelled with this pod is about it (module docstring: the identity)."""
+        if not namespace or not name:
+            return False
+        if self.ips is None:
+            return True
+        ip = self.ips.get((namespace, name))
+        return ip is not None and instance is not None and instance_host(instance) == ip
 
     def add(self, query: str, rows: Sequence[Series]) -> None:
         """Fold in the answer ``rows`` to ``query`` (one of the plan's; others are ignored), each row carrying the
@@ -258,12 +370,14 @@ class Reading:
                 self.times = times
             else:  # the time query's second answer: after the value queries
                 self.after = times
-            for (namespace, name, *engine_values), value in rows:
-                if namespace and name and math.isfinite(value):
-                    times.setdefault((namespace, name), {})[self._engine(engine_values)] = value
+            for (namespace, name, *engine_values, instance), value in rows:
+                if self._own(namespace, name, instance) and math.isfinite(value):
+                    engines = times.setdefault((str(namespace), str(name)), {})
+                    key = self._engine(engine_values)
+                    engines[key] = max(value, engines.get(key, value))
         if query == self.plan.up:
-            self.down.update((namespace, name) for (namespace, name), value in rows
-                             if namespace and name and not value > 0)
+            self.down.update((str(namespace), str(name)) for (namespace, name, instance), value in rows
+                             if self._own(namespace, name, instance) and not value > 0)
         for index, slot in enumerate(self.plan.slots):  # nearly always one slot is this query
             if slot == query:
                 self._add_slot(index, rows)
@@ -275,7 +389,7 @@ class Reading:
         for ident, value in rows:  # the hot loop: one row per pod and engine series
             row = row_of.get(ident)
             if row is None:
-                if ident in row_of:  # no pod labels: ignored
+                if ident in row_of:  # no pod labels, or not the pod's instance: ignored
                     continue
                 row = row_of[ident] = new(ident)
                 if row is None:
@@ -284,13 +398,15 @@ class Reading:
             row[index] = value if previous is None else previous + value
 
     def _row(self, ident: tuple[str | None, ...]) -> list[float | None] | None:
-        """The values of the engine series ``ident`` (pod labels, then engine labels) names, or None without
-        both pod labels."""
-        namespace, name, *engine_values = ident
-        if not namespace or not name:
+        """The values of the engine series ``ident`` (pod labels, engine labels, instance) names, or None without
+        both pod labels or when the instance is not the pod's."""
+        namespace, name, *engine_values, instance = ident
+        if not self._own(namespace, name, instance):
+            self.dropped += bool(namespace and name)
             return None
-        engines = self.slots.setdefault((namespace, name), {})
-        return engines.setdefault(self._engine(engine_values), [None] * len(self.plan.slots))
+        engines = self.slots.setdefault((str(namespace), str(name)), {})
+        instances = engines.setdefault(self._engine(engine_values), {})
+        return instances.setdefault(instance, [None] * len(self.plan.slots))
 
     def _engine(self, values: Sequence[str | None]) -> Labels:
         """The engine series key of a row's engine label values (labels without a value left out)."""
@@ -301,7 +417,12 @@ class Reading:
         scrape; its pod-scoped rows, which have no time of their own, kept for every engine); and every pod whose
         target is down, with or without rows."""
         out = {}
-        for pod, every in self.slots.items():
+        for pod, claimed in self.slots.items():
+            conflict = _conflict(claimed)
+            if conflict:
+                out[pod] = PodReading(_NO_SERIES, conflict=conflict)
+                continue
+            every = {key: _largest(list(instances.values())) for key, instances in claimed.items()}
             times = (self.times or {}).get(pod, {})  # the engine series of their targets' latest scrapes
             engines = {k: v for k, v in every.items() if k in times} if times else every
             if not engines:  # nothing of a latest scrape: no series
@@ -316,14 +437,33 @@ class Reading:
             moved = frozenset() if after is None else frozenset(k for k, t in times.items() if after.get(k) != t)
             out[pod] = PodReading(engine_series(engines, self.profile, found), pod in self.down, times, moved)
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
-            out[pod] = PodReading(ParseResult((), 0, frozenset()), down=True)
+            out[pod] = PodReading(_NO_SERIES, down=True)
         return out
+
+
+def _conflict(claimed: Mapping[Labels, Mapping[str | None, object]]) -> str:
+    """Why a pod's engine series are not one pod's: an engine series (not a pod-scoped one) of two instances."""
+    for key, instances in claimed.items():
+        if key and len(instances) > 1:
+            names = ", ".join(sorted(str(i) for i in instances))
+            labels = ",".join(f'{n}="{v}"' for n, v in key)
+            return f"conflict: the engine series {{{labels}}} is claimed by {len(instances)} instances ({names})"
+    return ""
+
+
+def _largest(rows: list[list[float | None]]) -> list[float | None]:
+    """Per slot, the largest known value of ``rows`` (one pod-scoped row per instance; an engine's only row)."""
+    if len(rows) == 1:
+        return rows[0]
+    return [max((v for v in values if v is not None), default=None) for values in zip(*rows, strict=True)]
 
 
 def reading_outcome(reading: PodReading | None) -> tuple[str, str]:
     """What the cycle does with one pod's reading: ``("ok", "")`` feed its engine series to their detectors (each
     at its own time: one whose time has not moved since it was last fed is not fed again, a sample seen twice
     would count as a busy sample without progress); ``("prometheus_unknown", why)`` unknown this cycle."""
+    if reading is not None and reading.conflict:
+        return "prometheus_unknown", reading.conflict
     if reading is not None and reading.down:
         return "prometheus_unknown", "Prometheus' newest up sample of its target is 0 (its scrapes fail)"
     if reading is None or not reading.parsed.series:
