@@ -22,8 +22,11 @@ from watchdog.controller import promsource
 from watchdog.controller.cycle import CycleReport
 from watchdog.controller.promsource import PrometheusSource
 from watchdog.controller.reading import Reading
+from watchdog.controller.state import PodRecord
 from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
+from watchdog.core.parsing import parse_exposition
 from watchdog.core.policy import Decision
+from watchdog.core.profiles import get_profile
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config
 
@@ -502,3 +505,31 @@ def test_one_namespaces_huge_series_make_only_its_own_pods_unknown(emulator: Emu
         assert all('namespace="team-b"' in q for q, _ in prom.queries if "team-b" in q)
     finally:
         rig.close()
+
+
+def test_a_removal_is_confirmed_on_each_declared_port_the_pods_engines_were_scraped_from(prom: FakePrometheus,
+                                                                                       ) -> None:
+    # Two containers on two ports (both declared), each scraped by Prometheus from the pod's IP; a third port only
+    # a forged instance names (not declared) is never read.
+    client = PrometheusClient(builders.prometheus_limits(prom.url, timeout_s=2.0))
+    target = WatchedPod("uid-1", NS, "p", "127.0.0.2", 8000, "/metrics", "vllm", "vllm", "enforce", 0, None,
+                        ports=(8000, 8001))
+    for engine, port in (("0", 8000), ("1", 8001), ("2", 9999)):
+        labels = {"namespace": NS, "pod": "p", "engine": engine, "model_name": "m", "instance": f"127.0.0.2:{port}"}
+        prom.add("vllm:num_requests_running", labels, BASE - 5, 4)
+        prom.add("vllm:generation_tokens_total", labels, BASE - 5, 500)
+    read: list[str] = []
+    body = {8000: 'vllm:num_requests_running{engine="0"} 4\nvllm:generation_tokens_total{engine="0"} 500\n',
+            8001: 'vllm:num_requests_running{engine="1"} 4\nvllm:generation_tokens_total{engine="1"} 500\n'}
+
+    def direct(pod: WatchedPod) -> Reading:
+        read.append(pod.url)
+        return Reading("ok", parse_exposition(body[pod.port], get_profile("vllm")))
+
+    source = PrometheusSource(client, 60, "namespace", "pod", profiles={"vllm": get_profile("vllm")},
+                              confirm_with=direct)
+    record = PodRecord(0, 0.0)
+    assert source.read_pods([(target, record)], BASE)["uid-1"].outcome == "ok"
+    confirmed = source.confirm(target)
+    assert read == ["http://127.0.0.2:8000/metrics", "http://127.0.0.2:8001/metrics"]
+    assert confirmed.parsed is not None and [s.key for s in confirmed.parsed.series] == ['engine="0"', 'engine="1"']

@@ -41,11 +41,13 @@ class FileTarget:
 
 class PrometheusServer:
     """A Prometheus on 127.0.0.1:<free port> with a 1 s scrape interval (timeout 0.8 of it) and one job (`vllm`)
-    whose targets come from a file_sd JSON file (:meth:`set_targets`). :meth:`stop` and :meth:`start` keep the
-    port and the TSDB."""
+    whose targets come from a file_sd JSON file (:meth:`set_targets`); with ``honor_job``, a second job
+    (`exporter`, ``honor_labels: true``: a tenant's PodMonitor with ``honorLabels: true``) whose series keep the
+    labels they expose, its targets from a second file (``set_targets(..., job="exporter")``). :meth:`stop` and
+    :meth:`start` keep the port and the TSDB."""
 
     def __init__(self, workdir: Path, *, binary: str = PROMETHEUS,
-                 scrape_interval_s: float = SCRAPE_INTERVAL_S) -> None:
+                 scrape_interval_s: float = SCRAPE_INTERVAL_S, honor_job: bool = False) -> None:
         self.workdir, self.binary = workdir, binary
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,12 +57,16 @@ class PrometheusServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.targets: list[FileTarget] = []
         self.sd_file.write_text("[]")
+        jobs = [{"job_name": "vllm", "file_sd_configs": [{"files": [str(self.sd_file)], "refresh_interval": "1s"}]}]
+        if honor_job:
+            (workdir / "exporter.json").write_text("[]")
+            jobs.append({"job_name": "exporter", "honor_labels": True, "file_sd_configs": [
+                {"files": [str(workdir / "exporter.json")], "refresh_interval": "1s"}]})
         self.config_file.write_text(yaml.safe_dump({
             "global": {"scrape_interval": f"{scrape_interval_s:g}s",
                        "scrape_timeout": f"{round(800 * scrape_interval_s)}ms",
                        "evaluation_interval": "15s"},
-            "scrape_configs": [{"job_name": "vllm", "file_sd_configs": [
-                {"files": [str(self.sd_file)], "refresh_interval": "1s"}]}],
+            "scrape_configs": jobs,
         }, sort_keys=False))
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -81,13 +87,15 @@ class PrometheusServer:
         return self.log_file.read_text(errors="replace")[-chars:] if self.log_file.exists() else ""
 
     # -- targets ---------------------------------------------------------------------------------------------
-    def set_targets(self, targets: Sequence[FileTarget]) -> None:
-        """Replace the file_sd targets (written atomically: Prometheus re-reads the file on change)."""
-        self.targets = list(targets)
-        doc = [{"targets": [t.address], "labels": {"namespace": t.namespace, "pod": t.pod}} for t in self.targets]
-        tmp = self.sd_file.with_suffix(".tmp")
+    def set_targets(self, targets: Sequence[FileTarget], job: str = "vllm") -> None:
+        """Replace the file_sd targets of ``job`` (written atomically: Prometheus re-reads the file on change)."""
+        if job == "vllm":
+            self.targets = list(targets)
+        sd_file = self.sd_file if job == "vllm" else self.workdir / f"{job}.json"
+        doc = [{"targets": [t.address], "labels": {"namespace": t.namespace, "pod": t.pod}} for t in targets]
+        tmp = sd_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc))
-        tmp.replace(self.sd_file)
+        tmp.replace(sd_file)
 
     def add_target(self, target: FileTarget) -> None:
         self.set_targets([*(t for t in self.targets if t.address != target.address), target])
@@ -125,13 +133,13 @@ def _available() -> bool:
     return shutil.which(PROMETHEUS) is not None or Path(PROMETHEUS).is_file()
 
 
-def new_prometheus(workdir: Path) -> PrometheusServer:
+def new_prometheus(workdir: Path, honor_job: bool = False) -> PrometheusServer:
     """A started Prometheus in ``workdir`` (skips the test when the binary is missing, fails with CI=true)."""
     if not _available():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{PROMETHEUS} not found (CI installs Debian's prometheus package)")
         pytest.skip(f"{PROMETHEUS} not found: apt-get install prometheus")
-    server = PrometheusServer(workdir)
+    server = PrometheusServer(workdir, honor_job=honor_job)
     server.start()
     return server
 

@@ -80,11 +80,12 @@ class World:
     alive: set[str] = field(default_factory=set)
     events: list[dict[str, Any]] = field(default_factory=list)
 
-    def deploy(self, key: str, mode: str, cls: type[SimPod] = SimPod, **kw: Any) -> SimPod:
+    def deploy(self, key: str, mode: str, cls: type[SimPod] = SimPod, more_ports: tuple[int, ...] = (),
+               **kw: Any) -> SimPod:
         sim = cls(ADDRESSES[key], 0, mode, **kw)
         sim.start()
         self.sims[key] = sim
-        self.pods[key] = seed_deployment(self.api, NS, key, sim.address, sim.port)
+        self.pods[key] = seed_deployment(self.api, NS, key, sim.address, sim.port, more_ports=more_ports)
         return sim
 
     def name(self, key: str) -> str:
@@ -128,9 +129,11 @@ def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
             world.deploy("shrink", "progressing", engines=2)
             world.deploy("ghost", "progressing", cls=TimestampedPod, engines=2)
             world.deploy("updating", "wedged", cls=UpdatingPod, engines=2)
-            world.deploy("pair", "progressing", model_name="model-a")  # its second container, on another port:
+            # a pod of two containers on two declared ports; the second one's engine wedged (a removal is confirmed
+            # by reading the pod itself on each declared port Prometheus scraped it on)
             second = world.sims["pair_b"] = SimPod(ADDRESSES["pair"], 0, "wedged", model_name="model-b")
             second.start()
+            world.deploy("pair", "progressing", model_name="model-a", more_ports=(second.port,))
             dead_port = free_port(ADDRESSES["down"])  # nothing listens there: Prometheus' up == 0
             world.pods["down"] = seed_deployment(api, NS, "down", ADDRESSES["down"], dead_port)
             prometheus.set_targets([*(world.target(k) for k in ("busy", "wedged", "dp", "reset", "unscraped",

@@ -80,7 +80,8 @@ SETTINGS: tuple[Setting, ...] = (
             "scrape was slow or timed out, at most 256)", minimum=0, maximum=1024),
     # -- where the signals come from (docs/scaling.md "source: prometheus") --
     Setting("source", "choice", "scrape", "where the engine signals come from: scrape (GET each pod's /metrics) or "
-            "prometheus (a constant number of instant queries per cycle to prometheusUrl); a target's own "
+            "prometheus (instant queries to prometheusUrl per watched namespace; removals still confirmed by the "
+            "pod's own /metrics); a target's own "
             "'source' overrides it", choices=("scrape", "prometheus")),
     Setting("prometheus_url", "str", None, "base URL of the Prometheus (or Thanos/Mimir) HTTP API, e.g. "
             "http://prometheus.monitoring:9090; required when a source is prometheus", optional=True),

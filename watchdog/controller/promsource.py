@@ -30,12 +30,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from watchdog.adapters.logs import facts
 from watchdog.adapters.promdecode import PrometheusError
 from watchdog.controller.reading import Reading
 from watchdog.core.model import WatchedPod
+from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
 from watchdog.core.promql import PodKey, PodReading, Scope, plan, reading_outcome, scopes
 from watchdog.core.promql import Reading as Answers
@@ -67,6 +69,7 @@ class PrometheusSource:
         self.pod_label = pod_label
         self.profiles, self.wall_clock, self.offset = profiles or {}, wall_clock, offset
         self.instance_check, self.extra, self.confirm_with = instance_check, tuple(extra), confirm_with
+        self._ports: dict[str, tuple[int, ...]] = {}  # pod UID -> the ports a removal is confirmed on (last read)
 
     def read_pod(self, profile: Profile, namespace: str, name: str, at: float) -> PodReading | str | None:
         """One pod's fresh reading (None: no series), or why the queries failed (one line); its instance is not
@@ -132,9 +135,14 @@ class PrometheusSource:
         if dropped := sum(job.dropped for job in jobs):
             log.debug("Prometheus: %d series labelled with a watched pod were not scraped from its IP (their "
                       "instance): ignored", dropped)
-        return {target.uid: self._reading(readings.get((self.profiles[target.target_name],
-                                                        (target.namespace, target.name))), record)
-                for target, record in pods}
+        out = {}
+        self._ports = {}
+        for target, record in pods:
+            reading = readings.get((self.profiles[target.target_name], (target.namespace, target.name)))
+            if isinstance(reading, PodReading):  # its metrics port, and any other port it declares that was scraped
+                self._ports[target.uid] = tuple(sorted({target.port} | (reading.ports & set(target.ports))))
+            out[target.uid] = self._reading(reading, record)
+        return out
 
     def _reading(self, reading: PodReading | str | None, record: PodRecord) -> Reading:
         """One pod's reading of this cycle (``str``: its scope's query failed)."""
@@ -151,10 +159,19 @@ class PrometheusSource:
 
     def confirm(self, pod: WatchedPod) -> Reading:
         """The confirmation before a removal: the pod's own ``/metrics`` read directly at its IP (module
-        docstring), never Prometheus; a failed read is unknown (nothing is removed)."""
+        docstring), never Prometheus -- on its metrics port, and on each other port it declares where Prometheus
+        scraped its engines from its IP (two containers on two ports) -- their engine series together; a failed
+        read is unknown (nothing is removed)."""
         if self.confirm_with is None:
             return Reading("prometheus_unknown", detail="no direct read of the pod to confirm with", what=_WHAT)
-        return self.confirm_with(pod)
+        reads = [self.confirm_with(replace(pod, port=port)) for port in self._ports.get(pod.uid, (pod.port,))]
+        failed = next((r for r in reads if r.parsed is None), None)
+        if failed is not None or len(reads) == 1:
+            return failed or reads[0]
+        parsed = [r.parsed for r in reads if r.parsed is not None]
+        series = tuple(s for p in parsed for s in p.series)
+        found = frozenset().union(*(p.found_families for p in parsed))
+        return Reading("ok", ParseResult(series, sum(p.skipped_lines for p in parsed), found))
 
     def probe(self) -> tuple[str, str] | None:
         """One constant query (``vector(1)``) when no pod was due: a Prometheus that cannot be queried at all

@@ -161,6 +161,13 @@ def engine_container(pod: Mapping[str, Any], port: int) -> str:
     return str(owner.get("name") or "")
 
 
+def declared_ports(pod: Mapping[str, Any]) -> tuple[int, ...]:
+    """The ports the pod's containers declare (``containerPort``, sorted, at most 64: the API server's word)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ports = {p.get("containerPort") for c in containers for p in c.get("ports") or []}
+    return tuple(sorted(p for p in ports if isinstance(p, int) and 0 < p < 65536))[:64]
+
+
 def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
     """The metrics port for ``pod`` under ``target`` (see module docstring); None when the annotation names a
     port the pod does not declare."""
@@ -268,6 +275,7 @@ def _take(found: Discovery, pod: Mapping[str, Any], uid: str, resolved: Resoluti
         metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
         node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
         window_annotation=_window_annotation(meta), tenant=tenant, targets=names,
+        ports=declared_ports(pod),
     ))
     return None
 

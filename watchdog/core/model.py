@@ -99,6 +99,7 @@ class WatchedPod:
     window_annotation: str | None = None  # the pod's vllm-watchdog.io/window-seconds (cut to 64 chars), if any
     tenant: str = ""  # who owns its namespace (discovery.tenant_of); "": its namespace is its own tenant
     targets: tuple[str, ...] = ()  # every target whose podSelector matched it (configuration order)
+    ports: tuple[int, ...] = ()  # the ports its containers declare (the direct reads of source prometheus)
 
     def __post_init__(self) -> None:
         if not self.tenant:

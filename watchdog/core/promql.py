@@ -304,13 +304,16 @@ class PodReading:
     sample time (Unix seconds, Prometheus' clock, by its labels; the time to feed it at), ``moved``: the engine
     series whose time was different when the time query ran again after the value queries (a scrape of its
     target landed while they ran: its values may be newer than its time; not to be fed this cycle);
-    ``conflict``: why its series are not one pod's (two instances claim one engine series), or ``""``."""
+    ``conflict``: why its series are not one pod's (two instances claim one engine series), or ``""``; ``ports``:
+    the ports of the instances its engine series were scraped from (their host checked to be the pod's IP; empty
+    when not checked)."""
 
     parsed: ParseResult
     down: bool = False
     times: Mapping[Labels, float] = field(default_factory=dict)
     moved: frozenset[Labels] = frozenset()
     conflict: str = ""
+    ports: frozenset[int] = frozenset()
 
     @property
     def t(self) -> float | None:
@@ -435,10 +438,19 @@ class Reading:
                      if m is not None and values.count(None) < len(values)]
             after = None if self.after is None else self.after.get(pod, {})
             moved = frozenset() if after is None else frozenset(k for k, t in times.items() if after.get(k) != t)
-            out[pod] = PodReading(engine_series(engines, self.profile, found), pod in self.down, times, moved)
+            ports = frozenset() if self.ips is None else frozenset(
+                port for key in engines for instance in claimed.get(key, {}) if (port := _port(instance)))
+            out[pod] = PodReading(engine_series(engines, self.profile, found), pod in self.down, times, moved,
+                                  ports=ports)
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
             out[pod] = PodReading(_NO_SERIES, down=True)
         return out
+
+
+def _port(instance: str | None) -> int | None:
+    """The port of an ``instance`` label (``host:port``), or None."""
+    port = (instance or "").rpartition(":")[2]
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
 
 
 def _conflict(claimed: Mapping[Labels, Mapping[str | None, object]]) -> str:

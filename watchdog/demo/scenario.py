@@ -8,7 +8,7 @@ and only to loopback addresses.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ def _owner(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def pod_manifest(namespace: str, name: str, ip: str, port: int, *, labels: Mapping[str, str] | None = None,
                  annotations: Mapping[str, str] | None = None, owner: Mapping[str, Any] | None = None,
-                 ready: bool = True, host_network: bool = False, restart_count: int = 0) -> dict[str, Any]:
-    """A Running vLLM-like pod whose ``status.podIP`` is ``ip`` and whose container port ``http`` is ``port``."""
+                 ready: bool = True, host_network: bool = False, restart_count: int = 0,
+                 more_ports: Sequence[int] = ()) -> dict[str, Any]:
+    """A Running vLLM-like pod whose ``status.podIP`` is ``ip`` and whose container port ``http`` is ``port``
+    (``more_ports``: further ports it declares, e.g. a second engine's)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or VLLM_LABELS),
                             "annotations": dict(annotations or {})}
     if owner is not None:
@@ -36,7 +38,8 @@ def pod_manifest(namespace: str, name: str, ip: str, port: int, *, labels: Mappi
         "apiVersion": "v1", "kind": "Pod", "metadata": meta,
         "spec": {"hostNetwork": host_network, "containers": [{
             "name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
-            "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+            "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"},
+                      *({"name": f"http-{p}", "containerPort": p, "protocol": "TCP"} for p in more_ports)],
             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}},
         }]},
         "status": {
