@@ -382,6 +382,8 @@ def test_a_target_may_choose_its_source(emulator: EmulatorServer, tmp_path: Path
     ({"prometheusTenant": "a\tb"}, "prometheusTenant 'a\\tb' must be 1-256 printable characters"),
     ({"prometheusStalenessSeconds": 600}, "prometheusStalenessSeconds"),
     ({"prometheusPodLabel": "namespace"}, "the namespace and pod labels must differ"),
+    ({"prometheusExtraMatchers": "cluster=prod-1"}, "prometheusExtraMatchers 'cluster=prod-1' is not a list of label "
+     "matchers like cluster=\"prod-1\""),
     ({"source": "prom"}, "is not one of scrape, prometheus"),
     ({"targets": [{"name": "t", "podSelector": "a=b", "source": "pods"}]}, "[0].source: 'pods' is not one of"),
     ({"source": "prometheus", "prometheusUrl": "http://p:9090", "prometheusTimeoutSeconds": 2},

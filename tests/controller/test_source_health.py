@@ -34,8 +34,10 @@ class PromRig(Rig):
                                           prometheusTimeoutSeconds=0.8), wall_clock=lambda: BASE + self.now)
 
     def engine(self, prom: FakePrometheus, pod: dict[str, Any]) -> None:
-        """One busy, progressing sample of ``pod``'s engine in ``prom``, 5 s before the next cycle's query."""
-        labels = {"namespace": NS, "pod": pod["metadata"]["name"], "engine": "0", "model_name": "m"}
+        """One busy, progressing sample of ``pod``'s engine in ``prom`` (scraped from its IP), 5 s before the next
+        cycle's query."""
+        labels = {"namespace": NS, "pod": pod["metadata"]["name"], "engine": "0", "model_name": "m",
+                  "instance": f"{pod['status']['podIP']}:8000"}
         prom.add("vllm:num_requests_running", labels, BASE + self.now + 10.0, 1)
         prom.add("vllm:generation_tokens_total", labels, BASE + self.now + 10.0, self.now)
 

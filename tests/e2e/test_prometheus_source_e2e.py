@@ -15,26 +15,30 @@ from process_kit import run_watchdog
 from tests.promfake import FakePrometheus
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
+from watchdog.demo.simpod import SimPod
 
 pytestmark = pytest.mark.e2e
 
 
 def test_run_reads_prometheus_and_deletes_only_the_wedged_pod(emulator: EmulatorServer, tmp_path: Path) -> None:
+    # the simulated pods serve their /metrics: the removal is confirmed by the wedged pod itself, never Prometheus
     api = emulator
     api.create_namespace("llm", {"vllm-watchdog.io/enabled": "true"})
-    wedged = seed_deployment(api, "llm", "wedged", "127.0.0.2", 8000)["pod"]["metadata"]
-    busy = seed_deployment(api, "llm", "busy", "127.0.0.3", 8000)["pod"]["metadata"]
+    sims = [SimPod("127.0.0.2", 0, "wedged"), SimPod("127.0.0.3", 0, "progressing")]
+    for sim in sims:
+        sim.start()
+    wedged = seed_deployment(api, "llm", "wedged", "127.0.0.2", sims[0].port)["pod"]["metadata"]
+    busy = seed_deployment(api, "llm", "busy", "127.0.0.3", sims[1].port)["pod"]["metadata"]
     stop = threading.Event()
     with FakePrometheus() as prom:
         def feed() -> None:  # Prometheus scraping both pods every second
-            tokens = 0.0
             while not stop.wait(1.0):
-                now, tokens = time.time(), tokens + 100
-                for pod, value in ((wedged, 500.0), (busy, tokens)):
-                    labels = {"namespace": "llm", "pod": pod["name"], "engine": "0", "model_name": "m"}
-                    prom.add("vllm:num_requests_running", labels, now, 3)
-                    prom.add("vllm:generation_tokens_total", labels, now, value)
-                    prom.add("up", {"namespace": "llm", "pod": pod["name"]}, now, 1)
+                now = time.time()
+                for pod, sim in ((wedged, sims[0]), (busy, sims[1])):
+                    target = {"namespace": "llm", "pod": pod["name"], "instance": f"{sim.address}:{sim.port}",
+                              "job": "vllm"}
+                    prom.feed(sim.exposition().decode(), target, now)
+                    prom.add("up", target, now, 1)
 
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
@@ -47,6 +51,8 @@ def test_run_reads_prometheus_and_deletes_only_the_wedged_pod(emulator: Emulator
                                lambda: api.get_pod("llm", wedged["name"]) is None)
         finally:
             stop.set()
+            for sim in sims:
+                sim.stop()
     assert api.get_pod("llm", wedged["name"]) is None, log[-3000:]
     assert api.get_pod("llm", busy["name"]) is not None
     assert "source prometheus for targets" in log and "Traceback" not in log
