@@ -1,5 +1,6 @@
 """Every query the watchdog can send, for every built-in profile, is PromQL a real Prometheus accepts (the unit
-tiers evaluate them with a fake that only knows their shapes): the fleet's and the one pod's of the confirmation."""
+tiers evaluate them with a fake that only knows their shapes): unscoped, one pod's (``check --prometheus``), and a
+namespace's pods as one regular expression with the extra matchers (a cycle's)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from prom_kit import PrometheusServer
 
 from watchdog.core.profiles import PROFILES
-from watchdog.core.promql import plan
+from watchdog.core.promql import Scope, matchers, plan
 
 pytestmark = pytest.mark.prometheus
 
@@ -15,9 +16,12 @@ pytestmark = pytest.mark.prometheus
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_every_query_of_every_profile_is_accepted_by_prometheus(prometheus: PrometheusServer, name: str) -> None:
     profile = PROFILES[name]
+    one = Scope("ns", ('a"b\\c',)).matchers("kubernetes_namespace", "kubernetes_pod_name")
+    several = Scope("ns", ("llama.x-0", "a(b)|c*", 'q"\\')).matchers("namespace", "pod")  # escaped as RE2 literals
     queries = [*plan(profile, 60, "namespace", "pod").queries(),
-               *plan(profile, 90.5, "kubernetes_namespace", "kubernetes_pod_name", {
-                   "kubernetes_namespace": "ns", "kubernetes_pod_name": 'a"b\\c'}).queries()]
+               *plan(profile, 90.5, "kubernetes_namespace", "kubernetes_pod_name", one).queries(),
+               *plan(profile, 60, "namespace", "pod", [*several, *matchers('cluster="prod-1",region=~"eu-.*"')]
+                     ).queries()]
     assert len(queries) >= 6
     for query in queries:
         assert isinstance(prometheus.query(query), list), query  # raises on an error answer
