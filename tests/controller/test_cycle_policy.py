@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from cycle_kit import NS, Rig, make_config, remediated
 
-from watchdog.core.events import REASON_DELETED, REASON_WINDOW_IGNORED
-from watchdog.core.model import NAMESPACE_LABEL, WINDOW_ANNOTATION
+from watchdog.core.events import REASON_DELETED, REASON_PAUSE_IGNORED, REASON_WINDOW_IGNORED
+from watchdog.core.model import NAMESPACE_LABEL, PAUSE_ANNOTATION, WINDOW_ANNOTATION
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import seed_deployment
 
@@ -110,5 +110,64 @@ def test_a_targets_own_action_is_the_one_taken(emulator: EmulatorServer, tmp_pat
         done = sorted(r for _ in range(8) for r in remediated(rig.cycle()) if r[1] in ("deleted", "evicted"))
         assert done == sorted([(f"{NS}/{fast['metadata']['name']}", "evicted"),
                                (f"{NS}/{plain['metadata']['name']}", "deleted")])
+    finally:
+        rig.close()
+
+
+# Issue 41 item 1: a pod's pause annotation (vllm-watchdog.io/paused-until) holds its engines paused until then.
+WALL = 1_764_972_000.0  # 2025-12-05T22:00:00Z at the rig's time 0
+
+
+def paused_rig(emulator: EmulatorServer, tmp_path: Path, **overrides: Any) -> Rig:
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    config = make_config(tmp_path, **{**LOOSE, **overrides})
+    holder: list[Rig] = []
+    rig = Rig(emulator, config, wall_clock=lambda: WALL + holder[0].now)
+    holder.append(rig)
+    return rig
+
+
+def test_a_pause_annotation_holds_a_wedged_pod_paused_then_its_stall_clock_starts_afresh(
+        emulator: EmulatorServer, tmp_path: Path) -> None:
+    rig = paused_rig(emulator, tmp_path)
+    try:
+        # Paused until rig time 300 (a checkpoint): the engine runs requests with no progress throughout.
+        pod = deployment(rig, "ckpt", "127.0.0.8", annotations={PAUSE_ANNOTATION: "2025-12-05T22:05:00Z"})["pod"]
+        plain = deployment(rig, "plain", "127.0.0.9")["pod"]
+        done: list[tuple[float, str]] = []
+        for _ in range(30):
+            report = rig.cycle()
+            done += [(rig.now, ref) for ref, result in remediated(report) if result == "deleted"]
+            if rig.now == 45.0:
+                assert rig.wd.status is not None
+                doc = json.loads(rig.wd.status.body)
+                [row] = [p for p in doc["pods"] if p["pod"] == pod["metadata"]["name"]]
+                assert row["state"] == "paused" and {e["state"] for e in row["engines"]} == {"paused"}
+                assert row["paused_by"] == (f"its pod's annotation {PAUSE_ANNOTATION} holds it paused until "
+                                            "2025-12-05T22:05:00Z")
+                [other] = [p for p in doc["pods"] if p["pod"] == plain["metadata"]["name"]]
+                assert other["paused_by"] is None
+        # plain goes at the global 60 s window (after the 60 s warm-up); the paused pod's clock starts at its
+        # first sample no longer paused (300 s: the pause holds while the wall clock is BEFORE its time) and runs
+        # the 60 s window: deleted at 360, never while paused.
+        assert [ref for _, ref in done] == [f"{NS}/{plain['metadata']['name']}", f"{NS}/{pod['metadata']['name']}"]
+        assert done[1][0] == 360.0
+        assert not events(rig, pod, REASON_PAUSE_IGNORED)
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("value", ["tomorrow", "2025-12-05T22:05:00", "2025-12-05T23:10:00Z", "9" * 80])
+def test_a_malformed_or_too_distant_pause_annotation_is_ignored_with_one_event(
+        emulator: EmulatorServer, tmp_path: Path, value: str) -> None:
+    rig = paused_rig(emulator, tmp_path)
+    try:
+        pod = deployment(rig, "ckpt", "127.0.0.10", annotations={PAUSE_ANNOTATION: value})["pod"]
+        deleted = []
+        for _ in range(8):
+            deleted += [r for r in remediated(rig.cycle()) if r[1] == "deleted"]
+        assert deleted == [(f"{NS}/{pod['metadata']['name']}", "deleted")]  # at the global window, as without it
+        [warning] = events(rig, pod, REASON_PAUSE_IGNORED)  # once, however many cycles saw it
+        assert f"{PAUSE_ANNOTATION}=" in warning and "its engines are judged by their metrics" in warning
     finally:
         rig.close()

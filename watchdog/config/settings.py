@@ -12,7 +12,7 @@ from typing import Any, Literal
 from watchdog.core.detector import DEFAULT_MIN_SAMPLES, DEFAULT_WINDOW_S
 from watchdog.core.ledger import MAX_ENTRIES as LEDGER_ENTRIES
 from watchdog.core.model import DEFAULT_TARGETS, LEASE_DURATION_S, MAX_FENCED_TIMEOUT_S, Target
-from watchdog.core.podpolicy import EffectivePolicy, policy_of
+from watchdog.core.podpolicy import EffectivePolicy, paused_until, policy_of
 from watchdog.core.taints import DEFAULT_TAINT
 from watchdog.core.vocab import StallAction
 
@@ -63,6 +63,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_pod_window_seconds", "float", 3600.0, "the longest window a pod may ask for with its annotation "
             "vllm-watchdog.io/window-seconds (which may only lengthen its target's window; a shorter, malformed or "
             "higher value is ignored with one Warning Event)", minimum=1.0, maximum=86400.0),
+    Setting("max_pod_pause_seconds", "float", 3600.0, "the furthest ahead a pod's annotation "
+            "vllm-watchdog.io/paused-until (an RFC 3339 time: its engines read paused until then, for pauses no "
+            "metric shows) may lie; a further or malformed value is ignored with one Warning Event",
+            minimum=1.0, maximum=86400.0),
     Setting("scrape_interval_seconds", "float", 15.0, "seconds between cycles (discover, scrape, detect, act)",
             minimum=1.0, maximum=86400.0),
     Setting("scrape_deadline_seconds", "float", 3.0, "total seconds one scrape may take, body included (a pod "
@@ -227,6 +231,7 @@ class Settings:
     count_waiting: bool
     completion_only_window_seconds: float
     max_pod_window_seconds: float
+    max_pod_pause_seconds: float
     scrape_interval_seconds: float
     scrape_deadline_seconds: float
     connect_timeout_seconds: float
@@ -306,6 +311,11 @@ class Settings:
         """The effective policy of a pod of ``target`` with the window ``annotation`` (see
         :func:`watchdog.core.podpolicy.policy_of`, the one rule) and why the annotation was ignored, or ""."""
         return policy_of(self.base_policy, target, annotation, self.max_pod_window_seconds)
+
+    def paused_until(self, annotation: str | None, wall_now: float) -> tuple[float | None, str]:
+        """Until when a pod with the pause ``annotation`` reads paused at ``wall_now`` (see
+        :func:`watchdog.core.podpolicy.paused_until`, the one rule) and why the annotation was ignored, or ""."""
+        return paused_until(annotation, wall_now, self.max_pod_pause_seconds)
 
     @property
     def namespaces_watched(self) -> tuple[str, ...] | None:

@@ -23,6 +23,7 @@ target; plus the brake's ConfigMap GET, a few GETs/DELETE/Events per remediation
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import gc
 import logging
 import time
@@ -49,8 +50,8 @@ from watchdog.controller.status import Snapshot, snapshot
 from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import Discovery, Overlap, discover, invalid_opt_ins
-from watchdog.core.events import REASON_TARGETS_OVERLAP, REASON_WINDOW_IGNORED
-from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
+from watchdog.core.events import REASON_PAUSE_IGNORED, REASON_TARGETS_OVERLAP, REASON_WINDOW_IGNORED, utc_stamp
+from watchdog.core.model import NAMESPACE_LABEL, PAUSE_ANNOTATION, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import DeletionPolicy, Rails
@@ -142,6 +143,7 @@ class Watchdog:
         self._targets = {t.name: t for t in config.targets}
         self._window_warned: set[str] = set()  # pod UIDs told once that their window annotation is ignored
         self._overlaps_told: dict[str, bool] = {}  # pod UID several differing targets match -> its Event written
+        self._pause_warned: dict[str, str] = {}  # pod UID -> the pause annotation value it was told is ignored
         self._engines_capped = False  # the per-engine gauge's cap was reached (logged once)
         self.last_started: float | None = None  # monotonic time the last cycle started (liveness)
         self.last_ended: float | None = None  # monotonic time the last cycle ended, completed or failed
@@ -381,10 +383,28 @@ class Watchdog:
                 told[o.uid] = self.remediator.events.once_on_pod(o, REASON_TARGETS_OVERLAP, o.note)
         self._overlaps_told = {uid: bool(done) for uid, done in told.items()}
 
+    def _pause(self, target: WatchedPod) -> str:
+        """Why the pod's engines read paused now by its pause annotation (:meth:`Settings.paused_until`, the one
+        rule), or "" (none, past, ignored); an ignored value is logged and told in one Warning Event per pod and
+        value."""
+        raw = target.pause_annotation
+        until, ignored = self.config.paused_until(raw, self.wall_clock())
+        if ignored and raw is not None and self._pause_warned.get(target.uid) != raw:
+            self._pause_warned[target.uid] = raw
+            log.warning("pod %s: %s; its engines are judged by their metrics", target.ref, ignored,
+                        extra=facts(target, reason="pause_annotation_ignored"))
+            self.remediator.events.on_pod(target, REASON_PAUSE_IGNORED, f"{ignored}; its engines are judged by "
+                                          "their metrics, as without it")
+        if until is None:
+            return ""
+        return (f"its pod's annotation {PAUSE_ANNOTATION} holds it paused until "
+                f"{utc_stamp(dt.datetime.fromtimestamp(until, dt.UTC))}")
+
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:
             del self.pods[uid]
         self._window_warned &= live
+        self._pause_warned = {uid: value for uid, value in self._pause_warned.items() if uid in live}
         self.remediator.settle_gone(live)  # before the policy forgets them: a removal whose answer was lost
         self.policy.forget_pods(live)
         self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)
@@ -396,11 +416,12 @@ class Watchdog:
         t = self.clock() if reading.t is None else reading.t
         profile = self._profiles[target.target_name]
         policy = pod.policy or self._policy(target)  # the pod's effective window, busy samples, completion window
+        pod.paused_by = self._pause(target)
         vanished, observations = pod.observe(t, reading.parsed, policy.window_s, lambda: DetectorState(
             policy.window_s, min_samples=policy.min_samples,
             count_waiting=self.config.count_waiting, signals=profile.progress,
             completion_window_s=policy.completion_only_window_s or None), reading.stamps,
-            self.config.prometheus_staleness_seconds)
+            self.config.prometheus_staleness_seconds, pod.paused_by)
         for key in vanished:
             log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
                      extra=facts(target, engine=key, reason="vanished"))

@@ -89,6 +89,7 @@ class PodRecord:
     mark: float | None = None  # the source's own mark (Reading.mark; Prometheus: the newest sample time fed)
     timeouts: int = 0  # scrapes in a row that timed out (0 after any other outcome)
     policy: EffectivePolicy | None = None  # the pod's effective stall policy its detectors were built with
+    paused_by: str = ""  # why its pause annotation holds its engines paused this cycle ("": it does not)
 
     def take(self, target: WatchedPod, reading: Reading, now: float) -> None:
         """Take this cycle's ``reading`` of ``target`` (this record's pod) in at ``now``; log its first failed
@@ -123,7 +124,7 @@ class PodRecord:
 
     def observe(self, t: float, parsed: ParseResult | None, window_s: float,
                 new_detector: Callable[[], DetectorState], stamps: Mapping[Labels, float | None] | None = None,
-                hold_s: float | None = None) -> tuple[list[str], list[Observation]]:
+                hold_s: float | None = None, paused_by: str = "") -> tuple[list[str], list[Observation]]:
         """Feed one scrape (``parsed``; None when it failed) to every engine series' detector at time ``t``.
 
         The one path from a scrape to verdicts, shared by ``run`` and ``replay --expositions``: series absent
@@ -134,7 +135,9 @@ class PodRecord:
         held (not fed: a sample seen twice would count as a busy sample without progress) and its verdict stands,
         for at most ``hold_s`` after it was last fed: then, as for a new series without a stamp, it gets an
         unknown sample that says why (never evidence, but visible: a series starved of samples must not keep an
-        old verdict silently).
+        old verdict silently). ``paused_by`` (why the pod's pause annotation holds, "" when it does not): every
+        sample read is paused (detector rule 7: never stalled, and its stall clock starts afresh after the pause),
+        its verdict saying why.
         """
         seen = {s.key: s for s in parsed.series} if parsed is not None else {}
         vanished = self.drop_vanished(t, window_s, seen) if parsed is not None else []
@@ -159,13 +162,15 @@ class PodRecord:
             if snap is not None and not starved:
                 engine.fed_at = own if stamps is not None else None
                 engine.last_seen, engine.last = own, snap
-                sample = Sample(own, snap.running, snap.progress, snap.waiting, snap.paused)
+                sample = Sample(own, snap.running, snap.progress, snap.waiting, 1.0 if paused_by else snap.paused)
             else:
                 sample = Sample(t, None)
             engine.held = False
             engine.verdict = engine.detector.observe(sample)
             if starved:
                 engine.verdict = replace(engine.verdict, reason=starved)
+            elif paused_by and engine.verdict.state == "paused":
+                engine.verdict = replace(engine.verdict, reason=f"paused: {paused_by}")
             engine.history = remember(engine.history, sample, engine.verdict, engine.detector.signals)
             out.append(Observation(key, engine, engine.verdict, previous, snap is not None))
         return vanished, out

@@ -12,7 +12,8 @@ suspect, unknown, paused, progressing, idle, then namespace and name); what did 
 listed in that cycle (their pods are unknown and not in ``pods``): namespace, why, HTTP status, for how long.
 The document, per pod: namespace, name, UID, mode, the target judging it and every target whose podSelector
 matches it (:func:`watchdog.core.podpolicy.resolve_target`), its worst state, the last scrape (outcome, detail,
-age, and for how long it has been failing); per engine series: the series key and labels, state, how long
+age, and for how long it has been failing), its effective policy, ``paused_by`` (why its pause
+annotation holds its engines paused, else null); per engine series: the series key and labels, state, how long
 suspect or stalled, when last seen, the signal values by name (running, waiting, paused, each progress signal),
 how this stall episode was acted on, which rules deferred it and, while one holds it, ``held``: that rule and when
 it frees (``frees_in_s`` from the snapshot, None where time alone does not free it, and ``frees_when``, the
@@ -105,11 +106,13 @@ class _Pod:
     outcome_since: float
     engines: tuple[_Engine, ...]
     policy: EffectivePolicy | None = None
+    paused_by: str = ""
 
     @classmethod
     def of(cls, target: WatchedPod, record: PodRecord) -> _Pod:
         return cls(target, record.outcome, record.scrape_detail, record.scraped_at, record.outcome_since,
-                   tuple((key, e.verdict, e.last, e.last_seen) for key, e in record.engines.items()), record.policy)
+                   tuple((key, e.verdict, e.last, e.last_seen) for key, e in record.engines.items()), record.policy,
+                   record.paused_by)
 
 
 def _engine(uid: str, engine: _Engine, names: tuple[str, ...], episodes: Episodes, now: float) -> dict[str, Any]:
@@ -142,6 +145,7 @@ def _pod(pod: _Pod, names: tuple[str, ...], episodes: Episodes, now: float) -> d
                    "failing_for_s": round(now - pod.outcome_since, 1) if failing else None},
         "policy": pod.policy.as_dict() if pod.policy is not None else None,
         "profile": target.profile,  # the engine profile judging it ("policy": its window and where it came from)
+        "paused_by": pod.paused_by or None,
         "engines": engines,
     }
 

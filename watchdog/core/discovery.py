@@ -39,6 +39,7 @@ from watchdog.core.model import (
     NAMESPACE_LABEL,
     NEVER_WATCHED_NAMESPACES,
     OPT_IN_VALUES,
+    PAUSE_ANNOTATION,
     PORT_ANNOTATION,
     WINDOW_ANNOTATION,
     OwnerRef,
@@ -274,15 +275,17 @@ def _take(found: Discovery, pod: Mapping[str, Any], uid: str, resolved: Resoluti
         mode=found.modes[str(meta["namespace"])], restart_count=_restarts(status), owner=controller_of(meta),
         metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
         node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
-        window_annotation=_window_annotation(meta), tenant=tenant, targets=names,
-        ports=declared_ports(pod),
+        window_annotation=_annotation(meta, WINDOW_ANNOTATION),
+        pause_annotation=_annotation(meta, PAUSE_ANNOTATION),
+        tenant=tenant, targets=names, ports=declared_ports(pod),
     ))
     return None
 
 
-def _window_annotation(meta: Mapping[str, Any]) -> str | None:
-    """The pod's window annotation as text cut to 64 characters (tenant input: judged by core/podpolicy), or None."""
-    raw = (meta.get("annotations") or {}).get(WINDOW_ANNOTATION)
+def _annotation(meta: Mapping[str, Any], name: str) -> str | None:
+    """The pod's window or pause annotation as text cut to 64 characters (tenant input: judged by core/podpolicy),
+    or None."""
+    raw = (meta.get("annotations") or {}).get(name)
     return None if raw is None else str(raw)[:64]
 
 

@@ -21,14 +21,16 @@ REASON_RELEASED = "StalledPodReleased"  # the readiness gate set True again afte
 REASON_WINDOW_IGNORED = "StallWindowAnnotationIgnored"
 #: Several targets that differ match the pod: which one judges it, or that their profiles conflict (core/podpolicy).
 REASON_TARGETS_OVERLAP = "StallTargetsOverlap"
+#: The pod's vllm-watchdog.io/paused-until annotation was ignored (malformed, beyond maxPodPauseSeconds).
+REASON_PAUSE_IGNORED = "StallPauseAnnotationIgnored"
 #: Nodes are cluster-scoped: the API server accepts their core/v1 Events in "default".
 NODE_EVENT_NAMESPACE = "default"
 MAX_MESSAGE = 1024
 #: At most this many characters of an engine series key (pod-controlled label values) in a message.
 MAX_ENGINE_KEY = 160
 __all__ = ["COMPONENT", "MAX_ENGINE_KEY", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
-           "REASON_DRY_RUN", "REASON_QUARANTINED", "REASON_RELEASED", "REASON_TARGETS_OVERLAP", "REASON_WINDOW_IGNORED",
-           "Outcome",
+           "REASON_DRY_RUN", "REASON_PAUSE_IGNORED", "REASON_QUARANTINED", "REASON_RELEASED",
+           "REASON_TARGETS_OVERLAP", "REASON_WINDOW_IGNORED", "Outcome",
            "escape_controls", "event_body", "frees_phrase", "stall_message", "utc_stamp"]
 
 Outcome = Literal["deleted", "evicted", "dry_run", "deferred"]

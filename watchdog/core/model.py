@@ -16,6 +16,8 @@ EXCLUDE_ANNOTATION = "vllm-watchdog.io/exclude"
 PORT_ANNOTATION = "vllm-watchdog.io/metrics-port"
 #: A pod's own stall window (seconds): may only lengthen its target's, up to maxPodWindowSeconds (core/podpolicy).
 WINDOW_ANNOTATION = "vllm-watchdog.io/window-seconds"
+#: An RFC 3339 time until which the pod's engines read paused, at most maxPodPauseSeconds ahead (core/podpolicy).
+PAUSE_ANNOTATION = "vllm-watchdog.io/paused-until"
 #: The readiness gate condition type a pod declares in ``spec.readinessGates`` to be quarantined through it.
 GATE_CONDITION = "vllm-watchdog.io/engine-progressing"
 #: Opt-in label values and the namespace mode each one means; any other value means "not watched".
@@ -97,6 +99,7 @@ class WatchedPod:
     node: str | None = None  # spec.nodeName
     container: str = ""  # the engine container: the one declaring the metrics port, else the first
     window_annotation: str | None = None  # the pod's vllm-watchdog.io/window-seconds (cut to 64 chars), if any
+    pause_annotation: str | None = None  # the pod's vllm-watchdog.io/paused-until (cut to 64 chars), if any
     tenant: str = ""  # who owns its namespace (discovery.tenant_of); "": its namespace is its own tenant
     targets: tuple[str, ...] = ()  # every target whose podSelector matched it (configuration order)
     ports: tuple[int, ...] = ()  # the ports its containers declare (the direct reads of source prometheus)

@@ -15,21 +15,33 @@ by the matching target with the LONGEST window (the most patient: no pod is remo
 claims it allows; equal windows: the first listed), and everything else of that target applies to it (min
 samples, action, completion-only window, profile, port, path, source). Two matching targets with different
 engine profiles disagree on what progress is: such a pod is not judged at all (unknown, ``targets_conflict``).
+
+A pod's annotation ``vllm-watchdog.io/paused-until`` (an RFC 3339 time, set by the controller that pauses its
+engine: a checkpoint, a weight update) makes its engines read ``paused`` while the caller's wall clock is before
+that time (:func:`paused_until`): for pauses no metric reveals. It is read just as strictly and bounded by the
+ceiling ``maxPodPauseSeconds``: a value further in the future, or malformed, is ignored with the reason returned.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from watchdog.core.model import WINDOW_ANNOTATION, Target
+from watchdog.core.model import PAUSE_ANNOTATION, WINDOW_ANNOTATION, Target
 from watchdog.core.vocab import StallAction, WindowSource
 
 #: The longest annotation value read at all; anything longer is malformed.
 MAX_ANNOTATION_CHARS = 16
 _DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,6})?", flags=re.ASCII)
+#: The longest pause annotation value read at all (``2026-12-05T22:00:00.123456+01:00`` is 32).
+MAX_PAUSE_CHARS = 40
+#: RFC 3339 as written by Go's and Python's formatters: date, upper-case ``T``, time, optional fraction, ``Z``
+#: or a numeric offset.
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})",
+                      flags=re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,3 +145,37 @@ def _how(base: EffectivePolicy, target: Target) -> tuple[object, ...]:
 def _frozen(metrics: Mapping[str, object]) -> str:
     """A custom profile's keys as comparable text (its values are lists and strings)."""
     return repr(sorted(metrics.items()))
+
+
+def paused_until(raw: str | None, wall_now: float, ceiling_s: float) -> tuple[float | None, str]:
+    """The time (Unix seconds) until which the pause ``annotation`` ``raw`` (None: none) holds the pod's engines
+    paused, judged at the caller's wall clock ``wall_now`` (Unix seconds), or None when it does not hold (none,
+    already past, or ignored); and why it was ignored: malformed, or more than ``ceiling_s``
+    (maxPodPauseSeconds) after ``wall_now`` ("" when taken, past, or there is none)."""
+    if raw is None:
+        return None, ""
+    shown = raw if len(raw) <= MAX_PAUSE_CHARS else raw[:MAX_PAUSE_CHARS] + "..."
+    head = f"annotation {PAUSE_ANNOTATION}={shown!r} ignored"
+    text = raw.strip()
+    until = _rfc3339(text) if len(text) <= MAX_PAUSE_CHARS else None
+    if until is None:
+        return None, f"{head}: not an RFC 3339 time (e.g. \"2026-12-05T22:30:00Z\")"
+    if until <= wall_now:
+        return None, ""
+    if until - wall_now > ceiling_s:
+        return None, (f"{head}: {until - wall_now:.0f} s ahead, above the ceiling maxPodPauseSeconds "
+                      f"({ceiling_s:g} s)")
+    return until, ""
+
+
+def _rfc3339(text: str) -> float | None:
+    """``text`` (strict RFC 3339, see :data:`_RFC3339`) as Unix seconds, or None."""
+    if not _RFC3339.fullmatch(text):
+        return None
+    fraction = re.search(r"\.([0-9]+)", text)  # fromisoformat takes 3 or 6 digits only: cut or pad to 6
+    if fraction:
+        text = text.replace(fraction.group(0), "." + fraction.group(1)[:6].ljust(6, "0"))
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:  # month 13, hour 25, offset +99:00
+        return None

@@ -17,6 +17,7 @@ from watchdog.core.model import (
     EXCLUDE_ANNOTATION,
     GATE_CONDITION,
     NAMESPACE_LABEL,
+    PAUSE_ANNOTATION,
     PORT_ANNOTATION,
     WINDOW_ANNOTATION,
 )
@@ -36,15 +37,16 @@ def _intern(value: Any) -> Any:
 
 
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod as discovery reads it: identity, the three annotations (exclude, metrics port, window: cut to 64
-    characters), owners, hostNetwork, node, container names and declared ports, phase, IP, the Ready /
+    """The pod as discovery reads it: identity, the four annotations (exclude, metrics port, window and pause: cut
+    to 64 characters), owners, hostNetwork, node, container names and declared ports, phase, IP, the Ready /
     ContainersReady / quarantine-gate conditions, the gate in ``readinessGates`` and restart counts."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     out_meta = _pick(meta, _META)
     annotations = meta.get("annotations") or {}
     picked = _pick(annotations, (EXCLUDE_ANNOTATION, PORT_ANNOTATION))
-    if WINDOW_ANNOTATION in annotations:  # tenant text: kept cut, never interned (core/podpolicy reads it)
-        picked[WINDOW_ANNOTATION] = str(annotations[WINDOW_ANNOTATION])[:64]
+    for name in (WINDOW_ANNOTATION, PAUSE_ANNOTATION):  # tenant text: kept cut, never interned (core/podpolicy)
+        if name in annotations:
+            picked[name] = str(annotations[name])[:64]
     if "annotations" in meta:
         out_meta["annotations"] = picked
     if "ownerReferences" in meta:
