@@ -17,7 +17,7 @@ from watchdog.core.profiles import (
 
 
 def test_builtin_profiles_and_ports() -> None:
-    assert sorted(PROFILES) == ["llamacpp", "sglang", "trtllm", "vllm"]
+    assert sorted(PROFILES) == ["llamacpp", "lmdeploy", "sglang", "trtllm", "vllm"]
     vllm = get_profile("vllm")
     assert (str(vllm.running), str(vllm.waiting), vllm.default_port, vllm.metrics_path) == (
         "vllm:num_requests_running", "vllm:num_requests_waiting", 8000, "/metrics")  # fmt: skip
@@ -88,7 +88,7 @@ def test_selector_matching_reads_a_missing_label_as_empty() -> None:
 
 
 def test_unknown_profile_message() -> None:
-    with pytest.raises(ValueError, match=r"^unknown profile 'x' \(known: llamacpp, sglang, trtllm, vllm\)$"):
+    with pytest.raises(ValueError, match=r"^unknown profile 'x' \(known: llamacpp, lmdeploy, sglang, trtllm, vllm\)$"):
         get_profile("x")
 
 
@@ -163,3 +163,19 @@ def test_custom_profile_bad_base_or_name() -> None:
         custom_profile("mine", {}, base="tgi")
     with pytest.raises(ValueError, match="name"):
         custom_profile(" ", {})
+
+
+def test_lmdeploy_profile_reads_its_own_metric_names_and_engine_labels() -> None:
+    """Issue 41 item 3: LMDeploy 0.18.0's PrometheusStatLogger (lmdeploy/metrics/loggers.py): labels model_name
+    and engine (its dp rank); tokens and the iteration histogram move with every streamed output, the running
+    gauge and the KV-cache gauge with the api_server's 10 s schedule refresh."""
+    lmdeploy = get_profile("lmdeploy")
+    assert (str(lmdeploy.running), str(lmdeploy.waiting), lmdeploy.default_port, lmdeploy.metrics_path) == (
+        "lmdeploy:num_requests_running", "lmdeploy:num_requests_waiting", 23333, "/metrics")
+    assert lmdeploy.engine_labels == ("engine", "model_name")
+    assert [(str(s), s.kind) for s in lmdeploy.progress if not s.completion_only] == [
+        ("lmdeploy:generation_tokens_total", "counter"), ("lmdeploy:iteration_tokens_total_count", "counter"),
+        ("lmdeploy:gpu_cache_usage_perc", "gauge")]
+    assert {str(s) for s in lmdeploy.progress if s.completion_only} == {"lmdeploy:prompt_tokens_total",
+                                                                       "lmdeploy:request_success_total"}
+    assert not lmdeploy.paused and not lmdeploy.awake

@@ -17,7 +17,7 @@ plus optional label matchers such as ``mode="decode"`` or ``reason!="deferred"``
 - ``metrics_path`` and ``default_port``: where the engine serves its exposition.
 
 Built in (:data:`PROFILES`): ``vllm`` (V0 and V1), ``sglang`` (``--enable-metrics``), ``llamacpp``
-(``llama-server --metrics``) and ``trtllm`` (``trtllm-serve``). :func:`custom_profile` builds one from
+(``llama-server --metrics``), ``trtllm`` (``trtllm-serve``) and ``lmdeploy`` (``--enable-metrics``). :func:`custom_profile` builds one from
 configuration on top of a built-in one. docs/engines.md has the table of what moves when, with sources.
 """
 
@@ -235,6 +235,24 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
             collapse_labels=("pid",),
             metrics_path="/prometheus/metrics",
             default_port=8000,
+        ),
+        "lmdeploy": Profile(
+            name="lmdeploy",
+            running=_s("lmdeploy:num_requests_running", "every 10 s (the api_server's schedule refresh)"),
+            waiting=_s("lmdeploy:num_requests_waiting", "every 10 s (the api_server's schedule refresh)"),
+            progress=(
+                _s("lmdeploy:generation_tokens_total", "every output the engine streams: each step's new tokens "
+                   "of each request"),
+                _s("lmdeploy:iteration_tokens_total_count", "every output the engine streams (histogram count)"),
+                _s("lmdeploy:gpu_cache_usage_perc", "every 10 s, with the running gauge"),
+                _s("lmdeploy:prompt_tokens_total", "the whole prompt at once, with its first output",
+                   completion_only=True),
+                _s("lmdeploy:request_success_total", "when a request finishes", completion_only=True),
+            ),
+            # One PrometheusStatLogger per api_server process (a new one unregisters the old): engine is its dp
+            # rank (0 with turbomind).
+            engine_labels=("engine", "model_name"),
+            default_port=23333,
         ),
     }
 )
