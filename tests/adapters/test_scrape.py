@@ -307,3 +307,15 @@ def test_one_scraper_shared_by_threads_one_closed_connection_per_scrape(serve: C
     assert {headers["connection"] for _, headers in seen.requests} == {"close"}
     scraper.close()
     assert scraper.fetch(url) == BODY
+
+
+def test_llama_server_router_mode_is_read_through_a_target_path_with_its_model_query(
+        serve: Callable[[Handler], str]) -> None:
+    """Issue 41 item 6: llama-server in router mode answers plain /metrics with 400 (unknown, never evidence) and
+    serves one model's metrics at /metrics?model=NAME: a target's ``path: /metrics?model=NAME`` is sent as it is
+    in the request line."""
+    seen = Seen()
+    url = serve(answer(seen, http("400 Bad Request", b'{"error":"model is required"}'), http("200 OK", BODY)))
+    assert reason_of(builders.scraper(), url).reason == "http_status"
+    assert builders.scraper().fetch(url + "?model=qwen3-8b") == BODY
+    assert [line for line, _ in seen.requests] == ["GET /metrics HTTP/1.1", "GET /metrics?model=qwen3-8b HTTP/1.1"]

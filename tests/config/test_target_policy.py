@@ -124,3 +124,10 @@ def test_selectors_that_differ_are_taken_and_resolved_per_pod_at_run_time(tmp_pa
     path.write_text(f"targets:\n  - {{name: a, podSelector: 'app in (b,a)'}}\n"
                     f"  - {{name: b, podSelector: '{second}'}}\n")
     assert [t.name for t in load_config(str(path), env={}).targets] == ["a", "b"]
+
+
+def test_a_target_path_may_carry_a_query_for_llama_server_router_mode(tmp_path: Path) -> None:
+    """Issue 41 item 6: one model of a llama-server router, ``path: /metrics?model=NAME`` (the scrape sends it as
+    it is: tests/adapters/test_scrape.py)."""
+    config = load(tmp_path, "profile: llamacpp, path: '/metrics?model=qwen3-8b'")
+    assert config.targets[1].path == "/metrics?model=qwen3-8b"
