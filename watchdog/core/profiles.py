@@ -17,8 +17,9 @@ plus optional label matchers such as ``mode="decode"`` or ``reason!="deferred"``
 - ``metrics_path`` and ``default_port``: where the engine serves its exposition.
 
 Built in (:data:`PROFILES`): ``vllm`` (V0 and V1), ``sglang`` (``--enable-metrics``), ``llamacpp``
-(``llama-server --metrics``), ``trtllm`` (``trtllm-serve``) and ``lmdeploy`` (``--enable-metrics``). :func:`custom_profile` builds one from
-configuration on top of a built-in one. docs/engines.md has the table of what moves when, with sources.
+(``llama-server --metrics``), ``trtllm`` (``trtllm-serve``) and ``lmdeploy`` (``--enable-metrics``).
+:func:`custom_profile` builds one from configuration on top of a built-in one. docs/engines.md has the table of
+what moves when, with sources.
 """
 
 from __future__ import annotations
