@@ -200,6 +200,7 @@ FRACTIONS = {
     "deletionWindowSeconds": "600.5", "breakerFraction": "0.5", "breakerCooldownSeconds": "300.5",
     "minPodAgeSeconds": "450.5", "nodeEscalationWindowSeconds": "3600.5", "apiTimeoutSeconds": "7.5",
     "quarantineAfterSeconds": "60.5", "quarantineMaxOwnerFraction": "0.25", "maxPodWindowSeconds": "1800.5",
+    "maxPodPauseSeconds": "900.5",
 }
 
 
