@@ -40,6 +40,10 @@ class FakeKube:
     def api_requests(self) -> int:
         return self.inner.api_requests
 
+    def server_time(self) -> float | None:
+        result: float | None = self._call("server_time")
+        return result
+
     def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._call("list_namespaces", label_selector)
         return result

@@ -64,6 +64,18 @@ def test_get_pod(srv: EmulatorServer, kube: KubeClient) -> None:
     assert kube.api_requests == 2
 
 
+def test_the_api_servers_clock_is_read_from_every_answers_date(srv: EmulatorServer, kube: KubeClient) -> None:
+    """Issue 36 item 8: the deletion ledger's clock is the API server's (its answers' Date, whole seconds), a 404
+    included; unknown before the first answer."""
+    assert kube.server_time() is None
+    assert kube.get_pod("default", "none") is None  # a 404 is dated too
+    first = kube.server_time()
+    assert first is not None and abs(first - time.time()) < 1.5
+    time.sleep(0.2)
+    later = kube.server_time()
+    assert later is not None and later - first == pytest.approx(0.2, abs=0.1)  # moves on the monotonic clock
+
+
 def test_delete_with_uid_precondition(srv: EmulatorServer, kube: KubeClient) -> None:
     uid = srv.create_pod(pod("llm-0"))["metadata"]["uid"]
     assert kube.delete_pod("ml", "llm-0", "not-the-uid", grace_period_s=30) == "conflict"

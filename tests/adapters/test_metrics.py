@@ -34,6 +34,8 @@ AGREED = {
     "vllm_watchdog_namespace_unreadable",
     # Pods several targets that differ match (issue 36 item 4): {outcome} judged | conflict.
     "vllm_watchdog_pods_targets_overlap",
+    # The replica's clock against the API server's (issue 36 item 8).
+    "vllm_watchdog_clock_skew_seconds",
 }
 # The labels of each per-workload metric, in order (issue 30 item 2): its own, then the LLM pod's namespace and
 # its config target's name. Alerts and the dashboard read them (through the ServiceMonitor: exported_namespace).

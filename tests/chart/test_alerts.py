@@ -70,6 +70,7 @@ EXPORTED: dict[str, dict[str, frozenset[str] | None]] = {
     "vllm_watchdog_cycle_failures_total": {},
     "vllm_watchdog_breaker_open": {},
     "vllm_watchdog_leader": {},
+    "vllm_watchdog_clock_skew_seconds": {},
     "vllm_watchdog_paused": {},
     "vllm_watchdog_build_info": {"version": ANY, "python_version": ANY},
     # Quarantine through the readiness gate (issue 17).

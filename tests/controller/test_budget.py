@@ -42,7 +42,7 @@ def test_forged_events_never_use_up_the_budget(emulator: EmulatorServer, kube_cl
     forge(emulator, "tenant-a", "p2")
     policy = DeletionPolicy(rails(max_deletions=2), started=-1e9, budget_known=False)
     led = DeletionLedger(kube_client, builders.actuator(kube_client), WD, f"{WD}-ledger", 600.0, time.time)
-    assert restore_budget(policy, NOW, time.time(), led)
+    assert restore_budget(policy, NOW, led)
     assert decide(policy, "tenant-b") == "enforce"
     assert emulator.emulator.count_requests(verb="list", resource="events") == 0
 
@@ -62,7 +62,7 @@ def test_a_restore_merges_with_what_the_process_knows() -> None:
 
 def test_without_a_ledger_one_deletion_window_is_held_back() -> None:
     policy = DeletionPolicy(rails(deletion_window_seconds=600.0), started=-1e9, budget_known=False)
-    assert restore_budget(policy, NOW, time.time(), None)
+    assert restore_budget(policy, NOW, None)
     assert decide(policy, "a") == "budget_unknown"
     assert decide(policy, "a", NOW + 599) == "budget_unknown"
     assert decide(policy, "a", NOW + 600) == "enforce"

@@ -40,7 +40,7 @@ def stored(api: EmulatorServer) -> list[dict[str, object]]:
 
 def restored(led: DeletionLedger) -> DeletionPolicy:
     policy = DeletionPolicy(rails(deletion_window_seconds=600.0), started=-1e6, budget_known=False)
-    assert restore_budget(policy, 100.0, 10_000.0, led)
+    assert restore_budget(policy, 100.0, led)
     return policy
 
 
@@ -104,7 +104,7 @@ def test_an_unusable_ledger_keeps_the_budget_unknown_and_is_never_overwritten(ap
         fake.fail["get_config_map"] = KubeError("get configmap", 403, "Forbidden")
     policy = DeletionPolicy(rails(), budget_known=False)
     before = len(api.emulator.request_log)
-    assert not restore_budget(policy, 100.0, 10_000.0, ledger(fake))
+    assert not restore_budget(policy, 100.0, ledger(fake))
     assert not policy.budget_known
     assert ("list", "events") not in [(r.verb, r.resource) for r in api.emulator.request_log[before:]]
     assert ledger(fake).intend("ml", "a", "u1") is False

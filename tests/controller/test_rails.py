@@ -586,3 +586,49 @@ def test_node_escalation_needs_stalled_pods_of_two_namespaces(fleet: Fleet) -> N
         gpu, {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}]
     [event] = [e for e in fleet.api.list_events("default") if e["reason"] == "StalledNodeTainted"]
     assert "3 different pods of 2 tenants" in event["message"]
+
+
+def _old_leader_removes_one_of_two(fleet: Fleet, wall_offset_s: float, caplog: pytest.LogCaptureFixture,
+                                   ) -> tuple[str, str]:
+    """Two wedged pods of team-x (budget: 1 per namespace per 600 s); a first replica whose wall clock is
+    ``wall_offset_s`` off the API server's removes one (its write-ahead ledger entry) and says its clock is off.
+    Returns (removed, kept)."""
+    for i in range(6):
+        fleet.pod(f"ok-{i}", "progressing")
+    for name in ("a", "b"):
+        fleet.pod(f"wedged-{name}", "wedged", namespace="team-x")
+    with caplog.at_level(logging.INFO):
+        old = fleet.watchdog(wall_clock=lambda: time.time() + wall_offset_s)
+        assert set(results(run(fleet, old, 6))) == {"deleted", "deferred"}
+    [skew] = [r.getMessage() for r in caplog.records if "off the Kubernetes API server's" in r.getMessage()]
+    assert f"clock is {wall_offset_s:+.0f} s off" in skew  # said once, not every cycle
+    assert old.metrics.registry.get_sample_value("vllm_watchdog_clock_skew_seconds") == pytest.approx(
+        wall_offset_s, abs=2.0)
+    assert old.status is not None and old.status.doc["clock_skew_s"] == pytest.approx(wall_offset_s, abs=2.0)
+    [removed] = [n for n in ("wedged-a", "wedged-b") if not fleet.alive(n)]
+    return removed, ({"wedged-a", "wedged-b"} - {removed}).pop()
+
+
+def test_a_removal_by_a_leader_whose_clock_is_behind_still_counts_for_the_next(
+        fleet: Fleet, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 36 item 8: the old leader's clock was 900 s behind; it recorded and removed team-x's first pod, and
+    the new leader read "0 removals in the last 600 s" and removed the second seconds later. Ledger entries are
+    stamped and aged on the API server's clock (its answers' Date), so the new leader counts it."""
+    _, kept = _old_leader_removes_one_of_two(fleet, -900.0, caplog)
+    new = fleet.watchdog()  # the new leader: a correct clock, the same budget
+    reports = run(fleet, new, 6)
+    assert fleet.alive(kept) and set(results(reports)) == {"deferred"}
+    assert {r.rule for report in reports for _, r in report.remediations} == {"namespace_budget"}
+
+
+def test_a_leader_whose_clock_is_ahead_does_not_hold_the_budget_longer(
+        fleet: Fleet, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 36 item 8, the other way: entries of a writer 900 s ahead looked new to everyone for 900 s more than
+    the window. 650 s later (on the API server's clock) the removal no longer counts: the next one goes ahead."""
+    _, kept = _old_leader_removes_one_of_two(fleet, 900.0, caplog)
+    kube = FakeKube(KubeClient.from_settings(KubeSettings(host=fleet.api.base_url, request_timeout_s=5)))
+    later = kube.inner.server_time
+    kube.overrides["server_time"] = lambda: (later() or time.time()) + 650.0  # the cluster's clock, 650 s on
+    new = fleet.watchdog(kube, wall_clock=lambda: time.time() + 650.0)
+    run(fleet, new, 6)
+    assert not fleet.alive(kept)

@@ -97,7 +97,8 @@ def test_the_listing_is_bounded_the_rest_is_counted(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(status, "MAX_PODS", 3)
     targets = [target(i) for i in range(5)]
     pods = {t.uid: PodRecord(0, 0.0, outcome="refused", scrape_detail="connection refused") for t in targets}
-    snap = status.snapshot(targets, pods, {"vllm": VLLM}, DeletionPolicy(rails()), now=10.0, leader=True)
+    snap = status.snapshot(targets, pods, {"vllm": VLLM}, DeletionPolicy(rails()), now=10.0, leader=True,
+                           clock_skew_s=None)
     assert [p["pod"] for p in snap.doc["pods"]] == ["pod-00", "pod-01", "pod-02"]
     assert snap.doc["truncated"] == {"pods": 2} and snap.doc["pods_watched"] == 5
     assert snap.doc["engines"]["unknown"] == 5  # every pod is counted, listed or not
@@ -106,7 +107,8 @@ def test_the_listing_is_bounded_the_rest_is_counted(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(status, "MAX_SERIES", 2)  # the series bound: a pod is listed whole or not at all
     pods["uid-0"].engines = {"a": engine(running=1.0, progress=()), "b": engine(running=1.0, progress=())}
     pods["uid-1"].engines = {"a": engine(running=1.0, progress=())}
-    snap = status.snapshot(targets, pods, {"vllm": VLLM}, DeletionPolicy(rails()), now=10.0, leader=True)
+    snap = status.snapshot(targets, pods, {"vllm": VLLM}, DeletionPolicy(rails()), now=10.0, leader=True,
+                           clock_skew_s=None)
     assert [len(p["engines"]) for p in snap.doc["pods"]] == [2] and snap.doc["truncated"] == {"pods": 4}
 
 
@@ -114,7 +116,8 @@ def test_non_finite_values_are_null_and_the_document_is_valid_json() -> None:
     t = target(0)
     record = PodRecord(0, 0.0, outcome="ok", scraped_at=9.0)
     record.engines = {"k": engine(running=float("nan"), progress=(5.0, float("nan")))}
-    snap = status.snapshot([t], {t.uid: record}, {"vllm": VLLM}, DeletionPolicy(rails()), now=10.0, leader=False)
+    snap = status.snapshot([t], {t.uid: record}, {"vllm": VLLM}, DeletionPolicy(rails()), now=10.0, leader=False,
+                           clock_skew_s=None)
     live = status.Liveness(now=12.5, started=11.0, completed=10.0, failed=(4.0, "list namespaces: HTTP 503"))
     doc = json.loads(status.document(snap, live))  # json.loads refuses NaN only when asked: check by hand too
     assert "NaN" not in status.document(snap, live).decode() and "Infinity" not in snap.body.decode()
@@ -143,7 +146,8 @@ def test_the_document_is_made_when_first_asked_from_what_the_cycle_left(monkeypa
     record = PodRecord(0, 0.0, outcome="ok")
     record.engines = {"a": engine(running=3.0, progress=(7.0,))}
     policy = DeletionPolicy(rails())
-    snap = status.snapshot([t], {t.uid: record}, {"vllm": VLLM}, policy, now=10.0, leader=True)
+    snap = status.snapshot([t], {t.uid: record}, {"vllm": VLLM}, policy, now=10.0, leader=True,
+                           clock_skew_s=None)
     assert built == []  # a cycle nobody asks about builds no document
     record.outcome, record.engines["a"].last_seen = "timeout", 9.0  # the next cycle changes the record ...
     record.engines["b"] = engine(running=1.0, progress=())

@@ -8,11 +8,14 @@ and never retries (urllib3 retries are disabled, so a DELETE is sent at most onc
 (:mod:`watchdog.adapters.kubeauth`: whether the API server refuses the credentials; a 401 re-reads the token),
 but a 403 that a tenant's own namespace can cause: an Event's create (its quota) and the LIST/WATCH of the pods of
 one namespace (namespace-only mode: the RoleBinding there is the tenant's to delete, the namespace to remove).
+Every answer's HTTP ``Date`` header is the API server's clock (:meth:`KubeClient.server_time`): the one clock every
+replica shares.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import functools
 import json
 import os
@@ -170,6 +173,7 @@ class KubeClient:
         self._timeout = request_timeout_s
         self._count = 0
         self._count_lock = threading.Lock()
+        self._dated: tuple[float, float] | None = None  # (the API server's Date, monotonic time it was received)
 
     @classmethod
     def from_settings(cls, s: KubeSettings) -> KubeClient:
@@ -185,6 +189,20 @@ class KubeClient:
         """API requests sent by this client so far (including failed ones)."""
         return self._count
 
+    def server_time(self) -> float | None:
+        """The API server's clock now (Unix seconds): the ``Date`` of its latest answer (whole seconds, so half a
+        second is added) plus the monotonic seconds since it came; None before any dated answer. Never the local
+        wall clock: two replicas whose clocks disagree stamp and age the deletion ledger alike."""
+        dated = self._dated
+        return None if dated is None else dated[0] + 0.5 + (time.monotonic() - dated[1])
+
+    def _note_date(self, headers: Any) -> None:
+        try:
+            when = email.utils.parsedate_to_datetime(str(headers.get("Date"))).timestamp()
+        except (TypeError, ValueError, AttributeError):  # no Date header, or not an HTTP date: nothing learnt
+            return
+        self._dated = (when, time.monotonic())
+
     @contextlib.contextmanager
     def _request(self, what: str, *, tenant_refusable: bool = False) -> Iterator[None]:
         """One API request: counted, its answer told to :attr:`credentials`, and its failure as KubeError
@@ -196,6 +214,7 @@ class KubeClient:
         try:
             yield
         except ApiException as e:
+            self._note_date(e.headers)  # a refusal is dated too
             if not (tenant_refusable and e.status == 403):
                 self.credentials.answered(what, e.status or 0)
             raise KubeError(what, e.status or 0, str(e.reason or "error"), _message(e.body)) from e
@@ -208,6 +227,7 @@ class KubeClient:
         """Run one API call; return the decoded JSON body. Raise KubeError (ApiException keeps its status)."""
         with self._request(what, tenant_refusable=_tenant_refusable):
             resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
+            self._note_date(resp.headers)
             try:
                 data = resp.data
             finally:

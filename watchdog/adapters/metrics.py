@@ -79,6 +79,7 @@ class Metrics:
     deferrals: Counter  # {rule}: once per stall episode and rule
     breaker_open: Gauge
     leader: Gauge
+    clock_skew: Gauge  # this replica's wall clock minus the API server's (seconds)
     paused: Gauge
     build_info: Gauge
     quarantined: Gauge  # gated pods whose readiness gate is False (this replica's view, leader only)
@@ -189,6 +190,9 @@ def new_metrics() -> Metrics:
         breaker_open=Gauge("vllm_watchdog_breaker_open", "1 while the mass-stall breaker is open.", registry=r),
         leader=Gauge("vllm_watchdog_leader", "1 while this replica may act (holds the Lease, or no election).",
                      registry=r),
+        clock_skew=Gauge("vllm_watchdog_clock_skew_seconds", "This replica's wall clock minus the Kubernetes API "
+                         "server's (its answers' Date), as of the last cycle; the deletion ledger keeps the "
+                         "server's clock.", registry=r),
         paused=Gauge("vllm_watchdog_paused", "1 while deletions are paused: the run-time brake annotation, the "
                      "paused setting, or a brake not read yet.", registry=r),
         build_info=Gauge("vllm_watchdog_build_info", "Always 1; the labels say which build runs.",

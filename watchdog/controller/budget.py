@@ -16,10 +16,10 @@ from watchdog.core.policy import DeletionPolicy
 log = logging.getLogger(__name__)
 
 
-def restore_budget(policy: DeletionPolicy, now: float, wall_now: float, ledger: DeletionLedger | None) -> bool:
-    """Restore ``policy``'s deletion history from ``ledger`` (every entry of it, whatever namespace). ``now``:
-    monotonic seconds; ``wall_now``: Unix seconds. False (logged; the caller tries again next cycle) when the ledger
-    cannot be read."""
+def restore_budget(policy: DeletionPolicy, now: float, ledger: DeletionLedger | None) -> bool:
+    """Restore ``policy``'s deletion history from ``ledger`` (every entry of it, whatever namespace), aged on the
+    API server's clock as of the read (the ledger's clock). ``now``: monotonic seconds. False (logged; the caller
+    tries again next cycle) when the ledger cannot be read."""
     window = policy.rails.deletion_window_seconds
     if ledger is None:
         policy.restore([], blind_until=now + window)
@@ -29,7 +29,7 @@ def restore_budget(policy: DeletionPolicy, now: float, wall_now: float, ledger: 
     entries = ledger.read()
     if entries is None:
         return False
-    restored = ledger_deletions(entries, now=now, wall_now=wall_now, window_s=window)
+    restored = ledger_deletions(entries, now=now, wall_now=ledger.clock(), window_s=window)
     policy.restore(restored)
     log.info("deletion budget restored from the ledger %s: %d removals in the last %g s (merged with this "
              "process's own)", ledger.ref, len(restored), window)

@@ -51,7 +51,7 @@ from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import Discovery, Overlap, discover, invalid_opt_ins
 from watchdog.core.events import REASON_PAUSE_IGNORED, REASON_TARGETS_OVERLAP, REASON_WINDOW_IGNORED, utc_stamp
-from watchdog.core.model import NAMESPACE_LABEL, PAUSE_ANNOTATION, Target, WatchedPod
+from watchdog.core.model import MAX_CLOCK_SKEW_S, NAMESPACE_LABEL, PAUSE_ANNOTATION, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import DeletionPolicy, Rails
@@ -139,6 +139,7 @@ class Watchdog:
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
         self.ever_ready: set[str] = set()  # pod UIDs seen Ready (discovery judges pods once Ready)
         self._was_leader = False
+        self.clock_skew_s: float | None = None  # this wall clock minus the API server's, as of the last cycle
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self._targets = {t.name: t for t in config.targets}
         self._window_warned: set[str] = set()  # pod UIDs told once that their window annotation is ignored
@@ -208,7 +209,7 @@ class Watchdog:
         self._publish(report)
         self.last_success = self.clock()
         self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
-                               leader=self._was_leader,
+                               leader=self._was_leader, clock_skew_s=self.clock_skew_s,
                                unreadable=self.namespace_reads.unreadable if self.namespace_reads else {},
                                conflicts=[o for o in found.overlaps if o.chosen is None])
         return report
@@ -308,14 +309,32 @@ class Watchdog:
         tallies.add(target, reading.parsed is not None, present)
         return True
 
+    def _check_clock(self) -> None:
+        """Compare this replica's wall clock with the API server's (the ledger's clock): said once when they
+        disagree by more than :data:`MAX_CLOCK_SKEW_S` (and when they agree again), always in the gauge and /status."""
+        server = self.kube.server_time()
+        if server is None:
+            return
+        skew, was = self.wall_clock() - server, self.clock_skew_s
+        self.clock_skew_s = skew
+        self.metrics.clock_skew.set(round(skew, 1))
+        off, was_off = abs(skew) > MAX_CLOCK_SKEW_S, was is not None and abs(was) > MAX_CLOCK_SKEW_S
+        if off and not was_off:
+            log.warning("this replica's clock is %+.0f s off the Kubernetes API server's (more than %g s): the "
+                        "deletion ledger keeps the server's clock, but fix this node's time sync (NTP)", skew,
+                        MAX_CLOCK_SKEW_S, extra=facts(reason="clock_skew"))
+        elif was_off and not off:
+            log.info("this replica's clock agrees with the API server's again (%+.1f s)", skew)
+
     def _rails_for_cycle(self, health: BreakerTallies, listed_at: float) -> None:
+        self._check_clock()
         now = self.clock()
         leader = self.leader()
         if leader and not self._was_leader:
             self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
         self._was_leader = leader
         if not self.policy.budget_known:
-            restore_budget(self.policy, now, self.wall_clock(), self.ledger)
+            restore_budget(self.policy, now, self.ledger)
         self.remediator.cycle_leader = leader and self.policy.budget_known
         if self.brake is not None:
             self.policy.set_brake(self.brake.read())

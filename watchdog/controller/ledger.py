@@ -5,7 +5,10 @@ budget must be restored. An intent counts as a deletion until it is withdrawn, w
 answered that the removal was not applied (refused, already gone, a new pod under the name, a PodDisruptionBudget);
 an intent whose outcome is unknown (an answer lost, a crash, a failover) keeps counting: fail closed.
 Every write is read-modify-write guarded by ``resourceVersion`` (one retry on a conflict) and goes through the
-actuator (the leadership fence). Never raises: a failure is logged and reported."""
+actuator (the leadership fence). Never raises: a failure is logged and reported.
+
+Entries are stamped, trimmed and aged on the API server's clock (:func:`server_clock`), the one clock every replica
+shares: a replica whose own clock is minutes off neither frees the budget early nor holds it for ever."""
 
 from __future__ import annotations
 
@@ -22,13 +25,22 @@ from watchdog.core.model import COMPONENT
 log = logging.getLogger("watchdog.controller.ledger")
 
 
+def server_clock(kube: KubeApi, wall_clock: Clock) -> Clock:
+    """The API server's clock (Unix seconds) as ``kube`` last saw it, ``wall_clock`` before any dated answer."""
+    def now() -> float:
+        server = kube.server_time()
+        return wall_clock() if server is None else server
+    return now
+
+
 class DeletionLedger:
-    """``namespace``/``name``: where the ConfigMap lives; ``window_s``: the deletion budget window."""
+    """``namespace``/``name``: where the ConfigMap lives; ``window_s``: the deletion budget window; ``clock``: Unix
+    seconds on the API server's clock (:func:`server_clock`)."""
 
     def __init__(self, kube: KubeApi, actuator: Actuator, namespace: str, name: str, window_s: float,
-                 wall_clock: Clock) -> None:
+                 clock: Clock) -> None:
         self.kube, self.actuator, self.namespace, self.name = kube, actuator, namespace, name
-        self.window_s, self.wall_clock = window_s, wall_clock
+        self.window_s, self.clock = window_s, clock
 
     @property
     def ref(self) -> str:
@@ -50,10 +62,12 @@ class DeletionLedger:
         return entries
 
     def intend(self, namespace: str, pod: str, uid: str) -> bool:
-        """Record a removal about to be sent; True when written (only then may it be sent)."""
-        entry = Entry(self.wall_clock(), namespace, pod, uid)
-        return self._update(f"record the removal of {namespace}/{pod} in", lambda entries: add(
-            entries, entry, wall_now=entry.t, window_s=self.window_s))
+        """Record a removal about to be sent; True when written (only then may it be sent). Stamped after the
+        ledger's GET, on the server's clock of that answer."""
+        def change(entries: list[Entry]) -> list[Entry]:
+            entry = Entry(self.clock(), namespace, pod, uid)
+            return add(entries, entry, wall_now=entry.t, window_s=self.window_s)
+        return self._update(f"record the removal of {namespace}/{pod} in", change)
 
     def withdraw(self, uid: str) -> bool:
         """Drop the intent for pod ``uid``: the API answered that its removal was not applied. A failure leaves

@@ -156,7 +156,7 @@ def _states(record: PodRecord) -> list[str]:
 
 
 def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profiles: Mapping[str, Profile],
-             policy: DeletionPolicy, *, now: float, leader: bool,
+             policy: DeletionPolicy, *, now: float, leader: bool, clock_skew_s: float | None = None,
              unreadable: Mapping[str, Unreadable] | None = None, conflicts: Sequence[Overlap] = ()) -> Snapshot:
     """The view after a cycle: ``targets`` discovered, their ``pods`` records (a pod deleted this cycle has none
     and is left out), ``now`` monotonic, the watched namespaces whose pods could not be listed (``unreadable``,
@@ -181,6 +181,7 @@ def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profi
     def build() -> Mapping[str, Any]:
         return {
             "version": __version__, "leader": leader, "engines": counts,
+            "clock_skew_s": None if clock_skew_s is None else round(clock_skew_s, 1),
             "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(kept)},
             "namespaces_unreadable": blind,
             "policy": view, "pods": [_pod(pod, names[pod.target.target_name], episodes, now) for pod in kept],

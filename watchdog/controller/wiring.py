@@ -27,7 +27,7 @@ from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog, confirmation, rails_from
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
-from watchdog.controller.ledger import DeletionLedger
+from watchdog.controller.ledger import DeletionLedger, server_clock
 from watchdog.controller.ports import AsyncFetcher, Clock, Cluster, Escalation, Listing, Querier, Source
 from watchdog.controller.promsource import PrometheusSource
 from watchdog.controller.quarantine import Quarantine
@@ -103,9 +103,11 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
     metrics = metrics or new_metrics()
     actuator = actuator or Actuator(kube, write_timeout_s=config.api_timeout_seconds)
     policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
-    # The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in the watchdog's own namespace.
+    # The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in the watchdog's own namespace, on the API
+    # server's clock.
     ledger = DeletionLedger(kube, actuator, own_namespace, f"{config.lease_name}-ledger",
-                            config.deletion_window_seconds, wall_clock) if config.budget_ledger else None
+                            config.deletion_window_seconds, server_clock(kube, wall_clock),
+                            ) if config.budget_ledger else None
     events = EventRecorder(kube, actuator, metrics, clock=clock)
     evidence = EvidenceKeeper(actuator, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes,
                               clock=clock, wall_clock=wall_clock)

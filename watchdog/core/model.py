@@ -33,6 +33,9 @@ FENCE_MARGIN_S = 1.0
 #: LEASE_DURATION_S - RETRY_PERIOD_S (13 s) at worst between renews, which must exceed the timeout + the margin
 #: with a second to spare for the renew's own round trip.
 MAX_FENCED_TIMEOUT_S = LEASE_DURATION_S - RETRY_PERIOD_S - FENCE_MARGIN_S - 2.0
+#: How far this replica's wall clock may disagree with the API server's (seconds) before it says so (a WARNING,
+#: vllm_watchdog_clock_skew_seconds, /status). The deletion ledger keeps the server's clock whatever the skew.
+MAX_CLOCK_SKEW_S = 5.0
 
 
 @dataclass(frozen=True)
