@@ -474,7 +474,7 @@ def test_eviction_mode_defers_on_a_pdb_and_never_falls_back_to_delete(fleet: Fle
     [(_, msg)] = fleet.events("StalledPodDeletionDeferred")
     assert "PodDisruptionBudget" in msg
     fleet.api.emulator.eviction_blocked = False
-    allowed = run(fleet, wd, 2)
+    allowed = run(fleet, wd, 5)  # tried again within the backoff's longest wait (4 cycle intervals)
     assert results(allowed) == ["evicted"] and not fleet.alive("wedged")
     assert fleet.api.emulator.count_requests(verb="evict") >= 1
     assert fleet.api.emulator.count_requests(verb="delete") == 0
@@ -632,3 +632,37 @@ def test_a_leader_whose_clock_is_ahead_does_not_hold_the_budget_longer(
     new = fleet.watchdog(kube, wall_clock=lambda: time.time() + 650.0)
     run(fleet, new, 6)
     assert not fleet.alive(kept)
+
+
+def test_a_pdb_refused_eviction_keeps_its_intent_backs_off_and_keeps_evidence_once(
+        fleet: Fleet, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 36 item 9: every cycle, a PDB-refused eviction wrote the shared ledger twice (intent, withdrawal:
+    2 GETs + 2 PUTs), sent the eviction, GET the pod and its namespace and kept an evidence record (20/40/40/20/20
+    over 20 cycles). Now its intent stays, the eviction is tried again after a backoff (one interval, doubled, at
+    most 4) and the episode has one evidence record."""
+    for i in range(4):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("wedged", "wedged")
+    fleet.api.emulator.eviction_blocked = True
+    wd = fleet.watchdog(config=fleet.config(action="evict"))
+    run(fleet, wd, 3)  # the stall window and the warm-up (45 s)
+    log, ledger = fleet.api.emulator.request_log, "/configmaps/vllm-stall-watchdog-ledger"
+    before = len(log)
+    with caplog.at_level(logging.INFO):
+        reports = run(fleet, wd, 20)
+    sent = log[before:]
+    evictions = sum(1 for r in sent if r.verb == "evict")
+    puts = sum(1 for r in sent if r.resource == "configmaps" and r.verb in ("create", "replace"))  # the ledger's
+    gets = sum(1 for r in sent if r.path.endswith(ledger) and r.method == "GET")
+    pod_gets = sum(1 for r in sent if r.verb == "get" and r.resource == "pods")
+    records = sum(1 for r in caplog.records if r.name == "watchdog.controller.evidence")
+    # Tried at cycles 1, 2, 4, 8, 12, 16, 20 (waits of 1, 2, 4, 4, ... intervals): 7 attempts, each one intent
+    # (GET + PUT, re-stamped at its send) and no withdrawal.
+    assert (evictions, puts, gets, pod_gets, records) == (7, 7, 7, 7, 1)
+    assert set(results(reports)) == {"deferred"} and fleet.alive("wedged")
+    assert fleet.api.emulator.count_requests(verb="delete") == 0
+    [(_, msg)] = fleet.events("StalledPodDeletionDeferred")  # one Event for the episode
+    assert "PodDisruptionBudget" in msg
+    [entry] = json.loads(fleet.api.request("GET", "/api/v1/namespaces/default/configmaps/"
+                                                  "vllm-stall-watchdog-ledger")[1]["data"]["deletions"])
+    assert entry["pod"] == fleet.pods["wedged"]["metadata"]["name"]  # the intent stays while the PDB refuses

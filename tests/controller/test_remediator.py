@@ -628,7 +628,8 @@ def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServe
     assert summed(metrics.registry, "vllm_watchdog_deferrals_total", {"rule": "pdb"}) == 1
     messages = [e["message"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeletionDeferred"]
     assert len(messages) == 2 and all("overlapping PDBs" in m for m in messages)
-    assert all("; may proceed when the Eviction API allows it (tried every cycle). evidence: " in m for m in messages)
+    assert all("; may proceed in 15 s (at " in m and  # the backoff: one cycle interval after the first refusal
+               "when the Eviction API allows it (tried again after a backoff). evidence: " in m for m in messages)
     assert _second_stall(api, rem).result == "evicted"  # nothing was charged
 
 

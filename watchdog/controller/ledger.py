@@ -2,8 +2,9 @@
 the durable record of every removal, written AHEAD of it (write-ahead: :meth:`DeletionLedger.intend` before the
 DELETE or eviction; no removal is sent while its record cannot be written) and read back with one GET when the
 budget must be restored. An intent counts as a deletion until it is withdrawn, which happens only when the API
-answered that the removal was not applied (refused, already gone, a new pod under the name, a PodDisruptionBudget);
-an intent whose outcome is unknown (an answer lost, a crash, a failover) keeps counting: fail closed.
+answered that the removal was not applied (refused, already gone, a new pod under the name); an intent whose outcome
+is unknown (an answer lost, a crash, a failover) keeps counting: fail closed. An eviction a PodDisruptionBudget
+refuses keeps its intent (stamped again at each try after a backoff): no ledger rewrites while the PDB refuses.
 Every write is read-modify-write guarded by ``resourceVersion`` (one retry on a conflict) and goes through the
 actuator (the leadership fence). Never raises: a failure is logged and reported.
 

@@ -17,7 +17,8 @@
    BEFORE the leadership fence, never between the fence and the write;
 6. records the removal in the deletion ledger AHEAD of it (write-ahead; a ledger that cannot be written defers
    the removal, rule ``ledger``), then deletes (or, with ``action: evict``, evicts through the Eviction API so
-   PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete) with ``preconditions.uid`` (a
+   PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete, its ledger intent kept and the
+   eviction tried again after a backoff, the episode's evidence record kept once) with ``preconditions.uid`` (a
    pod re-created under the same name is never hit) and the pod's own grace period unless configured, through
    the actuator (:mod:`watchdog.controller.actuator`: the leadership fence is checked right before each write).
    404 and 409 mean nothing to do and a refused request (4xx) is not retried: their ledger intent is withdrawn.
@@ -173,8 +174,11 @@ class Remediator:
                                  evidence=pointer(kept) if kept else "", window_source=window_source)
 
         def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
-            return self.evidence.keep(target, verdict, history, outcome=outcome, final=final, final_from=final_from,
-                                      engine=series.key, signals=signals, window_source=window_source)
+            """The episode's evidence record, kept once (its log read once): a removal tried again points to it."""
+            return self.policy.evidence(target.uid, series.key) or self.policy.kept(
+                target.uid, series.key, self.evidence.keep(target, verdict, history, outcome=outcome, final=final,
+                                                           final_from=final_from, engine=series.key, signals=signals,
+                                                           window_source=window_source))
 
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
@@ -245,14 +249,11 @@ class Remediator:
                 self._withdraw(target, retry)
                 return Remediation("error", f"{verb} {target.ref} refused, not retried: {exc}")
             return self._lost_answer(target, key, evidence, now, verb, exc, retry)
-        if result in ("blocked", "several_pdbs"):
-            self._withdraw(target, retry)
+        if result in ("blocked", "several_pdbs"):  # its ledger intent stays (sent again after a backoff)
             why = ("the Eviction API refused (a PodDisruptionBudget would be violated)" if result == "blocked" else
                    "the Eviction API refuses pods selected by more than one PodDisruptionBudget; fix the overlapping "
                    "PDBs")
-            return self._defer(target, key, Decision(
-                "defer", "pdb", f"{why}; never falling back to delete", None,
-                "when the Eviction API allows it (tried every cycle)"), evidence, now)
+            return self._defer(target, key, self.policy.refused(target.uid, key, now, why), evidence, now)
         if result not in ("deleted", "evicted"):
             self._withdraw(target, retry)
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"

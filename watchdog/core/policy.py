@@ -24,6 +24,9 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    monotonic seconds where time alone frees it, and ``frees_when``): the budgets when the counted deletion that must
    go leaves the rolling window, warm-up and minimum age when they end, the breakers when their cooldown ends, the
    owner rule when the replacement is Ready.
+5. *A PodDisruptionBudget refused the eviction* (``pdb``, a deferral): the eviction is tried again after a
+   backoff (:meth:`DeletionPolicy.refused`: one cycle interval, doubled after each refusal, at most
+   :data:`PDB_BACKOFF_MAX_INTERVALS` intervals) and in between nothing is read or written for the stall.
 
 The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the voting pods, and
 at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
@@ -68,6 +71,10 @@ from watchdog.core.detector import window_reached, window_slack
 from watchdog.core.model import WatchedPod
 from watchdog.core.vocab import DecisionAction
 
+#: A refused eviction (a PodDisruptionBudget) is tried again after one cycle interval, doubled after each refusal, at
+#: most this many intervals.
+PDB_BACKOFF_MAX_INTERVALS = 4
+
 #: The run-time brake: ``vllm-watchdog.io/paused: "true"`` on the ConfigMap named by the ``pauseConfigMap``
 #: setting (the chart's own config ConfigMap), read every cycle.
 PAUSE_ANNOTATION = "vllm-watchdog.io/paused"
@@ -101,6 +108,13 @@ def not_leader(why: str) -> Decision:
     return _defer("not_leader", why, "when this replica holds the leader Lease")
 
 
+def _pdb_deferral(why: str, count: int, wait_s: float) -> Decision:
+    """The deferral of an eviction refused ``count`` times in a row (``why``), tried again in ``wait_s`` seconds."""
+    times = "" if count == 1 else f" ({count} times in a row)"
+    return _defer("pdb", f"{why}{times}; never falling back to delete",
+                  "when the Eviction API allows it (tried again after a backoff)", wait_s)
+
+
 @dataclass(frozen=True)
 class Rails:
     """The configurable limits (see RUNBOOK.md "Safety rails"). Each field is named as its setting, so the
@@ -117,6 +131,7 @@ class Rails:
     breaker_min_pods: int
     breaker_cooldown_seconds: float
     min_pod_age_seconds: float | None  # None: the window
+    scrape_interval_seconds: float  # a refused eviction's backoff is counted in these
 
 
 @dataclass(frozen=True)
@@ -171,6 +186,9 @@ class DeletionPolicy:
         self._budget_known = budget_known
         self._brake: str | None = None  # why the run-time brake holds, None while it is off
         self._trips: dict[str, str] = {}  # "" (fleet) or namespace -> what the breaker saw when it last tripped
+        # (uid, series) -> (refusals in a row of its eviction, when it may be tried again, why it was refused)
+        self._refused: dict[tuple[str, str], tuple[int, float, str]] = {}
+        self._evidence: dict[tuple[str, str], str] = {}  # (uid, series) -> the episode's evidence record id
 
     @property
     def paused_by(self) -> str | None:
@@ -383,6 +401,11 @@ class DeletionPolicy:
                           "when the replacement pod is Ready")
         return None
 
+    def _pdb_rule(self, s: _Stall) -> Decision | None:
+        """5. Deferred: a PodDisruptionBudget refused this episode's eviction and its backoff has not ended."""
+        count, until, why = self._refused.get((s.uid, s.series), (0, s.now, ""))
+        return _pdb_deferral(why, count, until - s.now) if s.now < until else None
+
     def _frees_at(self, times: list[float], limit: int) -> float:
         """When a budget of ``limit`` with these counted deletion ``times`` (oldest first) has room again: the
         time the deletion that must go for the count to fall below the limit leaves the rolling window (the
@@ -411,6 +434,7 @@ class DeletionPolicy:
         _dry_run_rule,  # 3
         _pause_rule, _warm_up_rule, _min_age_rule, _breaker_rule, _namespace_breaker_rule,  # 4
         _budget_unknown_rule, _budget_rule, _namespace_budget_rule, _owner_rule,
+        _pdb_rule,  # 5
     )
 
     #: The rules a ``retry`` must pass too: all but the budgets (it is charged already) and the warm-up/age rules
@@ -440,6 +464,25 @@ class DeletionPolicy:
         """A removal already charged (:meth:`record_deletion`) was not seen to happen (its answer was lost and the
         pod is still there): the next decision for this episode is ``retry``, without charging again."""
         self._acted[(uid, series)] = "retry"
+
+    def refused(self, uid: str, series: str, now: float, why: str) -> Decision:
+        """This episode's eviction was refused at ``now`` (``why``: a PodDisruptionBudget, or several): it is tried
+        again after a backoff (one cycle interval, doubled after each refusal in a row, at most
+        :data:`PDB_BACKOFF_MAX_INTERVALS` intervals); the deferral that says so."""
+        count = self._refused.get((uid, series), (0, now, why))[0] + 1
+        wait = self.rails.scrape_interval_seconds * min(2 ** (count - 1), PDB_BACKOFF_MAX_INTERVALS)
+        self._refused[(uid, series)] = (count, now + wait, why)
+        return _pdb_deferral(why, count, wait)
+
+    def evidence(self, uid: str, series: str) -> str | None:
+        """The id of this stall episode's evidence record, None before one was kept (one per episode: a removal
+        tried again, after a refusal or a lost answer, points to the first)."""
+        return self._evidence.get((uid, series))
+
+    def kept(self, uid: str, series: str, record_id: str) -> str:
+        """Remember ``record_id`` as this stall episode's evidence record; returns it."""
+        self._evidence[(uid, series)] = record_id
+        return record_id
 
     def forget_budget(self) -> None:
         """Mark the deletion history as to be read back again (e.g. when this replica becomes leader): deletions
@@ -495,6 +538,8 @@ class DeletionPolicy:
         self._acted.pop((uid, series), None)
         self._held.pop((uid, series), None)
         self._deferred.pop((uid, series), None)  # every progressing series every cycle: O(1)
+        self._refused.pop((uid, series), None)
+        self._evidence.pop((uid, series), None)
         keys = self._announced.get(uid)
         if keys:  # only a pod with Events written: a handful of keys
             self._announced[uid] = {k: s for k, s in keys.items() if s != series}
@@ -504,6 +549,8 @@ class DeletionPolicy:
         self._acted = {k: v for k, v in self._acted.items() if k[0] in live_uids}
         self._deferred = {k: v for k, v in self._deferred.items() if k[0] in live_uids}
         self._held = {k: v for k, v in self._held.items() if k[0] in live_uids}
+        self._refused = {k: v for k, v in self._refused.items() if k[0] in live_uids}
+        self._evidence = {k: v for k, v in self._evidence.items() if k[0] in live_uids}
         self._announced = {uid: keys for uid, keys in self._announced.items() if uid in live_uids}
 
     # -- what it knows, for /status ------------------------------------------------------------------------------
