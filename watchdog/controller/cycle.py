@@ -335,7 +335,7 @@ class Watchdog:
         self._was_leader = leader
         if not self.policy.budget_known:
             restore_budget(self.policy, now, self.ledger)
-        self.remediator.cycle_leader = leader and self.policy.budget_known
+        self.remediator.cycle_leader = leader  # a budget not read back is the policy's rule budget_unknown
         if self.brake is not None:
             self.policy.set_brake(self.brake.read())
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,
