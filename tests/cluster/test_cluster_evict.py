@@ -57,7 +57,7 @@ def test_evict_blocked_by_pdb_then_allowed(scenario, watchdogs, release, kubelet
     refused = audit(control_plane, rel.user, verb="create", resource="pods", subresource="eviction", namespace=ns)
     assert refused and {e["responseStatus"]["code"] for e in refused} == {429}, refused
     assert refused[0]["requestObject"]["deleteOptions"]["preconditions"]["uid"] == uid
-    time.sleep(3)  # retried every cycle, never a delete, one Event per episode and rule
+    time.sleep(3)  # tried again after a backoff (1, 2, 4 intervals), never a delete, one Event per episode and rule
     assert not audit(control_plane, rel.user, verb="delete", resource="pods")
     assert not (s.pod(ns, name) or {})["metadata"].get("deletionTimestamp")
     assert len(s.events_on(ns, "Pod", name, "StalledPodDeletionDeferred")) == 1
