@@ -68,7 +68,7 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
     clocks = {k: kw[k] for k in ("clock", "wall_clock") if k in kw}
     given = {"policies": {"vllm": dataclasses.replace(config.base_policy, action=action)},
              "grace_period_s": config.grace_period_seconds, "count_waiting": config.count_waiting,
-             "require_controller": config.require_controller, "leader": lambda: True, "clock": time.monotonic,
+             "require_controller": config.require_controller, "clock": time.monotonic,
              "wall_clock": time.time, "escalation": None, "ledger": None, **kw}
     return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
                       events=events or EventRecorder(kube, actuator, metrics),

@@ -20,7 +20,7 @@ from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.state import EngineState, PodRecord
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.model import GATE_CONDITION, OwnerRef, WatchedPod
-from watchdog.core.policy import DeletionPolicy
+from watchdog.core.policy import CycleFacts, DeletionPolicy
 from watchdog.core.quarantine import QuarantineRails
 
 RS = OwnerRef("apps/v1", "ReplicaSet", "engine-7d9", "rs-uid")
@@ -51,7 +51,7 @@ class Rig:
     def __init__(self, *, leader: bool = True, patch: Any = None, rails: QuarantineRails | None = None) -> None:
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
         self.events: list[tuple[str, str, str]] = []
-        self.is_leader = leader
+        self.is_leader, self.was_leader = leader, False
 
         def patched(namespace: str, name: str, uid: str, condition: dict[str, Any]) -> str:
             self.patches.append((name, uid, condition))
@@ -74,7 +74,9 @@ class Rig:
 
     def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[WatchedPod, PodRecord]]) -> list[str]:
         self.q.observe([(None, pods)])
-        return self.q.run(judged, self.policy, self.is_leader)
+        facts = CycleFacts(self.is_leader, became_leader=self.is_leader and not self.was_leader)
+        self.was_leader = self.is_leader
+        return self.q.run(judged, self.policy, facts)
 
     def metric(self, name: str, **labels: str) -> float | None:
         return summed(self.metrics.registry, name, labels)

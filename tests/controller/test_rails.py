@@ -455,8 +455,7 @@ def test_a_lease_won_mid_cycle_acts_only_after_the_ledger_was_read_back(fleet: F
         held[0] = held[0] or asked[0] > 1
         return held[0]
 
-    standby.leader = wins_mid_cycle
-    standby.remediator.leader = wins_mid_cycle
+    standby.leader = wins_mid_cycle  # the cycle reads it once, at its start: the one reading of leadership
     run(fleet, standby, 3)
     assert fleet.alive("wedged-c") and fleet.alive("wedged-d")
     assert any("cluster budget used: 2 deletions" in msg for _, msg in fleet.events("StalledPodDeletionDeferred"))
@@ -666,3 +665,23 @@ def test_a_pdb_refused_eviction_keeps_its_intent_backs_off_and_keeps_evidence_on
     [entry] = json.loads(fleet.api.request("GET", "/api/v1/namespaces/default/configmaps/"
                                                   "vllm-stall-watchdog-ledger")[1]["data"]["deletions"])
     assert entry["pod"] == fleet.pods["wedged"]["metadata"]["name"]  # the intent stays while the PDB refuses
+
+
+def test_leadership_is_read_once_per_cycle(fleet: Fleet) -> None:
+    """Issue 38: leadership lived in five places (the cycle, the readiness gate, the remediator's own reading per
+    stall, ...). The cycle reads it once and hands its CycleFacts to the gate and every remediation."""
+    for i in range(3):
+        fleet.pod(f"ok-{i}", "progressing")
+    for name in ("a", "b"):
+        fleet.pod(f"wedged-{name}", "wedged", namespace=f"team-{name}")
+    asked = [0]
+
+    def leader() -> bool:
+        asked[0] += 1
+        return True
+
+    wd = fleet.watchdog(leader=leader, config=fleet.config(quarantine=True, quarantineAfterSeconds=15))
+    asked[0] = 0  # the gauge's reading at construction
+    reports = run(fleet, wd, 8)
+    assert results(reports).count("deleted") == 2  # stalls were decided on: the remediator had facts to read
+    assert asked[0] == 8

@@ -54,7 +54,7 @@ from watchdog.core.events import REASON_PAUSE_IGNORED, REASON_TARGETS_OVERLAP, R
 from watchdog.core.model import MAX_CLOCK_SKEW_S, NAMESPACE_LABEL, PAUSE_ANNOTATION, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
-from watchdog.core.policy import DeletionPolicy, Rails
+from watchdog.core.policy import CycleFacts, DeletionPolicy, Rails
 from watchdog.core.profiles import Profile
 from watchdog.core.sourcehealth import FAILED_CYCLES, SourceHealth
 from watchdog.core.vocab import ENGINE_STATES
@@ -197,11 +197,11 @@ class Watchdog:
         for target, pod in judged:
             if target.uid in found.ready_uids and target.owner_key:
                 self.policy.owner_ready(target.owner_key, pod.first_seen)
-        self._rails_for_cycle(tallies, listed_at)
-        self.quarantine.run(judged, self.policy, self._was_leader)  # the gate first: it drains before any deletion
+        this_cycle = self._rails_for_cycle(tallies, listed_at)
+        self.quarantine.run(judged, self.policy, this_cycle)  # the gate first: it drains before any deletion
         for target, pod in judged:
             try:
-                self._act(target, pod, report)
+                self._act(target, pod, report, this_cycle)
             except Exception:  # one pod's trouble never stops the cycle
                 log.exception("acting on pod %s failed", target.ref, extra=facts(target))
         report.api_requests = self.kube.api_requests - requests_before
@@ -209,7 +209,7 @@ class Watchdog:
         self._publish(report)
         self.last_success = self.clock()
         self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
-                               leader=self._was_leader, clock_skew_s=self.clock_skew_s,
+                               leader=this_cycle.leader, clock_skew_s=self.clock_skew_s,
                                unreadable=self.namespace_reads.unreadable if self.namespace_reads else {},
                                conflicts=[o for o in found.overlaps if o.chosen is None])
         return report
@@ -326,16 +326,17 @@ class Watchdog:
         elif was_off and not off:
             log.info("this replica's clock agrees with the API server's again (%+.1f s)", skew)
 
-    def _rails_for_cycle(self, health: BreakerTallies, listed_at: float) -> None:
+    def _rails_for_cycle(self, health: BreakerTallies, listed_at: float) -> CycleFacts:
+        """This cycle's facts (leadership read here, once) and the rails brought up to date for it."""
         self._check_clock()
         now = self.clock()
         leader = self.leader()
-        if leader and not self._was_leader:
+        this_cycle = CycleFacts(leader, became_leader=leader and not self._was_leader)
+        if this_cycle.became_leader:
             self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
         self._was_leader = leader
-        if not self.policy.budget_known:
+        if not self.policy.budget_known:  # until it is read back: the policy's rule budget_unknown
             restore_budget(self.policy, now, self.ledger)
-        self.remediator.cycle_leader = leader  # a budget not read back is the policy's rule budget_unknown
         if self.brake is not None:
             self.policy.set_brake(self.brake.read())
         status = self.policy.begin_cycle(now, watched=health.watched, bad=health.stalled,
@@ -354,6 +355,7 @@ class Watchdog:
         self.metrics.breaker_open.set(int(status.breaker_open))
         self.metrics.leader.set(int(leader))
         self.metrics.paused.set(int(self.policy.paused_by is not None))
+        return this_cycle
 
     def _record(self, target: WatchedPod) -> PodRecord:
         """The pod's record; a new one when first seen, when a container restarted or when its effective policy
@@ -481,7 +483,7 @@ class Watchdog:
                 report.engine_progress[series] = seconds_without_progress(engine.verdict)
         return present
 
-    def _act(self, target: WatchedPod, pod: PodRecord, report: CycleReport) -> None:
+    def _act(self, target: WatchedPod, pod: PodRecord, report: CycleReport, this_cycle: CycleFacts) -> None:
         for _key, engine in sorted(pod.engines.items()):
             if engine.verdict is None or engine.verdict.state != "stalled" or engine.last is None or engine.held:
                 continue  # a held verdict (no newer sample from Prometheus) waits for one
@@ -489,7 +491,8 @@ class Watchdog:
             result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
                                                signals=self._profiles[target.target_name].progress,
                                                history=engine.history or (),
-                                               window_source=pod.policy.window_source if pod.policy else "global")
+                                               window_source=pod.policy.window_source if pod.policy else "global",
+                                               facts=this_cycle)
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

@@ -32,7 +32,7 @@ from watchdog.controller.ports import Clock
 from watchdog.controller.state import PodRecord
 from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
 from watchdog.core.model import WatchedPod
-from watchdog.core.policy import DeletionPolicy, ambiguous
+from watchdog.core.policy import CycleFacts, DeletionPolicy, ambiguous
 from watchdog.core.quarantine import (
     GATE_CONDITION,
     Fleet,
@@ -72,7 +72,6 @@ class Quarantine:
         self.written: dict[str, str] = {}  # pod UID -> gate status this replica last wrote while leader
         self._unanswered: set[str] = set()  # pod UIDs whose drain's answer was lost: counted drained until a LIST
         self._held: set[tuple[str, str]] = set()  # (pod UID, rule) already logged and counted
-        self._was_leader = False
 
     def observe(self, pods_by_target: Iterable[tuple[Any, Iterable[Mapping[str, Any]]]]) -> None:
         """This cycle's pod LIST, before it is dropped."""
@@ -87,15 +86,15 @@ class Quarantine:
         pod = self.fleet.gated.get(uid)
         return self.written.get(uid, pod.condition if pod is not None else None)
 
-    def run(self, judged: Sequence[tuple[WatchedPod, PodRecord]], policy: DeletionPolicy, leader: bool,
+    def run(self, judged: Sequence[tuple[WatchedPod, PodRecord]], policy: DeletionPolicy, facts: CycleFacts,
             ) -> list[str]:
         """Move each judged gated pod's condition towards what its engines ask for; return the refs changed.
-        ``leader``: this replica holds the Lease this cycle (the cycle's own reading of it)."""
+        ``facts``: the cycle's (whether this replica holds the Lease this cycle, and became leader in it)."""
         if not self.enabled:
             return []
-        if not leader or not self._was_leader:
+        leader = facts.leader
+        if not leader or facts.became_leader:
             self.written.clear()  # a standby writes nothing; a new leader starts from the LIST
-        self._was_leader = leader
         self.written = {uid: s for uid, s in self.written.items() if uid in self.fleet.gated}
         self._held = {k for k in self._held if k[0] in self.fleet.gated}
         if not leader:

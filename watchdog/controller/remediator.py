@@ -57,7 +57,15 @@ from watchdog.core.evidence import Entry, pointer
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
-from watchdog.core.policy import Decision, DeletionPolicy, ambiguous, fate_after_lost_answer, not_leader
+from watchdog.core.policy import (
+    SOLE_REPLICA,
+    CycleFacts,
+    Decision,
+    DeletionPolicy,
+    ambiguous,
+    fate_after_lost_answer,
+    not_leader,
+)
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import RemediationResult, RemovalAction, WindowSource
 
@@ -105,38 +113,35 @@ class Remediator:
 
     ``policies``: target name -> its policy (what is done to a stalled pod, the completion-only window);
     ``grace_period_s`` None keeps the pod's own; ``count_waiting``: the detector's setting, so the re-scrape
-    judges idleness the same way; ``leader``: returns whether this replica holds the lease (always True without
-    leader election); ``clock``: monotonic seconds; ``wall_clock``: Unix seconds (pod age, the Events' times);
-    ``escalation``: node escalation or None; ``ledger``: the deletion ledger or None.
+    judges idleness the same way; ``clock``: monotonic seconds; ``wall_clock``: Unix seconds (pod age, the Events'
+    times); ``escalation``: node escalation or None; ``ledger``: the deletion ledger or None.
     """
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
                  actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
                  policies: Mapping[str, EffectivePolicy], grace_period_s: int | None, count_waiting: bool,
-                 require_controller: bool, leader: Callable[[], bool], clock: Clock, wall_clock: Clock,
+                 require_controller: bool, clock: Clock, wall_clock: Clock,
                  escalation: Escalation | None, ledger: DeletionLedger | None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
         self.actuator, self.events, self.evidence, self.policies = actuator, events, evidence, policies
         self.grace_period_s, self.count_waiting = grace_period_s, count_waiting
         self.require_controller, self.ledger = require_controller, ledger
-        self.leader, self.clock, self.wall_clock, self.escalation = leader, clock, wall_clock, escalation
+        self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
         self._unsettled: dict[str, tuple[WatchedPod, str, Say, RemovalAction]] = {}
-        # Whether this replica led when the cycle began, i.e. when the budget was restored for it: a Lease won in
-        # the middle of a cycle acts from the next one (after reading the deletion ledger back), never on a
-        # standby's old budget.
-        self.cycle_leader = True  # set by the cycle before it remediates (True: no election, or not in a cycle)
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
-                  history: tuple[Entry, ...] = (), window_source: WindowSource = "global") -> Remediation:
+                  history: tuple[Entry, ...] = (), window_source: WindowSource = "global",
+                  facts: CycleFacts = SOLE_REPLICA) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
         ``seen_for_s``: seconds (monotonic) this process has watched the pod; ``signals``: the profile's
         progress signals, for the confirmation scrape (which ones are completion-only, which one moved);
-        ``history``: the episode's samples, for the evidence. Every outcome but ``skip`` is logged once, with its
+        ``history``: the episode's samples, for the evidence; ``facts``: the cycle's (its reading of leadership,
+        the only one). Every outcome but ``skip`` is logged once, with its
         facts as fields."""
-        outcome = self._remediate(target, series, verdict, seen_for_s, signals, history, window_source)
+        outcome = self._remediate(target, series, verdict, seen_for_s, signals, history, window_source, facts)
         self._tell(target, series.key, outcome, verdict.state)
         return outcome
 
@@ -152,7 +157,7 @@ class Remediator:
 
     def _remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
                    signals: tuple[Selector, ...], history: tuple[Entry, ...], window_source: WindowSource,
-                   ) -> Remediation:
+                   facts: CycleFacts) -> Remediation:
         action = self.policies[target.target_name].action
         if action == "quarantine":  # drain through the readiness gate only: nothing removed here
             return Remediation("skip", "action quarantine: the readiness gate drains, nothing is removed")
@@ -160,7 +165,8 @@ class Remediator:
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
             uid=target.uid, series=series.key, namespace=target.namespace, namespace_mode=target.mode,
-            owner=target.owner_key, pod_age_s=age, now=now, leader=self.cycle_leader and self.leader())
+            owner=target.owner_key, pod_age_s=age, now=now,
+            leader=facts.leader and self.actuator.may_write())  # a Lease lost since the cycle began: the fence says
         if decision.action == "skip":
             return Remediation("skip", decision.why)
         # The stall clock's start (its sample time minus the stall), from the monotonic clock to the wall clock.

@@ -117,7 +117,7 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
     remediator = Remediator(
         kube, policy, confirmation(sources, metrics), metrics, actuator=actuator, events=events, evidence=evidence,
         policies={t.name: config.policy_of(t)[0] for t in config.targets}, grace_period_s=config.grace_period_seconds,
-        count_waiting=config.count_waiting, require_controller=config.require_controller, leader=leader, clock=clock,
+        count_waiting=config.count_waiting, require_controller=config.require_controller, clock=clock,
         wall_clock=wall_clock, escalation=escalation, ledger=ledger)
     quarantine = Quarantine(actuator, metrics, events, QuarantineRails(
         config.quarantine_after_seconds, config.quarantine_max_owner_fraction, config.quarantine_in_dry_run,
