@@ -38,8 +38,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import Fenced, KubeError
@@ -78,12 +78,25 @@ _PAST: dict[RemovalAction, Literal["deleted", "evicted"]] = {"delete": "deleted"
 Rescrape = Callable[[WatchedPod, str], EngineSnapshot | str | None]  # str: why the read failed
 
 
-class Say(Protocol):
-    """The Event message of this stall for an outcome, with the deferral's rule and why (or a note) and, for a
-    deferral, when it may proceed (:func:`~watchdog.core.events.frees_phrase`)."""
+@dataclass(frozen=True)
+class _Stall:
+    """One stalled engine series being acted on: what its Events and log lines say, as data (kept across cycles for
+    a removal whose answer was lost, never as a closure). ``since``: the stall clock's start (wall clock);
+    ``evidence``: the episode's evidence record id, once kept."""
 
-    def __call__(self, outcome: Outcome, rule: str, why: str, frees: str = "") -> str: ...
+    target: WatchedPod
+    key: str
+    verdict: Verdict
+    since: dt.datetime
+    window_source: WindowSource
+    evidence: str = ""
 
+    def say(self, outcome: Outcome, rule: str, why: str, frees: str = "") -> str:
+        """The Event message for ``outcome``, with the deferral's rule and why (or a note) and, for a deferral, when
+        it may proceed (:func:`~watchdog.core.events.frees_phrase`)."""
+        return stall_message(outcome, self.target.ref, self.key, self.verdict, self.since, rule=rule, why=why,
+                             frees=frees, evidence=pointer(self.evidence) if self.evidence else "",
+                             window_source=self.window_source)
 
 
 @dataclass(frozen=True)
@@ -129,7 +142,7 @@ class Remediator:
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
-        self._unsettled: dict[str, tuple[WatchedPod, str, Say, RemovalAction]] = {}
+        self._unsettled: dict[str, tuple[_Stall, RemovalAction]] = {}
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
@@ -172,12 +185,7 @@ class Remediator:
         # The stall clock's start (its sample time minus the stall), from the monotonic clock to the wall clock.
         start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
         since = dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
-
-        kept = ""  # the evidence record's id, once written
-
-        def evidence(outcome: Outcome, rule: str, why: str, frees: str = "") -> str:
-            return stall_message(outcome, target.ref, series.key, verdict, since, rule=rule, why=why, frees=frees,
-                                 evidence=pointer(kept) if kept else "", window_source=window_source)
+        stall = _Stall(target, series.key, verdict, since, window_source)
 
         def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
             """The episode's evidence record, kept once (its log read once): a removal tried again points to it."""
@@ -191,11 +199,11 @@ class Remediator:
             if not self.policy.first_event(target.uid, series.key, REASON_DRY_RUN):
                 return Remediation("dry_run", f"would delete {target.ref}: {decision.why} (announced already for "
                                    "another engine series of this pod)", decision.rule)
-            kept = keep("dry_run", series, "cycle")
-            self.events.on_pod_and_owner(target, REASON_DRY_RUN, evidence("dry_run", "", decision.why))
+            stall = replace(stall, evidence=keep("dry_run", series, "cycle"))
+            self.events.on_pod_and_owner(target, REASON_DRY_RUN, stall.say("dry_run", "", decision.why))
             return Remediation("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
         if decision.action == "defer":
-            return self._defer(target, series.key, decision, evidence, now)
+            return self._defer(stall, decision, now)
 
         if decision.action == "retry":
             settled = self._settled(target)
@@ -205,9 +213,9 @@ class Remediator:
         if isinstance(fresh, Remediation):
             return fresh
         if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
-            return self._defer(target, series.key, not_leader("lost the leader Lease before acting"), evidence, now)
-        kept = keep(action, fresh, "confirmation")  # the log read: before the fence, never after it
-        return self._remove(target, series.key, action, evidence, now, retry=decision.action == "retry")
+            return self._defer(stall, not_leader("lost the leader Lease before acting"), now)
+        stall = replace(stall, evidence=keep(action, fresh, "confirmation"))  # the log read: before the fence
+        return self._remove(stall, action, now, retry=decision.action == "retry")
 
     def _confirmed(self, target: WatchedPod, series: EngineSnapshot, signals: tuple[Selector, ...],
                    ) -> EngineSnapshot | Remediation:
@@ -236,30 +244,30 @@ class Remediator:
             return Remediation("aborted", f"engine recovered before deletion: {why}")
         return fresh
 
-    def _remove(self, target: WatchedPod, key: str, verb: RemovalAction, evidence: Say, now: float, *,
-                retry: bool) -> Remediation:
+    def _remove(self, stall: _Stall, verb: RemovalAction, now: float, *, retry: bool) -> Remediation:
+        target, key = stall.target, stall.key
         # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
         if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
-            return self._defer(target, key, Decision(
+            return self._defer(stall, Decision(
                 "defer", "ledger", f"the deletion ledger {self.ledger.ref} could not be written: nothing is removed "
                 "without its durable record", None, "once the deletion ledger can be written (tried every cycle)"),
-                evidence, now)
+                now)
         if retry:
             self.policy.recharge(now, uid=target.uid, namespace=target.namespace)
         try:
             result: str = self.actuator.apply(Removal(target, verb, self.grace_period_s))
         except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
-            return self._defer(target, key, not_leader(str(exc)), evidence, now)
+            return self._defer(stall, not_leader(str(exc)), now)
         except KubeError as exc:
             if not ambiguous(exc.status):
                 self._withdraw(target, retry)
                 return Remediation("error", f"{verb} {target.ref} refused, not retried: {exc}")
-            return self._lost_answer(target, key, evidence, now, verb, exc, retry)
+            return self._lost_answer(stall, now, verb, exc, retry)
         if result in ("blocked", "several_pdbs"):  # its ledger intent stays (sent again after a backoff)
             why = ("the Eviction API refused (a PodDisruptionBudget would be violated)" if result == "blocked" else
                    "the Eviction API refuses pods selected by more than one PodDisruptionBudget; fix the overlapping "
                    "PDBs")
-            return self._defer(target, key, self.policy.refused(target.uid, key, now, why), evidence, now)
+            return self._defer(stall, self.policy.refused(target.uid, key, now, why), now)
         if result not in ("deleted", "evicted"):
             self._withdraw(target, retry)
             why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
@@ -267,7 +275,7 @@ class Remediator:
                               f"nothing {_PAST[verb]} for {target.ref}: {why}")
         if not retry:
             self._charge(target, key, now, verb)
-        return self._removed(target, key, evidence, verb, "sent again after a lost answer" if retry else "")
+        return self._removed(stall, verb, "sent again after a lost answer" if retry else "")
 
     def _withdraw(self, target: WatchedPod, retry: bool) -> None:
         """The API said the removal was not applied: its ledger intent no longer counts. A retry's intent stays
@@ -288,9 +296,8 @@ class Remediator:
         unsettled = self._unsettled.get(target.uid)
         if self._fate(target) is not True or unsettled is None:
             return None  # still there: sent again; unreadable: the fresh GET below says why
-        _, key, evidence, verb = unsettled
-        return self._removed(target, key, evidence, verb, "its answer was lost and the pod is gone or terminating "
-                             "since")
+        stall, verb = unsettled
+        return self._removed(stall, verb, "its answer was lost and the pod is gone or terminating since")
 
     def settle_gone(self, watched_uids: set[str]) -> None:
         """Pods whose removal's answer was lost and that are no longer watched: a GET says what became of them.
@@ -298,13 +305,13 @@ class Remediator:
         there (unlisted by a label change, excluded, its namespace opted out): not ours to act on any more; dropped
         without a word (its charge stays). Unreadable: asked again next cycle."""
         for uid in [uid for uid in self._unsettled if uid not in watched_uids]:
-            target, key, evidence, verb = self._unsettled[uid]
-            fate = self._fate(target)
+            stall, verb = self._unsettled[uid]
+            fate = self._fate(stall.target)
             if fate is False:
                 del self._unsettled[uid]
             elif fate is True:
-                self._tell(target, key, self._removed(target, key, evidence, verb, "its answer was lost and the pod "
-                                                      "is gone since"))
+                self._tell(stall.target, stall.key, self._removed(stall, verb, "its answer was lost and the pod is "
+                                                                  "gone since"))
 
     def _fate(self, target: WatchedPod) -> bool | KubeError:
         """A fresh GET after a lost answer: whether the removal took effect (:func:`fate_after_lost_answer`), or
@@ -314,47 +321,49 @@ class Remediator:
         except KubeError as exc:
             return exc
 
-    def _removed(self, target: WatchedPod, key: str, evidence: Say, verb: RemovalAction, note: str) -> Remediation:
+    def _removed(self, stall: _Stall, verb: RemovalAction, note: str) -> Remediation:
+        target, key = stall.target, stall.key
         self._unsettled.pop(target.uid, None)
         self.policy.record(target.uid, key)  # the episode is acted on (a retry's included)
         done = _PAST[verb]
         if self.policy.first_event(target.uid, key, REASON_DELETED):
-            self.events.on_pod_and_owner(target, REASON_DELETED, evidence(done, "", note), action="Delete")
+            self.events.on_pod_and_owner(target, REASON_DELETED, stall.say(done, "", note), action="Delete")
         if self.escalation is not None:
             self.escalation.on_deletion(target.node, target.uid, target.ref, target.tenant)
         return Remediation(done, f"{done} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
-    def _lost_answer(self, target: WatchedPod, key: str, evidence: Say, now: float, verb: RemovalAction,
-                     exc: KubeError, retry: bool) -> Remediation:
+    def _lost_answer(self, stall: _Stall, now: float, verb: RemovalAction, exc: KubeError, retry: bool,
+                     ) -> Remediation:
         """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
         budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see; a retry
         was charged already), then look: gone or terminating means it happened, with its Event; still there or
         unreadable means it is sent again next cycle (``retry``) while the stall lasts."""
+        target, key = stall.target, stall.key
         if not retry:
             self._charge(target, key, now, verb)
         fate = self._fate(target)
         if fate is True:
-            return self._removed(target, key, evidence, verb, f"the {verb} answer was lost ({exc.reason}) and the "
-                                 "pod is gone or terminating")
+            return self._removed(stall, verb, f"the {verb} answer was lost ({exc.reason}) and the pod is gone or "
+                                 "terminating")
         self.policy.retry_later(target.uid, key)
-        self._unsettled[target.uid] = (target, key, evidence, verb)
+        self._unsettled[target.uid] = (stall, verb)
         if fate is False:
             return Remediation("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: charged "
                                "to the budgets (fail closed), sent again next cycle with the same UID precondition")
         return Remediation("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read ({fate}): "
                            "charged to the budgets (fail closed), sent again next cycle")
 
-    def _defer(self, target: WatchedPod, key: str, decision: Decision, evidence: Say, now: float) -> Remediation:
+    def _defer(self, stall: _Stall, decision: Decision, now: float) -> Remediation:
         """A deferral: its Event, log line and /status (the policy's :meth:`~DeletionPolicy.held`) say why and when
         it may proceed, from the one ``decision``. Counted once per stall episode (remediations_total{result=
         "deferred"}: a stall held for 24 cycles is one) and once per episode and rule (deferrals_total, the
         Event); a standby replica writes nothing to the cluster: the leader speaks for the stall."""
-        rule, why = decision.rule, decision.why
+        target, key, rule, why = stall.target, stall.key, decision.rule, decision.why
         first_episode, first = self.policy.held(target.uid, key, decision, now)
         frees = frees_phrase(decision.frees_in_s, decision.frees_when, self.wall_clock())
         if first:
             self.metrics.deferrals.labels(rule, target.namespace, target.target_name).inc()
         if first and rule != "not_leader" and self.policy.first_event(target.uid, key, f"{REASON_DEFERRED}:{rule}"):
-            self.events.on_pod_and_owner(target, REASON_DEFERRED, evidence("deferred", rule, why, frees))
+            self.events.on_pod_and_owner(target, REASON_DEFERRED, stall.say("deferred", rule, why, frees))
         detail = f"{target.ref}: {why}" + (f"; {frees}" if frees else "")
         return Remediation("deferred", detail, rule, counted=first_episode)
