@@ -239,7 +239,7 @@ class Remediator:
         why = no_evidence(fresh, signals, completion_only)
         if why is not None:
             return Remediation("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
-        why = not_confirmed(series, fresh, self.count_waiting, signals, completion_only)
+        why = not_confirmed(series, fresh, self.count_waiting, signals)
         if why is not None:
             return Remediation("aborted", f"engine recovered before deletion: {why}")
         return fresh

@@ -104,12 +104,10 @@ def no_evidence(now: Signals, selectors: Sequence[Selector] = (), completion_onl
 
 
 def not_confirmed(before: Signals, now: Signals, count_waiting: bool, selectors: Sequence[Selector] = (),
-                  completion_only_allowed: bool = False) -> str | None:
-    """Why the confirmation reading ``now`` does NOT confirm the stall seen on ``before``, or None when it does:
-    no evidence now (:func:`no_evidence`), the engine went idle or paused, or a progress signal moved."""
-    unknown = no_evidence(now, selectors, completion_only_allowed)
-    if unknown is not None:
-        return unknown
+                  ) -> str | None:
+    """Why the confirmation reading ``now``, evidence by :func:`no_evidence` (asked first, once), does NOT confirm
+    the stall seen on ``before``, or None when it does: the engine went idle or paused, or a progress signal
+    moved."""
     if is_paused(now):
         return "engine paused or sleeping"
     busy = load(now, count_waiting)
