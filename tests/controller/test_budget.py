@@ -51,7 +51,7 @@ def test_a_restore_merges_with_what_the_process_knows() -> None:
     """Issue 27 item 13: a leadership blip right after a removal whose ledger write never landed must not replace
     the in-memory charge with the (empty) ledger."""
     policy = DeletionPolicy(rails(max_deletions=5, max_deletions_per_namespace=1), started=-1e9)
-    policy.record_deletion(NOW - 10, uid="u1", series="s", namespace="a", owner=None)
+    policy.record_deletion(NOW - 10, uid="u1", namespace="a", owner=None)
     policy.forget_budget()  # stepped down and re-acquired the Lease
     assert decide(policy, "a") == "budget_unknown"
     policy.restore([])  # the ledger read back empty

@@ -33,7 +33,7 @@ def test_a_budget_deferral_says_when_the_budget_frees(api: EmulatorServer, kube_
     and the log line give the wall time (the remediator's wall clock, 05:14:20Z, plus 450 s)."""
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     policy = open_policy(max_deletions_per_namespace=1, deletion_window_seconds=600.0)
-    policy.record_deletion(100.0, uid="earlier", series=SNAP.key, namespace=NS, owner=None)
+    policy.record_deletion(100.0, uid="earlier", namespace=NS, owner=None)
     rem = builders.remediator(kube_client, policy, Rescrape(), new_metrics(), clock=lambda: 250.0,
                               wall_clock=lambda: WALL)
     target = target_of(api, seeded["pod"])
@@ -59,7 +59,7 @@ def test_a_stall_held_for_24_cycles_is_counted_once(api: EmulatorServer, kube_cl
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     clock = FakeClock(1000.0)
     policy = open_policy(max_deletions_per_namespace=1, deletion_window_seconds=600.0)
-    policy.record_deletion(clock.now, uid="earlier", series=SNAP.key, namespace=NS, owner=None)
+    policy.record_deletion(clock.now, uid="earlier", namespace=NS, owner=None)
     metrics = new_metrics()
     rem = builders.remediator(kube_client, policy, Rescrape(), metrics, clock=clock, wall_clock=lambda: WALL)
     target = target_of(api, seeded["pod"])

@@ -34,7 +34,7 @@ def decide(p: DeletionPolicy, uid: str = "u1", *, ns: str = "llm", mode: str = "
 
 def delete(p: DeletionPolicy, uid: str, now: float, ns: str = "llm", owner: str | None = None) -> None:
     assert decide(p, uid, ns=ns, owner=owner, now=now).action == "delete"
-    p.record_deletion(now, uid=uid, series=SERIES, namespace=ns, owner=owner)
+    p.record_deletion(now, uid=uid, namespace=ns, owner=owner)
 
 
 def test_enforced_namespace_deletes_and_reasons() -> None:
@@ -259,7 +259,8 @@ def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> Non
     p = DeletionPolicy(rails(window_seconds=120, max_deletions=3, max_deletions_per_namespace=1), started=T0)
     assert p.view(T0)["warm_up"] == {"done": False, "left_s": 120.0}  # never listed pods yet
     p.begin_cycle(T0 + 10, watched=10, bad=0)
-    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="team-a", owner="team-a/ReplicaSet/x")
+    p.record_deletion(T0 + 200, uid="u1", namespace="team-a", owner="team-a/ReplicaSet/x")
+    p.record("u1", SERIES)  # the episode acted on (the remediator marks it)
     p.begin_cycle(T0 + 210, watched=10, bad=4, namespaces={"team-b": (3, 3), "team-c": (3, 0)})
     assert p.first_deferral("u2", SERIES, "breaker") and p.first_deferral("u3", SERIES, "breaker")
     assert p.first_deferral("u2", SERIES, "budget")

@@ -41,15 +41,15 @@ def assert_frees_exactly(p: DeletionPolicy, now: float, rule: str, frees_in_s: f
 def test_the_budget_frees_when_its_oldest_counted_deletion_leaves_the_window() -> None:
     """A budget of 1 per 600 s, a deletion at t=100: a deferral at t=250 frees in 450 s, at t=700."""
     p = policy(max_deletions=1, max_deletions_per_namespace=1, deletion_window_seconds=600.0)
-    p.record_deletion(100.0, uid="a", series=SERIES, namespace="other", owner=None)
+    p.record_deletion(100.0, uid="a", namespace="other", owner=None)
     assert answer(p, 250.0) == ("budget", 450.0, "when the oldest counted deletion leaves the rolling 600 s window")
     assert_frees_exactly(p, 250.0, "budget", 450.0)
 
 
 def test_the_namespace_budget_frees_when_its_oldest_deletion_in_the_namespace_leaves() -> None:
     p = policy(max_deletions=5, max_deletions_per_namespace=1, deletion_window_seconds=600.0)
-    p.record_deletion(50.0, uid="x", series=SERIES, namespace="other", owner=None)  # not this namespace's
-    p.record_deletion(100.0, uid="a", series=SERIES, namespace="llm", owner=None)
+    p.record_deletion(50.0, uid="x", namespace="other", owner=None)  # not this namespace's
+    p.record_deletion(100.0, uid="a", namespace="llm", owner=None)
     assert answer(p, 250.0) == (
         "namespace_budget", 450.0, "when the oldest counted deletion in llm leaves the rolling 600 s window")
     assert_frees_exactly(p, 250.0, "namespace_budget", 450.0)
@@ -118,7 +118,7 @@ def test_an_unknown_budget_frees_once_read_back_or_when_the_blind_period_ends() 
 
 def test_the_rules_that_time_does_not_free_say_what_does() -> None:
     owner = policy(max_deletions=5)
-    owner.record_deletion(100.0, uid="a", series=SERIES, namespace="other", owner="llm/ReplicaSet/r")
+    owner.record_deletion(100.0, uid="a", namespace="other", owner="llm/ReplicaSet/r")
     assert answer(owner, 250.0, owner="llm/ReplicaSet/r") == ("owner", None, "when the replacement pod is Ready")
     braked = policy()
     braked.set_brake("annotation vllm-watchdog.io/paused=true on configmap wd/wd")
@@ -135,7 +135,7 @@ def test_what_holds_a_stall_is_kept_for_status_until_its_next_decision() -> None
     """held(): what holds an episode as of its last decision, its frees_in_s counted from the view's now; and
     whether this is the episode's first deferral (by any rule) and the rule's first (the metrics count once)."""
     p = policy(max_deletions=1, max_deletions_per_namespace=1, deletion_window_seconds=600.0)
-    p.record_deletion(100.0, uid="a", series=SERIES, namespace="other", owner=None)
+    p.record_deletion(100.0, uid="a", namespace="other", owner=None)
     budget = decide(p, 250.0)
     assert p.held("u1", SERIES, budget, 250.0) == (True, True)
     assert p.episodes(260.0)("u1", SERIES) == (None, ["budget"], {

@@ -34,7 +34,7 @@ def test_a_lost_answer_is_retried_only_while_every_rail_but_the_budgets_allows_i
     """Fresh-eyes finding: the retry skipped the breakers and the unknown budget (a webhook failing for an hour,
     then fixed, removed every wedged pod at once)."""
     p = policy(max_deletions=1, max_deletions_per_namespace=1)
-    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None)
+    p.record_deletion(T0 + 200, uid="u1", namespace="llm", owner=None)
     p.retry_later("u1", SERIES)
     assert decide(p, now=T0 + 201) == RETRY  # the budgets (used by this very removal) do not hold it
     assert decide(p, now=T0 + 201, mode="dry-run").action == "dry_run"  # flipped to dry-run: not sent again
@@ -44,7 +44,7 @@ def test_a_lost_answer_is_retried_only_while_every_rail_but_the_budgets_allows_i
     p.begin_cycle(T0 + 202, watched=10, bad=5)
     assert decide(p, now=T0 + 203).rule == "breaker"
     p = policy(max_deletions=1, max_deletions_per_namespace=1)
-    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None)
+    p.record_deletion(T0 + 200, uid="u1", namespace="llm", owner=None)
     p.retry_later("u1", SERIES)
     p.forget_budget()
     assert decide(p, now=T0 + 201).rule == "budget_unknown"
@@ -62,7 +62,7 @@ def test_a_retry_is_charged_from_its_own_send() -> None:
     """Fresh-eyes finding: a retry's charge ran out one window after the FIRST send, so a removal sent again an
     hour later counted nowhere and other pods were removed past the budget."""
     p = policy(max_deletions=1, max_deletions_per_namespace=1, deletion_window_seconds=600.0)
-    p.record_deletion(T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None)
+    p.record_deletion(T0 + 200, uid="u1", namespace="llm", owner=None)
     p.recharge(T0 + 3600, uid="u1", namespace="llm")  # sent again an hour later
     assert decide(p, "u2", ns="other", now=T0 + 3700).rule == "budget"
     assert p.view(T0 + 3700)["budget"]["cluster"]["used"] == 1  # one entry per pod, never two
@@ -100,18 +100,18 @@ def _ns_breaker(p: DeletionPolicy) -> DeletionPolicy:
 
 
 def _spent(p: DeletionPolicy) -> DeletionPolicy:
-    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="x", owner=None)
-    p.record_deletion(T0 + 101, uid="b", series=SERIES, namespace="y", owner=None)
+    p.record_deletion(T0 + 100, uid="a", namespace="x", owner=None)
+    p.record_deletion(T0 + 101, uid="b", namespace="y", owner=None)
     return p
 
 
 def _ns_spent(p: DeletionPolicy) -> DeletionPolicy:
-    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="llm", owner=None)
+    p.record_deletion(T0 + 100, uid="a", namespace="llm", owner=None)
     return p
 
 
 def _owner_lost(p: DeletionPolicy) -> DeletionPolicy:
-    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="other", owner="llm/ReplicaSet/r")
+    p.record_deletion(T0 + 100, uid="a", namespace="other", owner="llm/ReplicaSet/r")
     return p
 
 
@@ -173,8 +173,8 @@ def test_the_first_rule_that_applies_decides() -> None:
     """Everything holds at once, then one rule after another is lifted: the rules are checked in the docstring's
     order and the first that applies decides."""
     p = policy(max_deletions=2)
-    p.record_deletion(T0 + 100, uid="a", series=SERIES, namespace="y", owner=None)
-    p.record_deletion(T0 + 101, uid="b", series=SERIES, namespace="llm", owner="llm/ReplicaSet/r")
+    p.record_deletion(T0 + 100, uid="a", namespace="y", owner=None)
+    p.record_deletion(T0 + 101, uid="b", namespace="llm", owner="llm/ReplicaSet/r")
     p.begin_cycle(T0 + 200, watched=10, bad=5)  # the fleet breaker, open until T0 + 500
     p.begin_cycle(T0 + 300, watched=10, bad=0, namespaces={"llm": (5, 5)})  # llm's, open until T0 + 600
     p.forget_budget()

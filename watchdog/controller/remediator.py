@@ -274,7 +274,7 @@ class Remediator:
             return Remediation("not_found" if result == "not_found" else "conflict",
                               f"nothing {_PAST[verb]} for {target.ref}: {why}")
         if not retry:
-            self._charge(target, key, now, verb)
+            self._charge(target, now, verb)
         return self._removed(stall, verb, "sent again after a lost answer" if retry else "")
 
     def _withdraw(self, target: WatchedPod, retry: bool) -> None:
@@ -283,12 +283,11 @@ class Remediator:
         if not retry and self.ledger is not None:
             self.ledger.withdraw(target.uid)
 
-    def _charge(self, target: WatchedPod, key: str, now: float, verb: RemovalAction) -> None:
+    def _charge(self, target: WatchedPod, now: float, verb: RemovalAction) -> None:
         """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
         removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
         self.metrics.deletions.labels(verb, target.namespace, target.target_name).inc()
-        self.policy.record_deletion(now, uid=target.uid, series=key, namespace=target.namespace,
-                                    owner=target.owner_key)
+        self.policy.record_deletion(now, uid=target.uid, namespace=target.namespace, owner=target.owner_key)
 
     def _settled(self, target: WatchedPod) -> Remediation | None:
         """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
@@ -340,7 +339,7 @@ class Remediator:
         unreadable means it is sent again next cycle (``retry``) while the stall lasts."""
         target, key = stall.target, stall.key
         if not retry:
-            self._charge(target, key, now, verb)
+            self._charge(target, now, verb)
         fate = self._fate(target)
         if fate is True:
             return self._removed(stall, verb, f"the {verb} answer was lost ({exc.reason}) and the pod is gone or "

@@ -463,9 +463,9 @@ class DeletionPolicy:
         """Remember that this stall episode was acted on: ``action`` "dry_run" (announced) or "delete"."""
         self._acted[(uid, series)] = "dry_run" if action == "dry_run" else "delete"
 
-    def record_deletion(self, now: float, *, uid: str, series: str, namespace: str, owner: str | None) -> None:
-        """A pod was deleted (or evicted): charge the budgets and block its owner until a replacement is Ready."""
-        self.record(uid, series)
+    def record_deletion(self, now: float, *, uid: str, namespace: str, owner: str | None) -> None:
+        """A pod was deleted (or evicted): charge the budgets and block its owner until a replacement is Ready. The
+        episode is marked acted on (:meth:`record`) or to be sent again (:meth:`retry_later`) by the caller."""
         self.recharge(now, uid=uid, namespace=namespace)
         if owner is not None:
             self._blocked_owners[owner] = now
