@@ -67,7 +67,7 @@ from watchdog.core.policy import (
     not_leader,
 )
 from watchdog.core.profiles import Selector
-from watchdog.core.vocab import RemediationResult, RemovalAction, WindowSource
+from watchdog.core.vocab import DecisionRule, RemediationResult, RemovalAction, WindowSource
 
 log = logging.getLogger("watchdog.controller.remediator")
 #: What a removal did, per action: its result and the Event's and the log's wording.
@@ -106,7 +106,7 @@ class Remediation:
 
     result: RemediationResult
     detail: str
-    rule: str = ""
+    rule: DecisionRule | Literal[""] = ""
     counted: bool = field(default=True, compare=False)
 
 

@@ -69,7 +69,7 @@ from typing import Any, ClassVar
 
 from watchdog.core.detector import window_reached, window_slack
 from watchdog.core.model import WatchedPod
-from watchdog.core.vocab import DecisionAction
+from watchdog.core.vocab import DecisionAction, DecisionRule, DeferralRule
 
 #: A refused eviction (a PodDisruptionBudget) is tried again after one cycle interval, doubled after each refusal, at
 #: most this many intervals.
@@ -92,13 +92,13 @@ class Decision:
     still hold the stall then: the stall is decided afresh every cycle."""
 
     action: DecisionAction
-    rule: str
+    rule: DecisionRule
     why: str
     frees_in_s: float | None = None
     frees_when: str = ""
 
 
-def _defer(rule: str, why: str, when: str, in_s: float | None = None) -> Decision:
+def _defer(rule: DeferralRule, why: str, when: str, in_s: float | None = None) -> Decision:
     """A deferral by ``rule``: why, and when it frees (in ``in_s`` seconds, None: not knowable from time)."""
     return Decision("defer", rule, why, None if in_s is None else max(0.0, in_s), when)
 
@@ -427,7 +427,7 @@ class DeletionPolicy:
         oldest, while exactly ``limit`` are counted)."""
         return times[len(times) - limit] + self.rails.deletion_window_seconds
 
-    def _used_up(self, rule: str, times: list[float], limit: int, setting: str, where: str, now: float,
+    def _used_up(self, rule: DeferralRule, times: list[float], limit: int, setting: str, where: str, now: float,
                  why: Callable[[], str]) -> Decision | None:
         """The deferral by a budget ``rule`` of ``limit`` (the ``setting``) with these counted deletion ``times``
         (oldest first, ``where``: in which namespace) while it is used up (``why`` is made only then): it frees
@@ -529,7 +529,7 @@ class DeletionPolicy:
         keys[key] = series
         return True
 
-    def first_deferral(self, uid: str, series: str, rule: str) -> bool:
+    def first_deferral(self, uid: str, series: str, rule: DecisionRule) -> bool:
         """True the first time ``rule`` defers this stall episode (one Event per episode and rule, no spam)."""
         rules = self._deferred.setdefault((uid, series), set())
         if rule in rules:

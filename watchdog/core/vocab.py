@@ -22,6 +22,8 @@ RemediationResult = Literal["deleted", "evicted", "dry_run", "deferred", "not_fo
 #: The rule that deferred a deletion (watchdog.core.policy and the remediator).
 DeferralRule = Literal["paused", "not_leader", "warm_up", "min_age", "breaker", "namespace_breaker", "budget",
                        "namespace_budget", "owner", "budget_unknown", "pdb", "ledger"]
+#: The rule a decision names: a deferral's, or episode (acted on already), retry, dry_run, enforce (every rail allows).
+DecisionRule = Literal[DeferralRule, "episode", "retry", "dry_run", "enforce"]
 #: What the deletion policy decides for one stall.
 DecisionAction = Literal["delete", "retry", "dry_run", "defer", "skip"]
 #: A watched namespace's mode, from its opt-in label.
