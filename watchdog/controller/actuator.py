@@ -1,7 +1,9 @@
 """The one door to the cluster for every side effect (I/O): the only module that calls the Kubernetes API's
 write methods — pod DELETE and eviction, the readiness gate's ``pods/status`` patch, the node taint, the deletion
 ledger's ConfigMap, Events — and the one read that sits between a decision and its write (``pods/log``, the
-evidence's log tail). ``tests/test_architecture.py`` fails when any other module calls one of them.
+evidence's log tail). ``tests/test_architecture.py`` fails when any other module calls one of them. The one write
+outside this door is the leader election's own Lease (:mod:`watchdog.adapters.leader`): the campaign that
+defines the fence cannot sit behind it.
 
 The leadership fence: a write is sent only while this replica's Lease stays valid for longer than the write's
 own timeout plus :data:`~watchdog.core.model.FENCE_MARGIN_S`
