@@ -41,8 +41,8 @@ from watchdog.controller.ports import AsyncFetcher
 from watchdog.controller.state import PodRecord
 from watchdog.core.model import WatchedPod
 
-AUTO_BASE = 16  # workers for the prompt pods: keeps the one core busy while each waits ~5-15 ms for its answer
-AUTO_MAX = 256  # past this, threads cost more than they wait (docs/scaling.md)
+AUTO_BASE = 16  # scrapes at once for the prompt pods: keeps the one core busy while each waits ~5-15 ms
+AUTO_MAX = 256  # past this, more scrapes at once cost the loop more than they wait (docs/scaling.md)
 NEW_PER_WORKER = 16  # pods never scraped: assume 1 in 16 may be slow (the first cycle, a new rollout)
 
 R = TypeVar("R")
@@ -105,9 +105,9 @@ class Fanout:
                scrape: Callable[[WatchedPod, PodRecord, float | None], Awaitable[R]], loop: AsyncFetcher
                ) -> Future[dict[str, R]]:
         """Run the coroutine ``scrape(target, record, deadline_s)`` of every job on ``loop``, slowest first, as many
-        at once as the pool would have workers; ONE future, of every result by pod UID (the caller wakes once, not
-        once per pod: each wake-up of a waiting thread took the GIL from the loop). ``deadline_s``: this cycle's
-        :func:`scrape_deadline` of the job's pod."""
+        at once as the fan-out's size (the ``workers`` setting, or :func:`auto_workers`); ONE future, of every result
+        by pod UID (the caller wakes once, not once per pod: each wake-up of a waiting thread took the GIL from the
+        loop). ``deadline_s``: this cycle's :func:`scrape_deadline` of the job's pod."""
         self.cycles += 1
         last = [record.scrape_seconds for _, record in jobs]
         self.size = self.fixed or auto_workers(last, self.deadline_s)

@@ -168,7 +168,7 @@ def _serve(address: str, interval_s: float, jitter_s: float, watchdog: Watchdog,
         watchdog.close()
         server.server_close()
     if not idle:
-        # Its thread is joined at interpreter exit (the scheduler's and the scrape pools are not daemons): leave
+        # Its thread is joined at interpreter exit (the scheduler's and the scrape loop's are not daemons): leave
         # without it. Everything that needs closing is closed; logs are flushed first.
         log.info("a cycle was still running %.0f s after the stop: exiting without waiting for it", STOP_WAIT_S)
         logging.shutdown()

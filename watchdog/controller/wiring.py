@@ -2,7 +2,7 @@
 actuator, the sources and their clients (the bounded scraper, Prometheus), the policy, the remediator, the Event
 recorder, the evidence keeper, the deletion ledger, the readiness gate, the Lease campaign (leader election), node
 escalation, the run-time brake — each built only when its setting is on. No other module constructs an adapter
-(tests/test_architecture.py checks it).
+(tests/controller/test_composition.py checks it).
 The service loop (:mod:`watchdog.controller.service`) runs what :func:`wire` returns; tests call :func:`build`
 with their fakes (a scraper, a Prometheus client, clocks, a leader) in place of the real ones."""
 
