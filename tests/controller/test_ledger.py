@@ -133,7 +133,7 @@ def test_every_write_ahead_entry_inside_the_window_survives_a_restart(api: Emula
         assert ledger(kube_client, 9_000.0 + i).intend("ml", f"llama-{i}", f"u{i}")
     policy = DeletionPolicy(rails(deletion_window_seconds=600.0, max_deletions=300, max_deletions_per_namespace=300),
                             started=-1e6, budget_known=False)
-    assert restore_budget(policy, 100.0, 9_400.0, ledger(kube_client, 9_400.0))
+    assert restore_budget(policy, 100.0, ledger(kube_client, 9_400.0))
     policy.begin_cycle(-1e6, watched=1, bad=0)  # past warm-up
     decision = policy.decide(uid="x", series="s", namespace="other", namespace_mode="enforce", owner=None,
                              pod_age_s=1e6, now=100.0)

@@ -437,12 +437,12 @@ class Watchdog:
         t = self.clock() if reading.t is None else reading.t
         profile = self._profiles[target.target_name]
         policy = pod.policy or self._policy(target)  # the pod's effective window, busy samples, completion window
-        pod.paused_by = self._pause(target)
+        paused_by = self._pause(target)
         vanished, observations = pod.observe(t, reading.parsed, policy.window_s, lambda: DetectorState(
             policy.window_s, min_samples=policy.min_samples,
             count_waiting=self.config.count_waiting, signals=profile.progress,
             completion_window_s=policy.completion_only_window_s or None), reading.stamps,
-            self.config.prometheus_staleness_seconds, pod.paused_by)
+            self.config.prometheus_staleness_seconds, paused_by)
         for key in vanished:
             log.info("pod %s series {%s} not exported for a window: forgotten", target.ref, key,
                      extra=facts(target, engine=key, reason="vanished"))

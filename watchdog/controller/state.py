@@ -139,6 +139,7 @@ class PodRecord:
         sample read is paused (detector rule 7: never stalled, and its stall clock starts afresh after the pause),
         its verdict saying why.
         """
+        self.paused_by = paused_by
         seen = {s.key: s for s in parsed.series} if parsed is not None else {}
         vanished = self.drop_vanished(t, window_s, seen) if parsed is not None else []
         out: list[Observation] = []
