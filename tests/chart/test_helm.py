@@ -710,7 +710,8 @@ def test_the_schema_is_generated_from_the_settings_and_profile_tables(schema: di
         "`.venv/bin/python tests/chart/values_schema.py`")
     props = schema["properties"]["config"]["properties"]
     assert props["breakerFraction"]["maximum"] == 1  # a fraction of the watched pods
-    assert props["targets"]["items"]["properties"]["profile"]["enum"] == ["vllm", "sglang", "llamacpp", "trtllm", "lmdeploy"]
+    assert props["targets"]["items"]["properties"]["profile"]["enum"] == [
+        "vllm", "sglang", "llamacpp", "trtllm", "lmdeploy"]
 
 
 def test_values_yaml_config_defaults_are_the_settings_table() -> None:
