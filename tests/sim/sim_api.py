@@ -1,0 +1,355 @@
+"""The simulation's in-memory Kubernetes API: one :class:`Store` (what the API server holds) and one
+:class:`SimKube` per watchdog replica (the ``Cluster`` port the composition root hands out, plus the Lease calls
+leader election makes), answering as ``watchdog.adapters.kube.KubeClient`` does: the same result values (404 ->
+None / "not_found", 409 -> "conflict", 429 on an eviction -> "blocked", the several-PDBs 500 -> "several_pdbs")
+and :class:`KubeError` with the status otherwise.
+
+Every call asks the seed's :class:`Faults` first: a fault may lose the answer of a write it applied, fail it with
+a 5xx or a timeout without applying it, throttle it (429), serve a stale LIST, or kill the process between two
+writes (:class:`Crash`, before or after the write was applied). Everything the API server really applied is kept
+in :attr:`Store.history` (with the truth time and the replica that sent it): what the oracles judge.
+
+No threads, no sleeps, no I/O: time is :attr:`Store.t`, moved by the world."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchdog.adapters.kube import DeleteResult, EvictResult, KubeError, PatchResult
+from watchdog.core.owners import owner_path
+from watchdog.demo.emulator.selectors import parse_selector, selector_matches
+
+WRITES = ("delete_pod", "evict_pod", "patch_pod_condition", "patch_node_taints", "create_config_map",
+          "replace_config_map", "create_event", "create_lease", "replace_lease")
+LEASE_CALLS = ("get_lease", "create_lease", "replace_lease")
+#: What a fault may do to a write (the answer lost after it was applied, or a failure that applied nothing), to a
+#: read, and to a LIST.
+WRITE_FAULTS = ("lost", "5xx", "timeout", "429", "crash_before", "crash_after", "pause")
+READ_FAULTS = ("5xx", "timeout", "429", "crash_before", "pause")
+LIST_FAULTS = (*READ_FAULTS, "stale")
+
+
+class Crash(BaseException):  # noqa: N818 -- not an error the watchdog may catch: the process is gone
+    """The watchdog process was killed at this API call (a BaseException: no ``except Exception`` catches it)."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write the API server applied: ``t`` (truth seconds), ``replica`` (who sent it), ``verb``, ``key``
+    (what it hit), ``detail`` (the facts the oracles need)."""
+
+    t: float
+    replica: str
+    verb: str
+    key: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Faults:
+    """The seed's perturbations of API calls: ``schedule`` call index -> fault (a fixed schedule: a replay or a
+    shrink), or drawn by ``draw`` (call index, call name, choices) -> fault or None and recorded in ``schedule``.
+    ``until``: no fault at or after this truth time (the quiet end of a run); ``taken``: the faults applied."""
+
+    draw: Callable[[int, str, tuple[str, ...]], str | None] | None = None
+    schedule: dict[int, str] = field(default_factory=dict)
+    until: float = float("inf")
+    calls: int = 0
+    taken: list[tuple[int, str, str, float]] = field(default_factory=list)  # (index, call, fault, t)
+
+    def next(self, call: str, choices: tuple[str, ...], t: float) -> str | None:
+        index, self.calls = self.calls, self.calls + 1
+        if t >= self.until:
+            return None
+        if self.draw is not None:
+            fault = self.draw(index, call, choices)
+            if fault is not None:
+                self.schedule[index] = fault
+        else:
+            fault = self.schedule.get(index)
+            if fault is not None and fault not in choices:
+                fault = None  # a shrunk schedule may move a fault onto a call it cannot apply to
+        if fault is not None:
+            self.taken.append((index, call, fault, t))
+        return fault
+
+
+def _copy(obj: Any) -> Any:
+    return copy.deepcopy(obj)
+
+
+class Store:
+    """What the API server holds, and what it applied (:attr:`history`). ``t``: truth time (seconds)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.rv = 1
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.owners: dict[tuple[str, str, str], dict[str, Any]] = {}  # (kind, namespace, name)
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pdbs: dict[str, list[dict[str, str]]] = {}  # namespace -> selectors (labels) of PDBs allowing none
+        self.events: list[tuple[float, str, str, dict[str, Any]]] = []  # (t, replica, namespace, body)
+        self.history: list[Write] = []
+        self.forbidden: set[str] = set()  # namespaces where the watchdog's RBAC was removed (403)
+        self.stale: list[tuple[dict[str, Any], dict[str, Any]]] = []  # earlier (namespaces, pods) views
+        self.lease_renewed: dict[str, float] = {}  # holder identity -> truth time of its last Lease write
+        self.failed_events: set[str] = set()  # pod UIDs an Event about which was lost or refused
+        self.hook: Callable[[str, str], None] | None = None  # the world's "pause" at a call (replica, call)
+
+    def next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def remember_view(self, keep: int = 3) -> None:
+        """Keep the current namespaces and pods as a possible stale LIST answer later."""
+        self.stale.append((_copy(self.namespaces), _copy(self.pods)))
+        del self.stale[:-keep]
+
+    def record(self, replica: str, verb: str, key: str, **detail: Any) -> None:
+        """One applied write, with the Lease as it stood (its holder and when that holder last wrote it)."""
+        lease = next(iter(self.leases.values()), None)
+        holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
+        detail.update(holder=holder, renewed=self.lease_renewed.get(str(holder)))
+        self.history.append(Write(self.t, replica, verb, key, detail))
+
+
+def _error(call: str, status: int, reason: str, message: str = "") -> KubeError:
+    return KubeError(call, status, reason, message)
+
+
+class SimKube:
+    """The API as replica ``replica`` reaches it (the ``Cluster`` port, plus the Lease calls)."""
+
+    def __init__(self, store: Store, replica: str, faults: Faults) -> None:
+        self.store, self.replica, self.faults = store, replica, faults
+        self._count = 0
+
+    @property
+    def api_requests(self) -> int:
+        return self._count
+
+    # -- the fault gate ---------------------------------------------------------------------------------------
+    def _gate(self, call: str, choices: tuple[str, ...], namespace: str | None = None) -> str | None:
+        """Count the call, apply a fault that acts before the server (raise), return one that acts after it."""
+        self._count += 1
+        fault = self.faults.next(call, choices, self.store.t)
+        if fault == "pause" and self.store.hook is not None:
+            self.store.hook(self.replica, call)  # the process froze here: time passes, the others act
+            fault = None
+        if fault == "crash_before":
+            raise Crash(f"{self.replica} killed before {call}")
+        if fault == "5xx":
+            raise _error(call, 503, "Service Unavailable")
+        if fault == "timeout":
+            raise _error(call, 0, "ReadTimeoutError: timed out")
+        if fault == "429":
+            raise _error(call, 429, "Too Many Requests")
+        if namespace is not None and namespace in self.store.forbidden:
+            raise _error(call, 403, "Forbidden", f"cannot {call} in the namespace {namespace}")
+        return fault
+
+    def _after(self, call: str, fault: str | None) -> None:
+        """A write was applied: lose its answer, or kill the process before it returns."""
+        if fault == "lost":
+            raise _error(call, 0, "ReadTimeoutError: timed out")
+        if fault == "crash_after":
+            raise Crash(f"{self.replica} killed after {call} was applied")
+
+    # -- reads ------------------------------------------------------------------------------------------------
+    def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
+        fault = self._gate("list_namespaces", LIST_FAULTS)
+        namespaces = self.store.stale[0][0] if fault == "stale" and self.store.stale else self.store.namespaces
+        wanted = parse_selector(label_selector)
+        return [_copy(ns) for ns in namespaces.values() if selector_matches(wanted, ns["metadata"].get("labels"))]
+
+    def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        fault = self._gate("list_pods", LIST_FAULTS)
+        if namespaces is None and self.store.forbidden:
+            raise _error("list pods", 403, "Forbidden", "cannot list pods at the cluster scope")
+        pods = self.store.stale[0][1] if fault == "stale" and self.store.stale else self.store.pods
+        wanted = parse_selector(label_selector)
+        return [_copy(p) for (ns, _), p in pods.items()
+                if (namespaces is None or ns in namespaces) and selector_matches(wanted, p["metadata"].get("labels"))]
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._gate("get_pod", READ_FAULTS, namespace)
+        return _copy(self.store.pods.get((namespace, name)))
+
+    def get_namespace(self, name: str) -> dict[str, Any] | None:
+        self._gate("get_namespace", READ_FAULTS)
+        return _copy(self.store.namespaces.get(name))
+
+    def get_object(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if owner_path(api_version, kind, namespace, name) is None:  # as KubeClient: nothing is sent
+            raise ValueError(f"not a known owner kind or not a valid name: {api_version!r} {kind!r}")
+        self._gate("get_object", READ_FAULTS, namespace)
+        return _copy(self.store.owners.get((kind, namespace, name)))
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._gate("get_config_map", READ_FAULTS, namespace)
+        return _copy(self.store.config_maps.get((namespace, name)))
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        self._gate("get_node", READ_FAULTS)
+        return _copy(self.store.nodes.get(name))
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._gate("get_lease", READ_FAULTS, namespace)
+        return _copy(self.store.leases.get((namespace, name)))
+
+    def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
+        self._gate("read_pod_log", READ_FAULTS, namespace)
+        if (namespace, name) not in self.store.pods:
+            raise _error("read log", 404, "Not Found")
+        return b"engine log line\n"[:limit_bytes]
+
+    # -- pod writes -------------------------------------------------------------------------------------------
+    def _pod_for_write(self, call: str, namespace: str, name: str, uid: str) -> dict[str, Any] | str:
+        pod = self.store.pods.get((namespace, name))
+        if pod is None:
+            return "not_found"
+        if pod["metadata"]["uid"] != uid:
+            return "conflict"
+        return pod
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult:
+        fault = self._gate("delete_pod", WRITE_FAULTS, namespace)
+        pod = self._pod_for_write("delete pod", namespace, name, uid)
+        if isinstance(pod, str):
+            return "not_found" if pod == "not_found" else "conflict"
+        self._terminate(pod, "delete", grace_period_s)
+        self._after("delete_pod", fault)
+        return "deleted"
+
+    def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult:
+        fault = self._gate("evict_pod", WRITE_FAULTS, namespace)
+        pod = self._pod_for_write("evict pod", namespace, name, uid)
+        if isinstance(pod, str):
+            return "not_found" if pod == "not_found" else "conflict"
+        labels = pod["metadata"].get("labels") or {}
+        covering = [s for s in self.store.pdbs.get(namespace, []) if all(labels.get(k) == v for k, v in s.items())]
+        if len(covering) > 1:
+            return "several_pdbs"
+        if covering and not pod["metadata"].get("deletionTimestamp"):
+            return "blocked"
+        self._terminate(pod, "evict", grace_period_s)
+        self._after("evict_pod", fault)
+        return "evicted"
+
+    def _terminate(self, pod: dict[str, Any], verb: str, grace_period_s: int | None) -> None:
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            return  # already terminating: the API answers 200 and changes nothing
+        grace = grace_period_s if grace_period_s is not None else int(pod["spec"].get("terminationGracePeriodSeconds",
+                                                                                       30))
+        meta["deletionTimestamp"] = f"t={self.store.t:.3f}"
+        meta["deletionGracePeriodSeconds"] = grace
+        meta["resourceVersion"] = self.store.next_rv()
+        pod["_gone_at"] = self.store.t + grace
+        ledger = {k: v for k, v in self.store.config_maps.items() if k[1].endswith("-ledger")}
+        self.store.record(self.replica, "remove", meta["uid"], action=verb, namespace=meta["namespace"],
+                          name=meta["name"], owner=_owner_name(pod), node=pod["spec"].get("nodeName"),
+                          ledger=[json.dumps(cm.get("data") or {}, sort_keys=True) for cm in ledger.values()])
+
+    def patch_pod_condition(self, namespace: str, name: str, uid: str, condition: dict[str, Any]) -> PatchResult:
+        fault = self._gate("patch_pod_condition", WRITE_FAULTS, namespace)
+        pod = self._pod_for_write("patch pod status", namespace, name, uid)
+        if isinstance(pod, str):
+            return pod  # type: ignore[return-value]  # "not_found" or "conflict"
+        conditions = [c for c in pod["status"].get("conditions", []) if c.get("type") != condition.get("type")]
+        pod["status"]["conditions"] = [*conditions, _copy(condition)]
+        pod["metadata"]["resourceVersion"] = self.store.next_rv()
+        self.store.record(self.replica, "gate", uid, namespace=namespace, condition=_copy(condition))
+        self._after("patch_pod_condition", fault)
+        return "patched"
+
+    def patch_node_taints(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
+        fault = self._gate("patch_node_taints", WRITE_FAULTS)
+        node = self.store.nodes.get(name)
+        if node is None:
+            raise _error("patch node", 404, "Not Found")
+        if node["metadata"]["resourceVersion"] != resource_version:
+            raise _error("patch node", 409, "Conflict")
+        node["spec"]["taints"] = _copy(taints)
+        node["metadata"]["resourceVersion"] = self.store.next_rv()
+        self.store.record(self.replica, "taint", name, taints=_copy(taints))
+        self._after("patch_node_taints", fault)
+        return _copy(node)
+
+    # -- ConfigMaps, Leases, Events ---------------------------------------------------------------------------
+    def _create(self, call: str, table: dict[tuple[str, str], dict[str, Any]], namespace: str,
+                body: dict[str, Any]) -> dict[str, Any]:
+        fault = self._gate(call, WRITE_FAULTS, namespace)
+        name = body["metadata"]["name"]
+        if (namespace, name) in table:
+            raise _error(call, 409, "AlreadyExists")
+        return self._store(call, table, namespace, name, body, fault)
+
+    def _replace(self, call: str, table: dict[tuple[str, str], dict[str, Any]], namespace: str, name: str,
+                 body: dict[str, Any]) -> dict[str, Any]:
+        fault = self._gate(call, WRITE_FAULTS, namespace)
+        stored = table.get((namespace, name))
+        if stored is None:
+            raise _error(call, 404, "Not Found")
+        if body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+            raise _error(call, 409, "Conflict", "the object has been modified")
+        return self._store(call, table, namespace, name, body, fault)
+
+    def _store(self, call: str, table: dict[tuple[str, str], dict[str, Any]], namespace: str, name: str,
+               body: dict[str, Any], fault: str | None) -> dict[str, Any]:
+        obj = _copy(body)
+        obj["metadata"].update(namespace=namespace, name=name, resourceVersion=self.store.next_rv())
+        table[(namespace, name)] = obj
+        if call.endswith("lease"):
+            holder = (obj.get("spec") or {}).get("holderIdentity")
+            if holder:
+                self.store.lease_renewed[holder] = self.store.t
+            self.store.record(self.replica, "lease", f"{namespace}/{name}", holder=holder)
+        else:
+            self.store.record(self.replica, "configmap", f"{namespace}/{name}", data=_copy(obj.get("data") or {}))
+        self._after(call, fault)
+        return _copy(obj)
+
+    def create_config_map(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._create("create_config_map", self.store.config_maps, namespace, body)
+
+    def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._replace("replace_config_map", self.store.config_maps, namespace, name, body)
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._create("create_lease", self.store.leases, namespace, body)
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._replace("replace_lease", self.store.leases, namespace, name, body)
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        involved = body.get("involvedObject") or {}
+        try:
+            fault = self._gate("create_event", WRITE_FAULTS, namespace)
+        except KubeError:
+            self.store.failed_events.add(str(involved.get("uid")))
+            raise
+        ns = self.store.namespaces.get(namespace)
+        if ns is None or ns["metadata"].get("deletionTimestamp"):
+            self.store.failed_events.add(str(involved.get("uid")))
+            raise _error("create event", 403 if ns else 404, "Forbidden" if ns else "Not Found")
+        self.store.events.append((self.store.t, self.replica, namespace, _copy(body)))
+        self.store.record(self.replica, "event", str(involved.get("uid")), namespace=namespace,
+                          reason=body.get("reason"), kind=involved.get("kind"), message=str(body.get("message")))
+        if fault == "lost":
+            self.store.failed_events.add(str(involved.get("uid")))
+        self._after("create_event", fault)
+
+
+def _owner_name(pod: dict[str, Any]) -> str | None:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return f"{ref.get('kind')}/{ref.get('name')}"
+    return None

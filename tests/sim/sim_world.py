@@ -1,0 +1,436 @@
+"""One seed = one world and its schedule, run through the production composition root.
+
+:class:`World` builds tenants (several namespaces each), Deployments -> ReplicaSets -> pods on shared nodes, one
+ground-truth :class:`~sim_engines.Engine` per data-parallel rank of each pod, and the watchdog replicas, each made
+by :func:`watchdog.controller.wiring.build` with only the edges swapped: the in-memory API (:mod:`sim_api`), a
+scraper whose bodies are the ground truth's exposition (:class:`SimScraper`: the real fan-out, the real parse; what
+it skips is the HTTP transport: connect/deadline timing, gzip, the body cap's streaming read), and a virtual clock.
+Leader election is the real ``LeaderElector`` stepped by the world (no thread). Each step moves time by
+``interval``: the kubelet ends pods whose grace passed, ReplicaSets replace them, the world's scheduled events
+happen (brake flips, RBAC removed, a namespace deleted, forged Events), the electors step, every live replica runs
+one cycle; then the oracles (:mod:`sim_oracles`) judge what the API server applied.
+
+No sleeps, no threads: the scrape coroutines run to completion on one event loop in this thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sim_api import Crash, Faults, SimKube, Store
+from sim_engines import CAN, Engine, render
+
+from watchdog.adapters.kube import KubeError
+from watchdog.adapters.leader import LeaderElector
+from watchdog.adapters.nodes import NodeEscalator
+from watchdog.adapters.scrape_errors import ScrapeError
+from watchdog.config.settings import defaults
+from watchdog.controller.actuator import Actuator
+from watchdog.controller.brake import Brake
+from watchdog.controller.cycle import Watchdog
+from watchdog.controller.wiring import build
+from watchdog.core.escalation import NodeStallHistory
+from watchdog.core.model import NAMESPACE_LABEL, Target
+from watchdog.core.policy import PAUSE_ANNOTATION
+
+WALL0 = 1_790_000_000.0  # the wall clock at truth time 0
+OWN_NS = "watchdog"
+PROFILES = ("vllm", "sglang", "llamacpp", "trtllm")
+TARGETS = tuple(Target(p, f"app.kubernetes.io/name={p}", profile=p, path="/prometheus/metrics" if p == "trtllm"
+                       else "/metrics", completion_only_window_seconds=600.0 if p == "trtllm" else None)
+                for p in PROFILES)
+#: Hostile tenant behaviours (chosen by the seed).
+HOSTILE = ("frozen", "invented", "huge", "forged_events", "odd_owner", "many_namespaces")
+#: World events (chosen by the seed), at a step.
+WORLD_EVENTS = ("brake_on", "brake_off", "rbac_removed", "namespace_deleted", "skew")
+
+logging.getLogger("watchdog").setLevel(logging.CRITICAL)  # the sim judges what was written, not what was said
+
+
+class SimScraper:
+    """The AsyncFetcher port: bodies rendered from the ground truth (by pod IP) and run on one event loop, to the
+    end, in the caller's thread (the cycle's fan-out and parse are the real ones)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.loop = asyncio.new_event_loop()
+
+    async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
+        return self.fetch(url)
+
+    def fetch(self, url: str) -> bytes:
+        return self.world.exposition(url)
+
+    def run(self, coro: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        done.set_result(self.loop.run_until_complete(coro))
+        return done
+
+    def close(self) -> None:
+        pass  # the world closes the loop once
+
+
+@dataclass
+class PodTruth:
+    uid: str
+    namespace: str
+    name: str
+    tenant: str
+    profile: str
+    owner: str  # ReplicaSet name
+    ip: str
+    engines: list[Engine]
+    created: float
+    ready_at: float
+    hostile: tuple[str, ...] = ()
+    gone_at: float | None = None
+
+
+@dataclass
+class Replica:
+    name: str  # identity (the Lease holder)
+    kube: SimKube
+    watchdog: Watchdog
+    elector: LeaderElector | None
+    started: float
+    skew: float = 0.0
+
+
+@dataclass
+class Plan:
+    """What the seed chose, for the report and the oracles."""
+
+    seed: int
+    steps: int
+    interval: float
+    quiet_from: float  # no fault, no world event from here (liveness is judged after)
+    leader_election: bool
+    action: str
+    brake: bool
+    escalation: bool
+    hostile: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tenant -> behaviours
+    events: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # step -> (event, argument)
+    fault_rate: float = 0.0
+
+
+class World:
+    """One seed's world. ``faults``: a fixed schedule (call index -> fault) to replay or shrink, else drawn."""
+
+    def __init__(self, seed: int, *, faults: dict[int, str] | None = None, steps: int | None = None) -> None:
+        self.seed = seed
+        rng = random.Random(seed)
+        self.rng = rng
+        self.store = Store()
+        interval = 15.0
+        n = steps if steps is not None else rng.choice((36, 44, 52))
+        self.plan = Plan(seed, n, interval, quiet_from=interval * int(n * 0.45),
+                         leader_election=rng.random() < 0.35, action="evict" if rng.random() < 0.2 else "delete",
+                         brake=rng.random() < 0.25, escalation=rng.random() < 0.25,
+                         fault_rate=rng.choice((0.0, 0.01, 0.03, 0.06)))
+        self.config = replace(
+            defaults(), window_seconds=rng.choice((60.0, 120.0)), scrape_interval_seconds=interval,
+            leader_election=self.plan.leader_election, action=self.plan.action,  # type: ignore[arg-type]
+            pause_config_map="watchdog-config" if self.plan.brake else None, node_escalation=self.plan.escalation,
+            max_deletions=rng.choice((1, 2, 3)), max_deletions_per_namespace=rng.choice((1, 2)),
+            deletion_window_seconds=rng.choice((300.0, 600.0)), targets=TARGETS, log_level="critical")
+        fault_rng = random.Random(seed * 7919 + 1)
+        rate = self.plan.fault_rate
+
+        def draw(_index: int, call: str, choices: tuple[str, ...]) -> str | None:
+            if rate and fault_rng.random() < rate:
+                return fault_rng.choice(choices)
+            return None
+
+        self.faults = Faults(draw=None if faults is not None else draw, schedule=dict(faults or {}),
+                             until=self.plan.quiet_from)
+        self.pods: dict[str, PodTruth] = {}
+        self.replica_sets: dict[str, tuple[str, str, str, int]] = {}  # rs key -> (namespace, tenant, profile, dp)
+        self.ready: list[tuple[float, str, str]] = []  # (t, owner key, uid): a pod of that owner became Ready
+        self.replicas: list[Replica] = []
+        self.crashes: list[tuple[float, str, str]] = []  # (t, replica, why)
+        self.unexpected: list[str] = []  # exceptions a cycle should never raise
+        self.tenants: dict[str, list[str]] = {}  # tenant -> its namespaces
+        self.scraper = SimScraper(self)
+        self._uid = 0
+        self._ip = 10
+        self._gen = 0
+        self.store.hook = self._pause
+        self._build_cluster()
+        self._schedule_events()
+        for i in range(2 if self.plan.leader_election else 1):
+            self.replicas.append(self._start_replica(f"r{i}"))
+
+    # -- the cluster -------------------------------------------------------------------------------------------
+    def _next_uid(self) -> str:
+        self._uid += 1
+        return f"{self.seed:x}-{self._uid:04d}"
+
+    def _build_cluster(self) -> None:
+        rng, store = self.rng, self.store
+        store.namespaces[OWN_NS] = {"metadata": {"name": OWN_NS, "uid": "ns-own", "labels": {}}}
+        if self.plan.brake:
+            store.config_maps[(OWN_NS, "watchdog-config")] = {"metadata": {
+                "name": "watchdog-config", "namespace": OWN_NS, "resourceVersion": store.next_rv(),
+                "annotations": {PAUSE_ANNOTATION: "false"}}, "data": {}}
+        for i in range(3):
+            store.nodes[f"node-{i}"] = {"metadata": {"name": f"node-{i}", "resourceVersion": store.next_rv()},
+                                        "spec": {"taints": []}}
+        tenants = rng.randint(2, 4)
+        hostile_tenant = f"t{rng.randrange(tenants)}" if rng.random() < 0.4 else None
+        for ti in range(tenants):
+            tenant = f"t{ti}"
+            hostile: tuple[str, ...] = ()
+            if tenant == hostile_tenant:
+                hostile = tuple(sorted(rng.sample(HOSTILE, rng.randint(1, 3))))
+                self.plan.hostile[tenant] = hostile
+            spaces = rng.randint(1, 2) + (2 if "many_namespaces" in hostile else 0)
+            for si in range(spaces):
+                ns = f"{tenant}-ns{si}"
+                self.tenants.setdefault(tenant, []).append(ns)
+                mode = "dry-run" if rng.random() < 0.12 else "true"
+                store.namespaces[ns] = {"metadata": {"name": ns, "uid": f"ns-{ns}",
+                                                     "labels": {NAMESPACE_LABEL: mode, "tenant": tenant}}}
+                for di in range(rng.randint(1, 2)):
+                    self._deployment(ns, tenant, f"d{di}", rng.choice(PROFILES), hostile)
+
+    def _deployment(self, ns: str, tenant: str, name: str, profile: str, hostile: tuple[str, ...]) -> None:
+        rng, store = self.rng, self.store
+        dep_uid, rs_uid = self._next_uid(), self._next_uid()
+        rs = f"{name}-rs"
+        store.owners[("Deployment", ns, name)] = {"metadata": {"name": name, "namespace": ns, "uid": dep_uid}}
+        store.owners[("ReplicaSet", ns, rs)] = {"metadata": {
+            "name": rs, "namespace": ns, "uid": rs_uid, "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": dep_uid, "controller": True}]}}
+        dp = rng.choice((1, 1, 2)) if profile in ("vllm", "sglang") else 1
+        self.replica_sets[f"{ns}/{rs}"] = (ns, tenant, profile, dp)
+        if self.config.action == "evict" and rng.random() < 0.3:
+            store.pdbs.setdefault(ns, []).append({"app.kubernetes.io/name": profile})
+        for _ in range(rng.randint(1, 3)):
+            self._pod(f"{ns}/{rs}", 0.0, hostile, ready_after=0.0)
+
+    def _pod(self, rs_key: str, now: float, hostile: tuple[str, ...], ready_after: float) -> PodTruth:
+        rng, store = self.rng, self.store
+        ns, tenant, profile, dp = self.replica_sets[rs_key]
+        rs = rs_key.split("/", 1)[1]
+        rs_obj = store.owners[("ReplicaSet", ns, rs)]
+        uid = self._next_uid()
+        name = f"{rs}-{uid[-4:]}"
+        self._ip += 1
+        ip = f"10.{self._ip // 250 % 250}.{self._ip % 250}.{7 + self.seed % 200}"
+        engines = [self._engine(profile, now) for _ in range(dp)]
+        truth = PodTruth(uid, ns, name, tenant, profile, rs_key, ip, engines, now, now + ready_after,
+                         tuple(h for h in hostile if rng.random() < 0.6))
+        if "frozen" in truth.hostile:
+            engines[0].frozen_from = now + rng.uniform(0, 300)
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": rs_obj["metadata"]["uid"],
+                 "controller": True}
+        if "odd_owner" in truth.hostile:
+            owner = rng.choice(({**owner, "name": "../../nodes/node-0"}, {**owner, "kind": "Node", "name": "node-0"},
+                                {**owner, "uid": "someone-else"}))
+        store.pods[(ns, name)] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": uid, "resourceVersion": store.next_rv(),
+                         "labels": {"app.kubernetes.io/name": profile}, "ownerReferences": [owner],
+                         "creationTimestamp": _stamp(WALL0 + now - (3600.0 if now == 0 else 0.0))},
+            "spec": {"nodeName": f"node-{rng.randrange(3)}", "terminationGracePeriodSeconds": rng.choice((0, 30)),
+                     "containers": [{"name": "engine", "ports": [{"name": "http", "containerPort": 8000}]}]},
+            "status": {"phase": "Running", "podIP": ip, "conditions": [
+                {"type": "Ready", "status": "True" if ready_after == 0 else "False"}],
+                "containerStatuses": [{"name": "engine", "restartCount": 0, "ready": ready_after == 0}]}}
+        self.pods[uid] = truth
+        if ready_after == 0:
+            self.ready.append((now, rs_key, uid))
+        return truth
+
+    def _engine(self, profile: str, now: float) -> Engine:
+        """Progressing first; then, maybe, something else (a wedge from t1, recovering at t2 or not)."""
+        rng = self.rng
+        horizon = self.plan.interval * self.plan.steps
+        phases = [(now, "progressing")]
+        t = now
+        while True:
+            t += rng.uniform(60, 500)
+            if t >= horizon:
+                break
+            kind = rng.choice((*CAN[profile], "wedged", "wedged"))
+            phases.append((t, kind))
+            if kind == "wedged" and rng.random() < 0.6:
+                break  # wedged for good
+        return Engine(phases, rate=rng.uniform(5, 80))
+
+    def _schedule_events(self) -> None:
+        rng, plan = self.rng, self.plan
+        last = max(1, int(plan.quiet_from / plan.interval))
+        for _ in range(rng.choice((0, 0, 1, 2, 3))):
+            step = rng.randrange(1, last)
+            kind = rng.choice(WORLD_EVENTS)
+            if kind.startswith("brake") and not plan.brake:
+                continue
+            arg = rng.choice(sorted(ns for spaces in self.tenants.values() for ns in spaces))
+            plan.events.setdefault(step, []).append((kind, arg))
+        for tenant, behaviours in plan.hostile.items():
+            if "forged_events" in behaviours:
+                for step in rng.sample(range(1, plan.steps), 3):
+                    plan.events.setdefault(step, []).append(("forged_event", self.tenants[tenant][0]))
+        if plan.brake:  # a brake set during the faults is lifted before the quiet end (liveness is judged there)
+            plan.events.setdefault(last, []).append(("brake_off", ""))
+
+    # -- the replicas ------------------------------------------------------------------------------------------
+    def _start_replica(self, base: str) -> Replica:
+        self._gen += 1
+        name = f"{base}-g{self._gen}"
+        kube = SimKube(self.store, name, self.faults)
+        skew = 0.0
+        mono = lambda: self.store.t  # noqa: E731 -- the replica's monotonic clock
+        wall = lambda: WALL0 + self.store.t + replica.skew  # noqa: E731
+        elector = None
+        fence: Any = None
+        if self.config.leader_election:
+            elector = LeaderElector(kube, OWN_NS, name=self.config.lease_name, identity=name,  # type: ignore[arg-type]
+                                    clock=mono)
+            fence = elector.holds_for
+        actuator = Actuator(kube, fence=fence or (lambda _s: True), write_timeout_s=self.config.api_timeout_seconds)
+        escalation = None
+        if self.config.node_escalation:
+            escalation = NodeEscalator(kube, actuator, NodeStallHistory(  # type: ignore[arg-type]
+                self.config.node_escalation_threshold, self.config.node_escalation_window_seconds),
+                taint=self.config.node_taint, dry_run=self.config.dry_run)
+        brake = Brake(kube, OWN_NS, self.config.pause_config_map) if self.config.pause_config_map else None  # type: ignore[arg-type]
+        watchdog = build(self.config, kube, scraper=self.scraper, clock=mono, wall_clock=wall,
+                         leader=elector.is_leader if elector else lambda: True, actuator=actuator,
+                         escalation=escalation, own_namespace=OWN_NS, brake=brake)
+        replica = Replica(name, kube, watchdog, elector, self.store.t, skew)
+        return replica
+
+    def _pause(self, replica: str, call: str) -> None:
+        """The process froze at an API call (a long GC, a throttled CPU): time passes and the other replicas act:
+        their electors step (the Lease may change hands mid-cycle)."""
+        self.store.t += self.rng.choice((6.0, 12.0, 20.0))
+        for other in self.replicas:
+            if other.name != replica and other.elector is not None:
+                other.elector.step()
+
+    # -- the scrape edge ---------------------------------------------------------------------------------------
+    def exposition(self, url: str) -> bytes:
+        host = url.split("//", 1)[1].split(":", 1)[0].strip("[]")
+        truth = next((p for p in self.pods.values() if p.ip == host and p.gone_at is None), None)
+        if truth is None:
+            raise ScrapeError("refused", f"{url}: connection refused")
+        t = self.store.t
+        if any(e.behaviour(t) == "unreachable" and e.frozen_from is None for e in truth.engines[:1]):
+            raise ScrapeError("timeout", f"{url}: no answer within the deadline")
+        extra = 40 if "invented" in truth.hostile else 0
+        body = render(truth.profile, truth.engines, t, extra=extra)
+        if "huge" in truth.hostile and t > truth.created + 200:
+            if len(body) * 4096 > self.config.max_body_bytes:  # the scraper's cap, without building the body
+                raise ScrapeError("too_large", f"{url}: body over {self.config.max_body_bytes} bytes")
+        return body
+
+    # -- time --------------------------------------------------------------------------------------------------
+    def run(self, check: Any = None) -> None:
+        """Every step; ``check(world, step)`` after each (the oracles)."""
+        try:
+            for step in range(self.plan.steps):
+                self.step(step)
+                if check is not None:
+                    check(self, step)
+        finally:
+            self.scraper.loop.close()
+
+    def step(self, step: int) -> None:
+        plan, store = self.plan, self.store
+        store.t = max(store.t, step * plan.interval)
+        self._kubelet()
+        for kind, arg in plan.events.get(step, []):
+            self._event(kind, arg)
+        store.remember_view()
+        for sub in (0.0, 5.0, 10.0):  # the electors retry more often than the cycle runs
+            if sub:
+                store.t = max(store.t, step * plan.interval + sub)
+            for replica in list(self.replicas):
+                if replica.elector is not None:
+                    self._guarded(replica, replica.elector.step)
+            if sub == 10.0:
+                for replica in list(self.replicas):
+                    if replica in self.replicas:
+                        self._guarded(replica, replica.watchdog.run_cycle)
+
+    def _guarded(self, replica: Replica, call: Any) -> None:
+        try:
+            call()
+        except Crash as crash:
+            self._restart(replica, str(crash))
+        except KubeError:
+            pass  # a failed discovery fails the cycle; the service logs it and runs the next one
+        except Exception as exc:  # the service would log it; the sim calls it a finding
+            self.unexpected.append(f"t={self.store.t:.0f} {replica.name}: {type(exc).__name__}: {exc}"[:300])
+
+    def _restart(self, replica: Replica, why: str) -> None:
+        """The process is gone; a new one starts from the cluster alone (nothing remembered)."""
+        self.crashes.append((self.store.t, replica.name, why))
+        self.replicas.remove(replica)
+        if replica.elector is not None:
+            replica.elector.stop()
+        self.replicas.append(self._start_replica(replica.name.split("-")[0]))
+
+    def _kubelet(self) -> None:
+        """Terminating pods whose grace passed are gone; their ReplicaSet makes a replacement (Ready later);
+        engines restart (restartCount); new pods turn Ready."""
+        store, now = self.store, self.store.t
+        for key, pod in list(store.pods.items()):
+            truth = self.pods[pod["metadata"]["uid"]]
+            gone_at = pod.get("_gone_at")
+            if gone_at is not None and now >= gone_at:
+                del store.pods[key]
+                truth.gone_at = now
+                if truth.namespace in store.namespaces and not store.namespaces[truth.namespace]["metadata"].get(
+                        "deletionTimestamp"):
+                    hostile = self.plan.hostile.get(truth.tenant, ())
+                    self._pod(truth.owner, now, hostile, ready_after=self.rng.choice((15.0, 45.0)))
+                continue
+            status = pod["status"]
+            if truth.ready_at <= now and status["conditions"][0]["status"] != "True":
+                status["conditions"][0]["status"] = "True"
+                status["containerStatuses"][0]["ready"] = True
+                self.ready.append((now, truth.owner, truth.uid))
+            restarts = truth.engines[0].restarts(now)
+            if status["containerStatuses"][0]["restartCount"] != restarts:
+                status["containerStatuses"][0]["restartCount"] = restarts
+
+    def _event(self, kind: str, arg: str) -> None:
+        store = self.store
+        if kind in ("brake_on", "brake_off") and self.plan.brake:
+            cm = store.config_maps[(OWN_NS, "watchdog-config")]
+            cm["metadata"]["annotations"][PAUSE_ANNOTATION] = "true" if kind == "brake_on" else "false"
+            cm["metadata"]["resourceVersion"] = store.next_rv()
+        elif kind == "rbac_removed":
+            store.forbidden.add(arg)
+        elif kind == "namespace_deleted" and arg in store.namespaces:
+            store.namespaces[arg]["metadata"]["deletionTimestamp"] = _stamp(WALL0 + store.t)
+            store.namespaces[arg]["status"] = {"phase": "Terminating"}
+            for (ns, _), pod in store.pods.items():
+                if ns == arg and not pod["metadata"].get("deletionTimestamp"):
+                    pod["metadata"]["deletionTimestamp"] = _stamp(WALL0 + store.t)
+                    pod["_gone_at"] = store.t + 30
+        elif kind == "skew" and self.replicas:
+            self.replicas[0].skew = self.rng.choice((-30.0, 30.0, 90.0))
+        elif kind == "forged_event":
+            victim = next((p for p in store.pods.values() if p["metadata"]["namespace"] == arg), None)
+            uid = victim["metadata"]["uid"] if victim else "none"
+            store.events.append((store.t, "tenant", arg, {
+                "reason": "StalledPodDeleted", "involvedObject": {"kind": "Pod", "uid": uid},
+                "message": "Deleted stalled pod (forged)", "source": {"component": "vllm-stall-watchdog"}}))
+
+    # -- what the oracles read -------------------------------------------------------------------------------
+    def holder(self) -> str | None:
+        lease = self.store.leases.get((OWN_NS, self.config.lease_name))
+        return (lease or {}).get("spec", {}).get("holderIdentity") if lease else None
+
+
+def _stamp(wall: float) -> str:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
