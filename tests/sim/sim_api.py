@@ -13,8 +13,8 @@ No threads, no sleeps, no I/O: time is :attr:`Store.t`, moved by the world."""
 
 from __future__ import annotations
 
-import copy
 import json
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +79,8 @@ class Faults:
 
 
 def _copy(obj: Any) -> Any:
-    return copy.deepcopy(obj)
+    """What the API server sends is a copy (the watchdog can never change the store by what it holds)."""
+    return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)) if obj is not None else None
 
 
 class Store:
@@ -171,8 +172,9 @@ class SimKube:
 
     def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
         fault = self._gate("list_pods", LIST_FAULTS)
-        if namespaces is None and self.store.forbidden:
-            raise _error("list pods", 403, "Forbidden", "cannot list pods at the cluster scope")
+        for ns in namespaces or ():
+            if ns in self.store.forbidden:  # namespace-only mode: one LIST per namespace, this one refused
+                raise _error("list pods", 403, "Forbidden", f"cannot list pods in the namespace {ns}")
         pods = self.store.stale[0][1] if fault == "stale" and self.store.stale else self.store.pods
         wanted = parse_selector(label_selector)
         return [_copy(p) for (ns, _), p in pods.items()

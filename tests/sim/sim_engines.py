@@ -45,15 +45,16 @@ class Engine:
         return "progressing" if kind == "restart" else kind
 
     def wedged_since(self, t: float) -> float | None:
-        """When the wedge going on at ``t`` began (None: not wedged at ``t``). A frozen exposition counts from the
-        moment it froze (for the safety oracle: the tenant made its own pod look hung)."""
+        """When the wedge going on at ``t`` began (None: not wedged at ``t``), unreachable phases right before it
+        included (no counter moves while unreachable: the same values before and after prove no progress). A frozen
+        exposition counts from the moment it froze (for the safety oracle: the tenant made its own pod look hung)."""
         if self.frozen_from is not None and t >= self.frozen_from:
             return self.frozen_from
         i = bisect.bisect_right(self._starts, t) - 1
         if i < 0 or self.phases[i][1] not in WEDGED:
             return None
-        while i > 0 and self.phases[i - 1][1] in WEDGED:
-            i -= 1
+        while i > 0 and self.phases[i - 1][1] in (*WEDGED, "unreachable"):
+            i -= 1  # nothing moves while /metrics is unreachable either: the counters read after it prove it
         return self.phases[i][0]
 
     def restarts(self, t: float) -> int:

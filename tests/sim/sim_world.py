@@ -124,19 +124,21 @@ class World:
         self.seed = seed
         rng = random.Random(seed)
         self.rng = rng
+        self.profiles = tuple(sorted(rng.sample(PROFILES, 2)))  # the engine kinds of this world (its targets)
         self.store = Store()
         interval = 15.0
-        n = steps if steps is not None else rng.choice((36, 44, 52))
-        self.plan = Plan(seed, n, interval, quiet_from=interval * int(n * 0.45),
+        n = steps if steps is not None else rng.choice((20, 22, 24))
+        self.plan = Plan(seed, n, interval, quiet_from=interval * int(n * 0.4),
                          leader_election=rng.random() < 0.35, action="evict" if rng.random() < 0.2 else "delete",
                          brake=rng.random() < 0.25, escalation=rng.random() < 0.25,
                          fault_rate=rng.choice((0.0, 0.01, 0.03, 0.06)))
         self.config = replace(
-            defaults(), window_seconds=rng.choice((60.0, 120.0)), scrape_interval_seconds=interval,
+            defaults(), window_seconds=rng.choice((45.0, 60.0)), scrape_interval_seconds=interval,
             leader_election=self.plan.leader_election, action=self.plan.action,  # type: ignore[arg-type]
             pause_config_map="watchdog-config" if self.plan.brake else None, node_escalation=self.plan.escalation,
             max_deletions=rng.choice((1, 2, 3)), max_deletions_per_namespace=rng.choice((1, 2)),
-            deletion_window_seconds=rng.choice((300.0, 600.0)), targets=TARGETS, log_level="critical")
+            deletion_window_seconds=rng.choice((150.0, 300.0)),
+            targets=tuple(t for t in TARGETS if t.profile in self.profiles), log_level="critical")
         fault_rng = random.Random(seed * 7919 + 1)
         rate = self.plan.fault_rate
 
@@ -154,6 +156,8 @@ class World:
         self.crashes: list[tuple[float, str, str]] = []  # (t, replica, why)
         self.unexpected: list[str] = []  # exceptions a cycle should never raise
         self.tenants: dict[str, list[str]] = {}  # tenant -> its namespaces
+        self.bad_by_step: list[dict[str, tuple[int, int, int]]] = []  # ns -> (watched, looks stalled, looks bad)
+        self.starts: list[float] = []  # truth times a replica started
         self.scraper = SimScraper(self)
         self._uid = 0
         self._ip = 10
@@ -179,7 +183,7 @@ class World:
         for i in range(3):
             store.nodes[f"node-{i}"] = {"metadata": {"name": f"node-{i}", "resourceVersion": store.next_rv()},
                                         "spec": {"taints": []}}
-        tenants = rng.randint(2, 4)
+        tenants = rng.randint(2, 3)
         hostile_tenant = f"t{rng.randrange(tenants)}" if rng.random() < 0.4 else None
         for ti in range(tenants):
             tenant = f"t{ti}"
@@ -187,7 +191,7 @@ class World:
             if tenant == hostile_tenant:
                 hostile = tuple(sorted(rng.sample(HOSTILE, rng.randint(1, 3))))
                 self.plan.hostile[tenant] = hostile
-            spaces = rng.randint(1, 2) + (2 if "many_namespaces" in hostile else 0)
+            spaces = rng.randint(1, 2) + (1 if "many_namespaces" in hostile else 0)
             for si in range(spaces):
                 ns = f"{tenant}-ns{si}"
                 self.tenants.setdefault(tenant, []).append(ns)
@@ -195,7 +199,7 @@ class World:
                 store.namespaces[ns] = {"metadata": {"name": ns, "uid": f"ns-{ns}",
                                                      "labels": {NAMESPACE_LABEL: mode, "tenant": tenant}}}
                 for di in range(rng.randint(1, 2)):
-                    self._deployment(ns, tenant, f"d{di}", rng.choice(PROFILES), hostile)
+                    self._deployment(ns, tenant, f"d{di}", rng.choice(self.profiles), hostile)
 
     def _deployment(self, ns: str, tenant: str, name: str, profile: str, hostile: tuple[str, ...]) -> None:
         rng, store = self.rng, self.store
@@ -209,7 +213,7 @@ class World:
         self.replica_sets[f"{ns}/{rs}"] = (ns, tenant, profile, dp)
         if self.config.action == "evict" and rng.random() < 0.3:
             store.pdbs.setdefault(ns, []).append({"app.kubernetes.io/name": profile})
-        for _ in range(rng.randint(1, 3)):
+        for _ in range(rng.randint(1, 2)):
             self._pod(f"{ns}/{rs}", 0.0, hostile, ready_after=0.0)
 
     def _pod(self, rs_key: str, now: float, hostile: tuple[str, ...], ready_after: float) -> PodTruth:
@@ -304,15 +308,16 @@ class World:
                          leader=elector.is_leader if elector else lambda: True, actuator=actuator,
                          escalation=escalation, own_namespace=OWN_NS, brake=brake)
         replica = Replica(name, kube, watchdog, elector, self.store.t, skew)
+        self.starts.append(self.store.t)
         return replica
 
     def _pause(self, replica: str, call: str) -> None:
         """The process froze at an API call (a long GC, a throttled CPU): time passes and the other replicas act:
         their electors step (the Lease may change hands mid-cycle)."""
         self.store.t += self.rng.choice((6.0, 12.0, 20.0))
-        for other in self.replicas:
-            if other.name != replica and other.elector is not None:
-                other.elector.step()
+        for other in list(self.replicas):
+            if other.name != replica and other.elector is not None and other in self.replicas:
+                self._guarded(other, other.elector.step)
 
     # -- the scrape edge ---------------------------------------------------------------------------------------
     def exposition(self, url: str) -> bytes:
@@ -323,7 +328,7 @@ class World:
         t = self.store.t
         if any(e.behaviour(t) == "unreachable" and e.frozen_from is None for e in truth.engines[:1]):
             raise ScrapeError("timeout", f"{url}: no answer within the deadline")
-        extra = 40 if "invented" in truth.hostile else 0
+        extra = 12 if "invented" in truth.hostile else 0
         body = render(truth.profile, truth.engines, t, extra=extra)
         if "huge" in truth.hostile and t > truth.created + 200:
             if len(body) * 4096 > self.config.max_body_bytes:  # the scraper's cap, without building the body
@@ -348,6 +353,7 @@ class World:
         for kind, arg in plan.events.get(step, []):
             self._event(kind, arg)
         store.remember_view()
+        self.bad_by_step.append(self._looks_bad())
         for sub in (0.0, 5.0, 10.0):  # the electors retry more often than the cycle runs
             if sub:
                 store.t = max(store.t, step * plan.interval + sub)
@@ -372,9 +378,7 @@ class World:
     def _restart(self, replica: Replica, why: str) -> None:
         """The process is gone; a new one starts from the cluster alone (nothing remembered)."""
         self.crashes.append((self.store.t, replica.name, why))
-        self.replicas.remove(replica)
-        if replica.elector is not None:
-            replica.elector.stop()
+        self.replicas.remove(replica)  # killed: it releases nothing (its Lease expires on its own)
         self.replicas.append(self._start_replica(replica.name.split("-")[0]))
 
     def _kubelet(self) -> None:
@@ -424,6 +428,21 @@ class World:
             store.events.append((store.t, "tenant", arg, {
                 "reason": "StalledPodDeleted", "involvedObject": {"kind": "Pod", "uid": uid},
                 "message": "Deleted stalled pod (forged)", "source": {"component": "vllm-stall-watchdog"}}))
+
+    def _looks_bad(self) -> dict[str, tuple[int, int, int]]:
+        """Per opted-in namespace from the ground truth: Ready pods, those that look stalled (wedged or frozen), and
+        those that look stalled or cannot be judged (unreachable, a body over the cap)."""
+        out: dict[str, tuple[int, int, int]] = {}
+        t = self.store.t
+        for truth in self.pods.values():
+            if truth.gone_at is not None or truth.ready_at > t or truth.namespace not in self.store.namespaces:
+                continue
+            stalled = any(e.wedged_since(t) is not None for e in truth.engines)
+            unknown = (truth.engines[0].behaviour(t) == "unreachable" and truth.engines[0].frozen_from is None) or (
+                "huge" in truth.hostile and t > truth.created + 200)
+            w, s, b = out.get(truth.namespace, (0, 0, 0))
+            out[truth.namespace] = (w + 1, s + stalled, b + (stalled or unknown))
+        return out
 
     # -- what the oracles read -------------------------------------------------------------------------------
     def holder(self) -> str | None:
