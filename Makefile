@@ -31,6 +31,15 @@ lint:            ## ruff + mypy (strict on core, config, the typed test fakes an
 lint-deadcode:   ## vulture: unused code (allowlist in tests/vulture_allowlist.py)
 	$(BIN)/vulture watchdog tests/vulture_allowlist.py --min-confidence 80
 
+.PHONY: sim
+SEEDS ?= 2000
+sim:             ## the deterministic simulation: SEEDS seeds (2,000) on 2 workers, seeds/s printed; SEED=n replays one (SIM_FAULTS, SIM_STEPS: a shrunk schedule)
+ifdef SEED
+	SIM_SEED=$(SEED) PYTHONHASHSEED=0 $(PY) -m pytest -q -m sim tests/sim/test_sim.py -k test_seeds_hold_every_oracle
+else
+	SIM_SEEDS=$(SEEDS) PYTHONHASHSEED=0 $(PY) -m pytest -q -n 2 -m sim tests/sim/test_sim.py -k test_seeds_hold_every_oracle
+endif
+
 bench:           ## parse benchmark (prints ratios; not a test)
 	$(PY) tests/bench/bench_parse.py
 

@@ -49,7 +49,28 @@ class Engine:
         included (no counter moves while unreachable: the same values before and after prove no progress). A frozen
         exposition counts from the moment it froze (for the safety oracle: the tenant made its own pod look hung)."""
         if self.frozen_from is not None and t >= self.frozen_from:
-            return self.frozen_from
+            before = self._wedged_since(self.frozen_from)  # frozen in a wedge: flat since the wedge began
+            return self.frozen_from if before is None else before
+        return self._wedged_since(t)
+
+    def visibly_wedged_since(self, t: float) -> float | None:
+        """When the wedge at ``t`` began as the watchdog can see it: its wedged phase alone (after an unreachable
+        gap the engine's series may have been forgotten; the stall is seen afresh from the gap's end)."""
+        if self.frozen_from is not None and t >= self.frozen_from:
+            return self.wedged_since(t)
+        i = bisect.bisect_right(self._starts, t) - 1
+        return self.phases[i][0] if i >= 0 and self.phases[i][1] in WEDGED else None
+
+    def reachable_since(self, t: float) -> float | None:
+        """Since when /metrics answers without a gap up to ``t`` (None: unreachable at ``t``); this engine speaks for
+        its pod (rank 0 serves the pod's /metrics)."""
+        if self.frozen_from is None and self.behaviour(t) == "unreachable":
+            return None
+        gaps = [self.phases[i + 1][0] for i, (s, kind) in enumerate(self.phases[:-1])
+                if kind == "unreachable" and self.phases[i + 1][0] <= t]
+        return max(gaps) if gaps and self.frozen_from is None else self.phases[0][0]
+
+    def _wedged_since(self, t: float) -> float | None:
         i = bisect.bisect_right(self._starts, t) - 1
         if i < 0 or self.phases[i][1] not in WEDGED:
             return None

@@ -59,6 +59,7 @@ class Facts:
     pods: dict[str, PodFacts]
     wedged_since: Callable[[str, float], float | None]  # pod UID, t -> when its wedge began (None: not wedged)
     now: float = 0.0
+    visibly_wedged_since: Callable[[str, float], float | None] | None = None  # liveness (None: wedged_since)
     interval: float = 15.0
     dry_run_namespaces: frozenset[str] = frozenset()
     max_deletions: int = 2
@@ -120,7 +121,7 @@ def owner_share_held(f: Facts) -> list[str]:
     last: dict[str, Write] = {}
     for w in f.removals():
         pod = f.pods.get(w.key)
-        if pod is None:
+        if pod is None or not pod.honest:  # a tenant that forges its owner references evades only its own rule
             continue
         before = last.get(pod.owner)
         if before is not None and not any(
@@ -190,7 +191,7 @@ def live(f: Facts) -> list[str]:
         if (pod.gone or pod.uid in removed or not pod.honest or pod.forbidden
                 or pod.namespace in f.dry_run_namespaces):
             continue
-        since = f.wedged_since(pod.uid, f.now)
+        since = (f.visibly_wedged_since or f.wedged_since)(pod.uid, f.now)
         if since is None:
             continue
         judged_from = max([since, pod.ready_at, pod.created + pod.window, f.quiet_from,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -17,6 +18,10 @@ from sim_world import OWN_NS, WALL0, World
 from watchdog.core.policy import PAUSE_ANNOTATION
 
 Oracle = Callable[[Facts], list[str]]
+#: The fleet breaker judged with one TENANT left out (the tenant label's namespaces together), not one namespace:
+#: what issue 37 asks; main promises one namespace, so a tenant with two namespaces opens it for everyone (a known
+#: finding, tests/sim/README.md). SIM_TENANTS=1 turns it on.
+TENANTS = os.environ.get("SIM_TENANTS") == "1"
 
 
 @dataclass
@@ -66,8 +71,16 @@ def facts_of(world: World) -> Facts:
         starts = [s for e in truth.engines if (s := e.wedged_since(t)) is not None]
         return min(starts) if starts else None
 
+    def visibly_wedged_since(uid: str, t: float) -> float | None:
+        truth = world.pods[uid]
+        if "invented" in truth.hostile:
+            return truth.created
+        reachable = truth.engines[0].reachable_since(t)
+        starts = [s for e in truth.engines if (s := e.visibly_wedged_since(t)) is not None]
+        return max(min(starts), reachable) if starts and reachable is not None else None
+
     return Facts(
-        writes=store.history, pods=pods, wedged_since=wedged_since, now=store.t, interval=world.plan.interval,
+        writes=store.history, pods=pods, wedged_since=wedged_since, visibly_wedged_since=visibly_wedged_since, now=store.t, interval=world.plan.interval,
         dry_run_namespaces=dry, max_deletions=config.max_deletions,
         max_per_namespace=config.max_deletions_per_namespace, deletion_window=config.deletion_window_seconds,
         leader_election=config.leader_election, ledger=config.budget_ledger, quiet_from=world.plan.quiet_from,
@@ -75,7 +88,7 @@ def facts_of(world: World) -> Facts:
         brake_on=bool(brake and brake["metadata"]["annotations"].get(PAUSE_ANNOTATION) == "true"),
         breaker_min_pods=config.breaker_min_pods, breaker_fraction=config.breaker_fraction,
         bad_by_step=world.bad_by_step, breaker_cooldown=config.breaker_cooldown_seconds,
-        tenant_of={ns: t for t, spaces in world.tenants.items() for ns in spaces},
+        tenant_of={ns: t for t, spaces in world.tenants.items() for ns in spaces} if TENANTS else {},
         failed_events=store.failed_events, crash_times=[c[0] for c in world.crashes], wall0=WALL0)
 
 

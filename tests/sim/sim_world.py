@@ -437,7 +437,7 @@ class World:
         for truth in self.pods.values():
             if truth.gone_at is not None or truth.ready_at > t or truth.namespace not in self.store.namespaces:
                 continue
-            stalled = any(e.wedged_since(t) is not None for e in truth.engines)
+            stalled = "invented" in truth.hostile or any(e.wedged_since(t) is not None for e in truth.engines)
             unknown = (truth.engines[0].behaviour(t) == "unreachable" and truth.engines[0].frozen_from is None) or (
                 "huge" in truth.hostile and t > truth.created + 200)
             w, s, b = out.get(truth.namespace, (0, 0, 0))
