@@ -33,7 +33,7 @@ READ_FAULTS = ("5xx", "timeout", "429", "crash_before", "pause")
 LIST_FAULTS = (*READ_FAULTS, "stale")
 
 
-class Crash(BaseException):  # noqa: N818 -- not an error the watchdog may catch: the process is gone
+class Crash(BaseException):  # not an error the watchdog may catch: the process is gone
     """The watchdog process was killed at this API call (a BaseException: no ``except Exception`` catches it)."""
 
 

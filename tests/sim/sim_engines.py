@@ -106,7 +106,8 @@ class Engine:
         running = {"progressing": 12.0, "idle": 0.0, "prefill": 1.0, "sleep": 3.0, "rl_update": 5.0,
                    "wedged": 21.0}.get(kind, 0.0)
         return {"running": running, "waiting": 2.0 if running else 0.0, "gen": gen, "iter": gen / 8.0,
-                "rt": gen + 50.0 * prefill, "kv": min(0.99, 0.1 + prefill / 10000.0 + (gen % 1000.0) / 2000.0), "prompt": gen * 3.0,
+                "rt": gen + 50.0 * prefill, "kv": min(0.99, 0.1 + prefill / 10000.0 + (gen % 1000.0) / 2000.0),
+                "prompt": gen * 3.0,
                 "success": gen / 100.0, "sleep": 1.0 if kind == "sleep" else 0.0,
                 "rl": 1.0 if kind == "rl_update" else 0.0, "awake": 0.0 if kind == "sleep" else 1.0}
 

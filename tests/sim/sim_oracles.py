@@ -97,7 +97,8 @@ def removed_only_wedged(f: Facts) -> list[str]:
         need = pod.window - window_slack(pod.window)
         if since is None or w.t - since < need:
             wedged = "not wedged" if since is None else f"wedged for {w.t - since:.0f} s only"
-            out.append(f"t={w.t:.0f} {w.replica} removed pod {pod.namespace}/{w.key}: {wedged} (window {pod.window:g} s)")
+            out.append(f"t={w.t:.0f} {w.replica} removed pod {pod.namespace}/{w.key}: {wedged} "
+                       f"(window {pod.window:g} s)")
     return out
 
 

@@ -6,6 +6,7 @@ time) and prints its violations; ``make sim SEED=n`` does the same through pytes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import sys
@@ -80,7 +81,8 @@ def facts_of(world: World) -> Facts:
         return max(min(starts), reachable) if starts and reachable is not None else None
 
     return Facts(
-        writes=store.history, pods=pods, wedged_since=wedged_since, visibly_wedged_since=visibly_wedged_since, now=store.t, interval=world.plan.interval,
+        writes=store.history, pods=pods, wedged_since=wedged_since, visibly_wedged_since=visibly_wedged_since,
+        now=store.t, interval=world.plan.interval,
         dry_run_namespaces=dry, max_deletions=config.max_deletions,
         max_per_namespace=config.max_deletions_per_namespace, deletion_window=config.deletion_window_seconds,
         leader_election=config.leader_election, ledger=config.budget_ledger, quiet_from=world.plan.quiet_from,
@@ -107,17 +109,15 @@ def run_seed(seed: int, *, faults: dict[int, str] | None = None, steps: int | No
             at.append(step)
             raise _Stop
 
-    try:
+    with contextlib.suppress(_Stop):
         world.run(judge)
-    except _Stop:
-        pass
     digest = hashlib.sha256(repr([(w.t, w.replica, w.verb, w.key) for w in world.store.history]).encode())
     return Outcome(seed, found, at[0] if at else None, dict(world.faults.schedule), world.plan.steps,
                    sum(1 for w in world.store.history if w.verb == "remove"), digest.hexdigest()[:16],
                    list(world.faults.taken))
 
 
-class _Stop(Exception):  # noqa: N818 -- a control-flow signal: the first violation ends the run
+class _Stop(Exception):  # a control-flow signal: the first violation ends the run
     pass
 
 
@@ -145,7 +145,8 @@ def shrink(outcome: Outcome, oracles: Iterable[Oracle] = ALL) -> Outcome:
 def report(outcome: Outcome, oracles: Iterable[Oracle] = ALL) -> str:
     small = shrink(outcome, oracles)
     faults = ", ".join(f"call {i}: {f}" for i, f in sorted(small.schedule.items())) or "none"
-    return "\n".join([f"seed {outcome.seed} failed at step {outcome.step}:", *(f"  {v}" for v in outcome.violations[:8]),
+    return "\n".join([f"seed {outcome.seed} failed at step {outcome.step}:",
+                      *(f"  {v}" for v in outcome.violations[:8]),
                       f"smallest failing schedule: {small.steps} steps, faults: {faults}",
                       *(f"  {v}" for v in small.violations[:3]), f"replay: {small.command()}"])
 

@@ -330,9 +330,9 @@ class World:
             raise ScrapeError("timeout", f"{url}: no answer within the deadline")
         extra = 12 if "invented" in truth.hostile else 0
         body = render(truth.profile, truth.engines, t, extra=extra)
-        if "huge" in truth.hostile and t > truth.created + 200:
-            if len(body) * 4096 > self.config.max_body_bytes:  # the scraper's cap, without building the body
-                raise ScrapeError("too_large", f"{url}: body over {self.config.max_body_bytes} bytes")
+        huge = "huge" in truth.hostile and t > truth.created + 200
+        if huge and len(body) * 4096 > self.config.max_body_bytes:  # the scraper's cap, without building the body
+            raise ScrapeError("too_large", f"{url}: body over {self.config.max_body_bytes} bytes")
         return body
 
     # -- time --------------------------------------------------------------------------------------------------
