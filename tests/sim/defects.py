@@ -72,8 +72,8 @@ DEFECTS = (
     Defect("lost-answer-withdrawn", "a lost answer's ledger intent withdrawn (fail open)",
            "controller/remediator.py",
            "        if not retry:\n            self._charge(target, key, now, verb)\n        fate = self._fate(target)",
-           "        if not retry:\n            self._charge(target, key, now, verb)\n            self._withdraw(target, "
-           "retry)\n        fate = self._fate(target)"),
+           "        if not retry:\n            self._charge(target, key, now, verb)\n"
+           "            self._withdraw(target, retry)\n        fate = self._fate(target)"),
     Defect("budget-unknown-skipped", "budget known before the ledger was read", "core/policy.py",
            "        if not self.budget_known:", "        if False:"),
     Defect("warm-up-skipped", "no warm-up after a start", "core/policy.py",
