@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sim_api import Crash, Faults, SimKube, Store
+from sim_api import WRITES, Crash, Faults, SimKube, Store
 from sim_engines import CAN, Engine, render
 
 from watchdog.adapters.kube import KubeError
@@ -45,6 +45,8 @@ TARGETS = tuple(Target(p, f"app.kubernetes.io/name={p}", profile=p, path="/prome
                 for p in PROFILES)
 #: Hostile tenant behaviours (chosen by the seed).
 HOSTILE = ("frozen", "invented", "huge", "forged_events", "odd_owner", "many_namespaces")
+#: The API calls faults hit 8x as often as the others.
+HOT_CALLS = ("delete_pod", "evict_pod", "create_config_map", "replace_config_map", "replace_lease", "get_pod")
 #: World events (chosen by the seed), at a step.
 WORLD_EVENTS = ("brake_on", "brake_off", "rbac_removed", "namespace_deleted", "skew")
 
@@ -143,7 +145,8 @@ class World:
         rate = self.plan.fault_rate
 
         def draw(_index: int, call: str, choices: tuple[str, ...]) -> str | None:
-            if rate and fault_rng.random() < rate:
+            # the calls around a removal (its ledger record, the removal, the Lease) are where faults matter most
+            if rate and fault_rng.random() < rate * (8 if call in HOT_CALLS else 1):
                 return fault_rng.choice(choices)
             return None
 
@@ -314,7 +317,9 @@ class World:
     def _pause(self, replica: str, call: str) -> None:
         """The process froze at an API call (a long GC, a throttled CPU): time passes and the other replicas act:
         their electors step (the Lease may change hands mid-cycle)."""
-        self.store.t += self.rng.choice((6.0, 12.0, 20.0))
+        # inside a write no longer than its own timeout (10 s: the fence's promise is about writes that end within
+        # it); before a read, long enough for the Lease to change hands
+        self.store.t += 6.0 if call in WRITES else self.rng.choice((6.0, 12.0, 20.0))
         for other in list(self.replicas):
             if other.name != replica and other.elector is not None and other in self.replicas:
                 self._guarded(other, other.elector.step)
