@@ -139,7 +139,7 @@ class World:
             leader_election=self.plan.leader_election, action=self.plan.action,  # type: ignore[arg-type]
             pause_config_map="watchdog-config" if self.plan.brake else None, node_escalation=self.plan.escalation,
             max_deletions=rng.choice((1, 2, 3)), max_deletions_per_namespace=rng.choice((1, 2)),
-            deletion_window_seconds=rng.choice((150.0, 300.0)),
+            deletion_window_seconds=rng.choice((150.0, 300.0)), tenant_label="tenant",
             targets=tuple(t for t in TARGETS if t.profile in self.profiles), log_level="critical")
         fault_rng = random.Random(seed * 7919 + 1)
         rate = self.plan.fault_rate
