@@ -5,6 +5,7 @@ step by :func:`facts_of`, or by hand in tests/sim/test_oracles.py). Each returns
 Safety
 - :func:`removed_only_wedged`: a pod is removed only while one of its engines has been wedged (or its tenant froze
   its exposition busy) for at least its window less the detector's slack, and never in a dry-run namespace;
+- :func:`paused_held`: no removal while the run-time brake is set;
 - :func:`budgets_held`: removals in any rolling deletion window <= maxDeletions, and per namespace <=
   maxDeletionsPerNamespace, across restarts, failovers and lost answers (the API's view: what was applied);
 - :func:`owner_share_held`: a second removal of one owner's pods only after a replacement pod of that owner,
@@ -78,6 +79,7 @@ class Facts:
     tenant_of: dict[str, str] = field(default_factory=dict)  # namespace -> tenant
     failed_events: set[str] = field(default_factory=set)
     crash_times: list[float] = field(default_factory=list)
+    brake_log: list[tuple[float, bool]] = field(default_factory=list)  # (t, on): the run-time brake set/released
     wall0: float = 0.0  # the wall clock at truth time 0 (the ledger's entries are wall times)
 
     def removals(self) -> list[Write]:
@@ -99,6 +101,17 @@ def removed_only_wedged(f: Facts) -> list[str]:
             wedged = "not wedged" if since is None else f"wedged for {w.t - since:.0f} s only"
             out.append(f"t={w.t:.0f} {w.replica} removed pod {pod.namespace}/{w.key}: {wedged} "
                        f"(window {pod.window:g} s)")
+    return out
+
+
+def paused_held(f: Facts) -> list[str]:
+    """No removal while the run-time brake is set (it is read at the start of every cycle; the world sets it
+    between cycles)."""
+    out = []
+    for w in f.removals():
+        states = [on for t, on in f.brake_log if t <= w.t]
+        if states and states[-1]:
+            out.append(f"t={w.t:.0f} {w.replica} removed {w.key} while the brake was set")
     return out
 
 
@@ -281,7 +294,7 @@ def _namespace_breaker(f: Facts, namespace: str) -> bool:
     return False
 
 
-SAFETY = (removed_only_wedged, budgets_held, owner_share_held, writes_fenced, ledger_ahead)
+SAFETY = (removed_only_wedged, paused_held, budgets_held, owner_share_held, writes_fenced, ledger_ahead)
 ALL = (*SAFETY, accounted, live)
 
 

@@ -161,6 +161,7 @@ class World:
         self.tenants: dict[str, list[str]] = {}  # tenant -> its namespaces
         self.bad_by_step: list[dict[str, tuple[int, int, int]]] = []  # ns -> (watched, looks stalled, looks bad)
         self.starts: list[float] = []  # truth times a replica started
+        self.brake_log: list[tuple[float, bool]] = []  # (t, on) each time the brake was set or released
         self.scraper = SimScraper(self)
         self._uid = 0
         self._ip = 10
@@ -413,6 +414,7 @@ class World:
     def _event(self, kind: str, arg: str) -> None:
         store = self.store
         if kind in ("brake_on", "brake_off") and self.plan.brake:
+            self.brake_log.append((store.t, kind == "brake_on"))
             cm = store.config_maps[(OWN_NS, "watchdog-config")]
             cm["metadata"]["annotations"][PAUSE_ANNOTATION] = "true" if kind == "brake_on" else "false"
             cm["metadata"]["resourceVersion"] = store.next_rv()

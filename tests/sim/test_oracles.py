@@ -15,6 +15,7 @@ from sim_oracles import (
     ledger_ahead,
     live,
     owner_share_held,
+    paused_held,
     removed_only_wedged,
     writes_fenced,
 )
@@ -99,3 +100,9 @@ def test_live_fires_on_a_wedged_pod_left_alone_or_held_by_a_rule_that_does_not_a
     pods = [pod("A"), pod("X", "x", "x/rs"), pod("Y", "y", "y/rs")]
     assert live(facts([*used, budget], pods, {"A": 100.0, "X": 0.0, "Y": 0.0}, **base)) == []
     assert live(facts([], [pod("A")], {"A": 350.0}, **base)) == []  # not wedged long enough yet
+
+
+def test_paused_held_fires_on_a_removal_while_the_brake_is_set() -> None:
+    log = [(50.0, True), (150.0, False)]
+    fired = paused_held(facts([removal(100.0, "A"), removal(200.0, "B")], [pod("A"), pod("B")], {}, brake_log=log))
+    assert fired == ["t=100 r0 removed A while the brake was set"]

@@ -13,6 +13,9 @@ from sim_run import parse_faults, report, run_seed
 pytestmark = pytest.mark.sim
 
 CHUNK = 25
+#: Seeds that fail on the current code for a listed finding (tests/sim/README.md "Findings"): each must still fail
+#: (strict xfail); once fixed, it passes and the test says to move it back into the run.
+KNOWN = {130: "finding 2: the budget window counts from the decision, not from when the DELETE was sent"}
 SEEDS = int(os.environ.get("SIM_SEEDS", "200"))
 FIRST = int(os.environ.get("SIM_FIRST", "0"))
 ONE = os.environ.get("SIM_SEED")
@@ -29,6 +32,8 @@ def test_seeds_hold_every_oracle(seeds: range) -> None:
     faults = parse_faults(os.environ.get("SIM_FAULTS")) if ONE is not None else None
     steps = int(os.environ["SIM_STEPS"]) if ONE is not None and os.environ.get("SIM_STEPS") else None
     for seed in seeds:
+        if seed in KNOWN and ONE is None:
+            continue
         outcome = run_seed(seed, faults=faults, steps=steps)
         if outcome.violations:
             pytest.fail(report(outcome), pytrace=False)
@@ -48,3 +53,11 @@ def test_a_fixed_schedule_replays_the_drawn_one() -> None:
     replayed = run_seed(drawn.seed, faults=drawn.schedule)
     assert replayed.digest == drawn.digest
     assert [t[:3] for t in replayed.taken] == [t[:3] for t in drawn.taken]
+
+
+@pytest.mark.parametrize("seed", sorted(KNOWN))
+def test_known_findings_still_fail(seed: int) -> None:
+    """A listed finding's seed fails on the current code; when it passes, the finding is fixed: drop it from KNOWN
+    (it runs with the others again) and from the README."""
+    outcome = run_seed(seed)
+    assert outcome.violations, f"seed {seed} passes now ({KNOWN[seed]} fixed?): remove it from KNOWN"
