@@ -80,6 +80,7 @@ class Facts:
     failed_events: set[str] = field(default_factory=set)
     crash_times: list[float] = field(default_factory=list)
     brake_log: list[tuple[float, bool]] = field(default_factory=list)  # (t, on): the run-time brake set/released
+    unread: list[float] = field(default_factory=list)  # times a ConfigMap GET failed (the brake kept as it was)
     wall0: float = 0.0  # the wall clock at truth time 0 (the ledger's entries are wall times)
 
     def removals(self) -> list[Write]:
@@ -106,11 +107,11 @@ def removed_only_wedged(f: Facts) -> list[str]:
 
 def paused_held(f: Facts) -> list[str]:
     """No removal while the run-time brake is set (it is read at the start of every cycle; the world sets it
-    between cycles)."""
+    between cycles), unless a read of it failed since it was set (documented: kept as it was until a read works)."""
     out = []
     for w in f.removals():
-        states = [on for t, on in f.brake_log if t <= w.t]
-        if states and states[-1]:
+        states = [(t, on) for t, on in f.brake_log if t <= w.t]
+        if states and states[-1][1] and not any(states[-1][0] <= t <= w.t for t in f.unread):
             out.append(f"t={w.t:.0f} {w.replica} removed {w.key} while the brake was set")
     return out
 

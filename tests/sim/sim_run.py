@@ -91,7 +91,9 @@ def facts_of(world: World) -> Facts:
         breaker_min_pods=config.breaker_min_pods, breaker_fraction=config.breaker_fraction,
         bad_by_step=world.bad_by_step, breaker_cooldown=config.breaker_cooldown_seconds,
         tenant_of={ns: t for t, spaces in world.tenants.items() for ns in spaces} if TENANTS else {},
-        failed_events=store.failed_events, brake_log=world.brake_log, crash_times=[c[0] for c in world.crashes],
+        failed_events=store.failed_events, brake_log=world.brake_log,
+        unread=[t for _, call, fault, t in world.faults.taken if call == "get_config_map" and fault != "pause"],
+        crash_times=[c[0] for c in world.crashes],
         wall0=WALL0)
 
 
