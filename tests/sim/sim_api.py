@@ -83,6 +83,9 @@ def _copy(obj: Any) -> Any:
     return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)) if obj is not None else None
 
 
+WALL0 = 1_790_000_000.0  # the wall clock at truth time 0 (the API server's; a replica's may be skewed)
+
+
 class Store:
     """What the API server holds, and what it applied (:attr:`history`). ``t``: truth time (seconds)."""
 
@@ -135,6 +138,10 @@ class SimKube:
     @property
     def api_requests(self) -> int:
         return self._count
+
+    def server_time(self) -> float | None:
+        """The API server's clock (truth time on the wall): what its answers' Date header tells a replica."""
+        return WALL0 + self.store.t
 
     # -- the fault gate ---------------------------------------------------------------------------------------
     def _gate(self, call: str, choices: tuple[str, ...], namespace: str | None = None) -> str | None:

@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sim_api import WRITES, Crash, Faults, SimKube, Store
+from sim_api import WALL0, WRITES, Crash, Faults, SimKube, Store
 from sim_engines import CAN, Engine, render
 
 from watchdog.adapters.kube import KubeError
@@ -37,7 +37,6 @@ from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.model import NAMESPACE_LABEL, Target
 from watchdog.core.policy import PAUSE_ANNOTATION
 
-WALL0 = 1_790_000_000.0  # the wall clock at truth time 0
 OWN_NS = "watchdog"
 PROFILES = ("vllm", "sglang", "llamacpp", "trtllm")
 TARGETS = tuple(Target(p, f"app.kubernetes.io/name={p}", profile=p, path="/prometheus/metrics" if p == "trtllm"
