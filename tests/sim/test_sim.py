@@ -15,7 +15,9 @@ pytestmark = pytest.mark.sim
 CHUNK = 25
 #: Seeds that fail on the current code for a listed finding (tests/sim/README.md "Findings"): each must still fail
 #: (strict xfail); once fixed, it passes and the test says to move it back into the run.
-KNOWN = {130: "finding 2: the budget window counts from the decision, not from when the DELETE was sent"}
+KNOWN: dict[int, str] = {}
+#: Seeds that once failed for a finding, fixed since: kept in every run as regressions (README "Findings").
+REGRESSIONS = (130, 326, 388)
 SEEDS = int(os.environ.get("SIM_SEEDS", "200"))
 FIRST = int(os.environ.get("SIM_FIRST", "0"))
 ONE = os.environ.get("SIM_SEED")
@@ -61,3 +63,10 @@ def test_known_findings_still_fail(seed: int) -> None:
     (it runs with the others again) and from the README."""
     outcome = run_seed(seed)
     assert outcome.violations, f"seed {seed} passes now ({KNOWN[seed]} fixed?): remove it from KNOWN"
+
+
+@pytest.mark.parametrize("seed", REGRESSIONS)
+def test_fixed_findings_stay_fixed(seed: int) -> None:
+    """The seeds of the findings fixed since (README "Findings"), whatever SIM_SEEDS the run asks for."""
+    outcome = run_seed(seed)
+    assert not outcome.violations, report(outcome)

@@ -252,8 +252,8 @@ class Remediator:
                 "defer", "ledger", f"the deletion ledger {self.ledger.ref} could not be written: nothing is removed "
                 "without its durable record", None, "once the deletion ledger can be written (tried every cycle)"),
                 now)
-        if retry:
-            self.policy.recharge(now, uid=target.uid, namespace=target.namespace)
+        if retry:  # at the send, not at the decision: the reads and the ledger write between them take time
+            self.policy.recharge(self.clock(), uid=target.uid, namespace=target.namespace)
         try:
             result: str = self.actuator.apply(Removal(target, verb, self.grace_period_s))
         except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
@@ -274,7 +274,7 @@ class Remediator:
             return Remediation("not_found" if result == "not_found" else "conflict",
                               f"nothing {_PAST[verb]} for {target.ref}: {why}")
         if not retry:
-            self._charge(target, now, verb)
+            self._charge(target, verb)
         return self._removed(stall, verb, "sent again after a lost answer" if retry else "")
 
     def _withdraw(self, target: WatchedPod, retry: bool) -> None:
@@ -283,11 +283,12 @@ class Remediator:
         if not retry and self.ledger is not None:
             self.ledger.withdraw(target.uid)
 
-    def _charge(self, target: WatchedPod, now: float, verb: RemovalAction) -> None:
+    def _charge(self, target: WatchedPod, verb: RemovalAction) -> None:
         """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
-        removal (vllm_watchdog_deletions_total{action}: what the budget counts)."""
+        removal (vllm_watchdog_deletions_total{action}: what the budget counts), as of the answer: never as of the
+        decision, which the fresh read, the confirmation and the ledger write came after (seconds, at times)."""
         self.metrics.deletions.labels(verb, target.namespace, target.target_name).inc()
-        self.policy.record_deletion(now, uid=target.uid, namespace=target.namespace, owner=target.owner_key)
+        self.policy.record_deletion(self.clock(), uid=target.uid, namespace=target.namespace, owner=target.owner_key)
 
     def _settled(self, target: WatchedPod) -> Remediation | None:
         """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
@@ -339,7 +340,7 @@ class Remediator:
         unreadable means it is sent again next cycle (``retry``) while the stall lasts."""
         target, key = stall.target, stall.key
         if not retry:
-            self._charge(target, now, verb)
+            self._charge(target, verb)
         fate = self._fate(target)
         if fate is True:
             return self._removed(stall, verb, f"the {verb} answer was lost ({exc.reason}) and the pod is gone or "
