@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import logging
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from sim_oracles import ALL, Facts, PodFacts, check
@@ -99,9 +100,26 @@ def facts_of(world: World) -> Facts:
 
 def run_seed(seed: int, *, faults: dict[int, str] | None = None, steps: int | None = None,
              oracles: Iterable[Oracle] = ALL) -> Outcome:
-    """One world, the oracles after every step; stops at the first step an oracle fires."""
+    """One world, the oracles after every step; stops at the first step an oracle fires. The watchdog's log is
+    quiet meanwhile (the sim judges what was written, not what was said), and as it was afterwards: other tests in
+    the same process read it."""
+    with _quiet():
+        return _run(seed, faults, steps, tuple(oracles))
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    logger = logging.getLogger("watchdog")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _run(seed: int, faults: dict[int, str] | None, steps: int | None, chosen: tuple[Oracle, ...]) -> Outcome:
     world = World(seed, faults=faults, steps=steps)
-    chosen = tuple(oracles)
     found: list[str] = []
     at: list[int] = []
 

@@ -15,7 +15,6 @@ No sleeps, no threads: the scrape coroutines run to completion on one event loop
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -49,7 +48,6 @@ HOT_CALLS = ("delete_pod", "evict_pod", "create_config_map", "replace_config_map
 #: World events (chosen by the seed), at a step.
 WORLD_EVENTS = ("brake_on", "brake_off", "rbac_removed", "namespace_deleted", "skew")
 
-logging.getLogger("watchdog").setLevel(logging.CRITICAL)  # the sim judges what was written, not what was said
 
 
 class SimScraper:
