@@ -155,6 +155,7 @@ class World:
         self.replicas: list[Replica] = []
         self.crashes: list[tuple[float, str, str]] = []  # (t, replica, why)
         self.unexpected: list[str] = []  # exceptions a cycle should never raise
+        self._frozen = False  # a replica is frozen at an API call (a pause): no pause nests inside it
         self.tenants: dict[str, list[str]] = {}  # tenant -> its namespaces
         self.bad_by_step: list[dict[str, tuple[int, int, int]]] = []  # ns -> (watched, looks stalled, looks bad)
         self.starts: list[float] = []  # truth times a replica started
@@ -317,10 +318,16 @@ class World:
         their electors step (the Lease may change hands mid-cycle)."""
         # inside a write no longer than its own timeout (10 s: the fence's promise is about writes that end within
         # it); before a read, long enough for the Lease to change hands
-        self.store.t += 6.0 if call in WRITES else self.rng.choice((6.0, 12.0, 20.0))
-        for other in list(self.replicas):
-            if other.name != replica and other.elector is not None and other in self.replicas:
-                self._guarded(other, other.elector.step)
+        if self._frozen:  # a pause drawn while another replica is frozen: stepping the frozen replica's elector
+            return        # from here would re-enter its step (its lock held up the stack: a deadlock)
+        self._frozen = True
+        try:
+            self.store.t += 6.0 if call in WRITES else self.rng.choice((6.0, 12.0, 20.0))
+            for other in list(self.replicas):
+                if other.name != replica and other.elector is not None and other in self.replicas:
+                    self._guarded(other, other.elector.step)
+        finally:
+            self._frozen = False
 
     # -- the scrape edge ---------------------------------------------------------------------------------------
     def exposition(self, url: str) -> bytes:
