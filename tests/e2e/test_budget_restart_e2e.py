@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from process_kit import run_watchdog
+from process_kit import deferral_in, run_watchdog, seed_healthy, started
 
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
@@ -22,15 +22,9 @@ pytestmark = pytest.mark.e2e
 
 def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer, tmp_path: Path) -> None:
     api = emulator
-    sims = [SimPod("127.0.0.2", 0, "progressing"), SimPod("127.0.0.3", 0, "wedged")]
-    for sim in sims:
-        sim.start()
-    try:
-        healthy, wedged = sims
+    with started(SimPod("127.0.0.2", 0, "progressing"), SimPod("127.0.0.3", 0, "wedged")) as (healthy, wedged):
         pods = {}
-        for i in range(7):
-            api.create_namespace(f"ok-{i}", {"vllm-watchdog.io/enabled": "true"})
-            seed_deployment(api, f"ok-{i}", "llama", healthy.address, healthy.port)
+        seed_healthy(api, healthy, 7)
         for name in ("a", "b"):
             api.create_namespace(f"team-{name}", {"vllm-watchdog.io/enabled": "true"})
             pods[name] = seed_deployment(api, f"team-{name}", "llama", wedged.address, wedged.port)["pod"]
@@ -47,11 +41,7 @@ def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer
 
         api.create_namespace("team-c", {"vllm-watchdog.io/enabled": "true"})
         pods["c"] = seed_deployment(api, "team-c", "llama", wedged.address, wedged.port)["pod"]
-
-        def deferred() -> bool:
-            return any(e["reason"] == "StalledPodDeletionDeferred" for e in api.list_events("team-c"))
-
-        second = run_watchdog(config, kubeconfig, tmp_path / "second.log", 30, deferred)
+        second = run_watchdog(config, kubeconfig, tmp_path / "second.log", 30, lambda: deferral_in(api, "team-c"))
         assert ("deletion budget restored from the ledger configmap default/vllm-stall-watchdog-ledger: 2 removals"
                 in second), second[-2000:]
         assert api.emulator.count_requests(verb="list", resource="events") == 0
@@ -59,6 +49,3 @@ def test_a_restarted_watchdog_keeps_its_deletion_budget(emulator: EmulatorServer
         [event] = [e for e in api.list_events("team-c") if e["involvedObject"]["kind"] == "Pod"]
         assert event["reason"] == "StalledPodDeletionDeferred"
         assert "cluster budget used: 2 deletions" in event["message"]
-    finally:
-        for sim in sims:
-            sim.stop()

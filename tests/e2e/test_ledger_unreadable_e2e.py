@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from process_kit import run_watchdog
+from process_kit import deferral_in, run_watchdog, seed_healthy, started
 
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import FAST_SETTINGS, seed_deployment, write_config, write_kubeconfig
@@ -22,14 +22,8 @@ pytestmark = pytest.mark.e2e
 def test_an_unreadable_ledger_defers_as_budget_unknown(emulator: EmulatorServer, tmp_path: Path,
                                                       election: bool) -> None:
     api = emulator
-    sims = [SimPod("127.0.0.2", 0, "progressing"), SimPod("127.0.0.3", 0, "wedged")]
-    for sim in sims:
-        sim.start()
-    try:
-        healthy, wedged = sims
-        for i in range(5):
-            api.create_namespace(f"ok-{i}", {"vllm-watchdog.io/enabled": "true"})
-            seed_deployment(api, f"ok-{i}", "llama", healthy.address, healthy.port)
+    with started(SimPod("127.0.0.2", 0, "progressing"), SimPod("127.0.0.3", 0, "wedged")) as (healthy, wedged):
+        seed_healthy(api, healthy, 5)
         api.create_namespace("team-a", {"vllm-watchdog.io/enabled": "true"})
         pod = seed_deployment(api, "team-a", "llama", wedged.address, wedged.port)["pod"]
         api.create_namespace("default")
@@ -38,11 +32,7 @@ def test_an_unreadable_ledger_defers_as_budget_unknown(emulator: EmulatorServer,
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.base_url)
         config = write_config(tmp_path / "config.yaml", **{**FAST_SETTINGS, "minPodAgeSeconds": 0,
                                                             "leaderElection": election, "logFormat": "json"})
-
-        def deferred() -> bool:
-            return any(e["reason"] == "StalledPodDeletionDeferred" for e in api.list_events("team-a"))
-
-        out = run_watchdog(config, kubeconfig, tmp_path / "run.log", 30, deferred)
+        out = run_watchdog(config, kubeconfig, tmp_path / "run.log", 30, lambda: deferral_in(api, "team-a"))
         assert api.get_pod("team-a", pod["metadata"]["name"]) is not None, out[-2000:]
         records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         assert any("deletion ledger configmap default/vllm-stall-watchdog-ledger is unusable" in r["msg"]
@@ -53,6 +43,3 @@ def test_an_unreadable_ledger_defers_as_budget_unknown(emulator: EmulatorServer,
         assert "earlier deletions could not be read back yet from the deletion ledger" in event["message"]
         deferrals = [r for r in records if r.get("result") == "deferred"]
         assert deferrals and {r["rule"] for r in deferrals} == {"budget_unknown"}, out[-3000:]
-    finally:
-        for sim in sims:
-            sim.stop()
