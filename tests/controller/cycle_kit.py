@@ -71,5 +71,10 @@ def remediated(report: CycleReport) -> list[tuple[str, str]]:
     return [(ref, r.result) for ref, r in report.remediations]
 
 
+def deleted_over(rig: Rig, cycles: int) -> list[str]:
+    """The refs of the pods ``cycles`` cycles of ``rig`` deleted, in order."""
+    return [ref for _ in range(cycles) for ref, result in remediated(rig.cycle()) if result == "deleted"]
+
+
 def sample(rig: Rig, name: str, labels: dict[str, str] | None = None) -> float | None:
     return summed(rig.wd.metrics.registry, name, labels or {})

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cycle_kit import NS, Rig, make_config, remediated
+from cycle_kit import NS, Rig, deleted_over, make_config, remediated
 
 from watchdog.core.events import REASON_DELETED, REASON_PAUSE_IGNORED, REASON_WINDOW_IGNORED
 from watchdog.core.model import NAMESPACE_LABEL, PAUSE_ANNOTATION, WINDOW_ANNOTATION
@@ -72,10 +72,7 @@ def test_a_target_window_deletes_sooner_and_an_annotation_keeps_a_pod_past_the_g
 def test_an_annotation_that_would_shorten_is_malformed_or_too_high_is_ignored_with_one_event(
         rig: Rig, value: str) -> None:
     pod = deployment(rig, "tenant", "127.0.0.5", annotations={WINDOW_ANNOTATION: value})["pod"]
-    deleted = []
-    for _ in range(8):
-        deleted += [r for r in remediated(rig.cycle()) if r[1] == "deleted"]
-    assert deleted == [(f"{NS}/{pod['metadata']['name']}", "deleted")]  # at the global window, as without it
+    assert deleted_over(rig, 8) == [f"{NS}/{pod['metadata']['name']}"]  # at the global window, as without it
     [warning] = events(rig, pod, REASON_WINDOW_IGNORED)  # once, however many cycles saw it
     assert f"{WINDOW_ANNOTATION}=" in warning and "the stall window stays 60 s (from the global setting)" in warning
     assert "60 s window (global) over" in events(rig, pod, REASON_DELETED)[0]
@@ -163,10 +160,7 @@ def test_a_malformed_or_too_distant_pause_annotation_is_ignored_with_one_event(
     rig = paused_rig(emulator, tmp_path)
     try:
         pod = deployment(rig, "ckpt", "127.0.0.10", annotations={PAUSE_ANNOTATION: value})["pod"]
-        deleted = []
-        for _ in range(8):
-            deleted += [r for r in remediated(rig.cycle()) if r[1] == "deleted"]
-        assert deleted == [(f"{NS}/{pod['metadata']['name']}", "deleted")]  # at the global window, as without it
+        assert deleted_over(rig, 8) == [f"{NS}/{pod['metadata']['name']}"]  # at the global window, as without it
         [warning] = events(rig, pod, REASON_PAUSE_IGNORED)  # once, however many cycles saw it
         assert f"{PAUSE_ANNOTATION}=" in warning and "its engines are judged by their metrics" in warning
     finally:

@@ -12,7 +12,7 @@ from typing import Any
 
 import builders
 import pytest
-from cycle_kit import NS, Rig, make_config, remediated
+from cycle_kit import NS, Rig, deleted_over, make_config, remediated
 from metricsum import summed
 
 from watchdog.adapters.scrape_errors import ScrapeError
@@ -122,10 +122,7 @@ def test_one_tenants_broken_pods_do_not_blind_other_namespaces(shaped: tuple[Rig
     rig.deployment("a", rig.sim("127.0.0.7", "progressing"))
     rig.deployment("b", rig.sim("127.0.0.8", "idle"))
     wedged = rig.deployment("wedged", rig.sim("127.0.0.9", "wedged"))
-    deleted = []
-    for _ in range(8):
-        deleted += [r for r in remediated(rig.cycle()) if r[1] == "deleted"]
-    assert deleted == [(f"{NS}/{wedged['pod']['metadata']['name']}", "deleted")]
+    assert deleted_over(rig, 8) == [f"{NS}/{wedged['pod']['metadata']['name']}"]
     assert rig.wd.policy.decide(uid="x", series="s", namespace="tenant", namespace_mode="enforce", owner=None,
                                 pod_age_s=1e6, now=rig.now).rule == "namespace_breaker"
 
