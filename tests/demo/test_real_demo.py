@@ -36,13 +36,18 @@ def _processes_mentioning(needle: str) -> list[str]:
     return found
 
 
-def test_real_demo_deletes_exactly_the_wedged_pod_and_describe_shows_the_events() -> None:
+def real_control_plane() -> None:
+    """Skip the test when the control plane's binaries are not built; with CI=true fail it instead."""
     try:
         require_binaries()
     except NotAvailable as exc:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and the real demo cannot run: {exc}")
         pytest.skip(str(exc))
+
+
+def test_real_demo_deletes_exactly_the_wedged_pod_and_describe_shows_the_events() -> None:
+    real_control_plane()
     done = subprocess.run([sys.executable, "-m", "watchdog", "demo", "--control-plane", "real"], cwd=checkout(),
                           capture_output=True, text=True, timeout=300)
     out = done.stdout
@@ -76,12 +81,7 @@ def test_the_shell_gives_a_running_control_plane_with_the_chart_and_the_watchdog
     """Issue 39 item 12: `demo --control-plane real --shell` leaves a newcomer in a shell on the running world:
     kubectl and helm act as admin, the chart is installed, the watchdog answers `status`, and its run-time brake
     (the chart's WATCHDOG_PAUSE_CONFIG_MAP) is on: annotating the config ConfigMap pauses it. Exiting removes it."""
-    try:
-        require_binaries()
-    except NotAvailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the real demo cannot run: {exc}")
-        pytest.skip(str(exc))
+    real_control_plane()
     script = "\n".join([
         "kubectl get namespace inference -o name",
         "helm list -A -q",
