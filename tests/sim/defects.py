@@ -32,7 +32,7 @@ class Defect:
 
 DEFECTS = (
     Defect("lost-delete-budget", "budget bypass on a lost DELETE answer (not charged)", "controller/remediator.py",
-           "        if not retry:\n            self._charge(target, key, now, verb)\n        fate = self._fate(target)",
+           "        if not retry:\n            self._charge(target, verb)\n        fate = self._fate(target)",
            "        fate = self._fate(target)"),
     Defect("ledger-after-delete", "the ledger written after the DELETE", "controller/remediator.py",
            "        if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):",
@@ -67,12 +67,12 @@ DEFECTS = (
            "        if s.owner is not None and s.owner in self._blocked_owners:",
            "        if False:"),
     Defect("budget-not-restored", "the budget not restored from the ledger after a restart", "controller/budget.py",
-           "    restored = ledger_deletions(entries, now=now, wall_now=wall_now, window_s=window)",
+           "    restored = ledger_deletions(entries, now=now, wall_now=ledger.clock(), window_s=window)",
            "    restored = []"),
     Defect("lost-answer-withdrawn", "a lost answer's ledger intent withdrawn (fail open)",
            "controller/remediator.py",
-           "        if not retry:\n            self._charge(target, key, now, verb)\n        fate = self._fate(target)",
-           "        if not retry:\n            self._charge(target, key, now, verb)\n"
+           "        if not retry:\n            self._charge(target, verb)\n        fate = self._fate(target)",
+           "        if not retry:\n            self._charge(target, verb)\n"
            "            self._withdraw(target, retry)\n        fate = self._fate(target)"),
     Defect("budget-unknown-skipped", "budget known before the ledger was read", "core/policy.py",
            "        if not self.budget_known:", "        if False:"),

@@ -70,3 +70,12 @@ def test_fixed_findings_stay_fixed(seed: int) -> None:
     """The seeds of the findings fixed since (README "Findings"), whatever SIM_SEEDS the run asks for."""
     outcome = run_seed(seed)
     assert not outcome.violations, report(outcome)
+
+
+def test_every_reintroduced_defect_still_applies_to_the_code() -> None:
+    """tests/sim/defects.py's table is only evidence while each defect's text still matches the code it breaks
+    exactly once: a refactor that moves it must move the defect too (three had silently stopped applying)."""
+    from defects import DEFECTS, ROOT
+
+    stale = {d.id: (ROOT / "watchdog" / d.path).read_text().count(d.old) for d in DEFECTS}
+    assert {k: n for k, n in stale.items() if n != 1} == {}
