@@ -51,7 +51,7 @@ class Rig:
     def __init__(self, *, leader: bool = True, patch: Any = None, rails: QuarantineRails | None = None) -> None:
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
         self.events: list[tuple[str, str, str]] = []
-        self.is_leader, self.was_leader = leader, False
+        self.is_leader = leader
 
         def patched(namespace: str, name: str, uid: str, condition: dict[str, Any]) -> str:
             self.patches.append((name, uid, condition))
@@ -74,9 +74,7 @@ class Rig:
 
     def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[WatchedPod, PodRecord]]) -> list[str]:
         self.q.observe([(None, pods)])
-        facts = CycleFacts(self.is_leader, became_leader=self.is_leader and not self.was_leader)
-        self.was_leader = self.is_leader
-        return self.q.run(judged, self.policy, facts)
+        return self.q.run(judged, self.policy, CycleFacts(self.is_leader))
 
     def metric(self, name: str, **labels: str) -> float | None:
         return summed(self.metrics.registry, name, labels)

@@ -331,8 +331,8 @@ class Watchdog:
         self._check_clock()
         now = self.clock()
         leader = self.leader()
-        this_cycle = CycleFacts(leader, became_leader=leader and not self._was_leader)
-        if this_cycle.became_leader:
+        this_cycle = CycleFacts(leader)
+        if leader and not self._was_leader:
             self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
         self._was_leader = leader
         if not self.policy.budget_known:  # until it is read back: the policy's rule budget_unknown

@@ -89,12 +89,12 @@ class Quarantine:
     def run(self, judged: Sequence[tuple[WatchedPod, PodRecord]], policy: DeletionPolicy, facts: CycleFacts,
             ) -> list[str]:
         """Move each judged gated pod's condition towards what its engines ask for; return the refs changed.
-        ``facts``: the cycle's (whether this replica holds the Lease this cycle, and became leader in it)."""
+        ``facts``: the cycle's (whether this replica holds the Lease this cycle)."""
         if not self.enabled:
             return []
         leader = facts.leader
-        if not leader or facts.became_leader:
-            self.written.clear()  # a standby writes nothing; a new leader starts from the LIST
+        if not leader:  # a standby writes nothing; once leader again it starts from the LIST, not from its memory
+            self.written.clear()
         self.written = {uid: s for uid, s in self.written.items() if uid in self.fleet.gated}
         self._held = {k for k in self._held if k[0] in self.fleet.gated}
         if not leader:

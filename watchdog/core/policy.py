@@ -138,15 +138,13 @@ class Rails:
 class CycleFacts:
     """What a cycle reads once, before it acts, for everything it decides: ``leader``, whether this replica holds
     the Lease (read in ONE place, the cycle: a Lease won mid-cycle acts from the next one, after the deletion ledger
-    was read back; one lost mid-cycle is held back by the actuator's fence); ``became_leader``, it did not in the
-    previous cycle (the budget is read back, the readiness gate starts from the LIST)."""
+    was read back; one lost mid-cycle is held back by the actuator's fence)."""
 
     leader: bool
-    became_leader: bool
 
 
-#: The facts outside a cycle (a single replica, tests of one remediation): the leader, and it was before.
-SOLE_REPLICA = CycleFacts(leader=True, became_leader=False)
+#: The facts outside a cycle (a single replica, tests of one remediation): the leader.
+SOLE_REPLICA = CycleFacts(leader=True)
 
 
 @dataclass(frozen=True)
