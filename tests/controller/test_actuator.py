@@ -1,6 +1,7 @@
 """watchdog/controller/actuator.py: a decided removal is a delete or an eviction of exactly the pod named, UID as
 its precondition; any other action is refused before anything is sent (never a delete by default); a decided gate
-change is a pods/status patch of that pod; a write the leadership fence holds back is not sent."""
+change is a pods/status patch of that pod; a write the leadership fence holds back is not sent; what a write came
+to is one closed outcome (Applied), a failed request sorted into lost (may have been applied) or refused."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 import builders
 import pytest
 
-from watchdog.adapters.kube import Fenced
-from watchdog.controller.actuator import GateChange, Removal
+from watchdog.adapters.kube import KubeError
+from watchdog.controller.actuator import Applied, GateChange, Removal
 from watchdog.core.model import WatchedPod
 
 POD = WatchedPod(uid="u-1", namespace="ns", name="pod-1", ip="10.0.0.1", port=8000, path="/metrics",
@@ -54,13 +55,38 @@ def test_any_other_action_is_refused_and_nothing_is_sent(action: str) -> None:
 def test_a_gate_change_patches_the_pods_status_with_its_uid() -> None:
     kube = Recorder()
     condition = {"type": "vllm-watchdog.io/engine-healthy", "status": "False"}
-    assert builders.actuator(kube).apply(GateChange(POD, condition)) == "patched"
+    assert builders.actuator(kube).apply(GateChange(POD, condition)) == Applied("done")
     assert kube.sent == [("patch", "ns", "pod-1", "u-1", condition)]
 
 
 @pytest.mark.parametrize("write", [Removal(POD, "delete", None), GateChange(POD, {"type": "t", "status": "False"})])
 def test_a_write_the_fence_holds_back_is_not_sent(write: Removal | GateChange) -> None:
     kube = Recorder()
-    with pytest.raises(Fenced):
-        builders.actuator(kube, fence=lambda _seconds: False).apply(write)
+    applied = builders.actuator(kube, fence=lambda _seconds: False).apply(write)
+    assert applied.outcome == "fenced" and "not sent" in applied.error
     assert kube.sent == []
+
+
+class Failing(Recorder):
+    def __init__(self, error: KubeError | str) -> None:
+        super().__init__()
+        self.error = error
+
+    def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> str:
+        if isinstance(self.error, str):
+            return self.error
+        raise self.error
+
+
+@pytest.mark.parametrize(("answer", "outcome"), [
+    (KubeError("delete pod", 0, "ReadTimeoutError"), "lost"),  # no answer: it may have been applied
+    (KubeError("delete pod", 503, "Service Unavailable"), "lost"),
+    (KubeError("delete pod", 403, "Forbidden"), "refused"),
+    (KubeError("delete pod", 422, "Unprocessable"), "refused"),
+    ("deleted", "done"), ("not_found", "not_found"), ("conflict", "conflict"),
+])
+def test_what_a_removal_came_to_is_one_closed_outcome(answer: KubeError | str, outcome: str) -> None:
+    applied = builders.actuator(Failing(answer)).apply(Removal(POD, "delete", None))
+    assert applied.outcome == outcome
+    if isinstance(answer, KubeError):
+        assert (applied.error, applied.reason) == (str(answer), answer.reason)

@@ -9,12 +9,13 @@ The leadership fence: a write is sent only while this replica's Lease stays vali
 own timeout plus :data:`~watchdog.core.model.FENCE_MARGIN_S`
 (:meth:`watchdog.adapters.leader.LeaderElector.holds_for`), checked right before the request leaves, after every
 other step of the decision (the slow ones, such as the log read, come before it). A write the fence holds back
-raises :class:`Fenced` and is not sent: a standby replica, or a leader whose last renew is too old, writes
+is not sent (a pod write's outcome ``fenced``; the other writes raise :class:`Fenced`): a standby replica, or a leader whose last renew is too old, writes
 nothing at all, dry-run announcements and Events included. Without leader election the fence always holds.
 
-What a write's answer means is decided by its caller with :func:`watchdog.core.policy.ambiguous`: a definite
-answer (2xx, or a 4xx refusal) is applied or not; a lost one (no answer, 5xx) may have been applied and is
-charged to every rail it counts against (fail closed), then resolved by a read.
+A pod write's answer comes back as one closed :class:`Applied` outcome (:func:`watchdog.core.policy.ambiguous`
+sorts a failed request, here alone): a definite answer (2xx, or a 4xx refusal) was applied or not; a lost one (no
+answer, 5xx) may have been applied and is charged to every rail it counts against (fail closed), then resolved by a
+read. The other writes (taints, the ledger, Events) raise as before: their callers have one way each to fail.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from watchdog.adapters.kube import DeleteResult, EvictResult, Fenced, PatchResult
+from watchdog.adapters.kube import DeleteResult, EvictResult, Fenced, KubeError, PatchResult
 from watchdog.core.model import FENCE_MARGIN_S, WatchedPod
-from watchdog.core.vocab import RemovalAction
+from watchdog.core.policy import ambiguous
+from watchdog.core.vocab import RemovalAction, WriteOutcome
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,20 @@ class Removal:
     pod: WatchedPod
     action: RemovalAction
     grace_period_s: int | None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a pod write came to: ``outcome`` (one vocabulary for removals and gate patches) and, when it was not
+    done, ``error`` (the one-line why: the API's error or the fence's) and ``reason`` (a lost answer's: timeout,
+    503, ...)."""
+
+    outcome: WriteOutcome
+    error: str = ""
+    reason: str = ""
+
+
+_DONE = {"deleted", "evicted", "patched"}
 
 
 @dataclass(frozen=True)
@@ -90,10 +106,19 @@ class Actuator:
             log.info("%s held back by the leadership fence", what)
             raise Fenced(what)
 
-    def apply(self, write: Removal | GateChange) -> DeleteResult | EvictResult | PatchResult:
-        """Send one decided pod write, the pod's UID as its precondition: a :class:`Removal` as a DELETE or an
-        eviction, a :class:`GateChange` as a ``pods/status`` patch. A removal of any other action is refused before
-        anything is sent (never a delete by default)."""
+    def apply(self, write: Removal | GateChange) -> Applied:
+        """Send one decided pod write, the pod's UID as its precondition, and say what it came to: a
+        :class:`Removal` as a DELETE or an eviction, a :class:`GateChange` as a ``pods/status`` patch. A removal of
+        any other action is refused before anything is sent (never a delete by default: ValueError)."""
+        try:
+            result = self._send(write)
+        except Fenced as exc:
+            return Applied("fenced", str(exc))
+        except KubeError as exc:
+            return Applied("lost" if ambiguous(exc.status) else "refused", str(exc), exc.reason)
+        return Applied("done" if result in _DONE else result)  # type: ignore[arg-type]  # the rest: WriteOutcome's
+
+    def _send(self, write: Removal | GateChange) -> DeleteResult | EvictResult | PatchResult:
         pod = write.pod
         if isinstance(write, GateChange):
             self._fenced(f"readiness gate of pod {pod.ref}")

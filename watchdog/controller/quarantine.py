@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from watchdog.adapters.events import EventRecorder
-from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
 from watchdog.controller.actuator import Actuator, GateChange
@@ -32,7 +31,7 @@ from watchdog.controller.ports import Clock
 from watchdog.controller.state import PodRecord
 from watchdog.core.events import REASON_QUARANTINED, REASON_RELEASED, engine_phrase, escape_controls, utc_stamp
 from watchdog.core.model import WatchedPod
-from watchdog.core.policy import CycleFacts, DeletionPolicy, ambiguous
+from watchdog.core.policy import CycleFacts, DeletionPolicy
 from watchdog.core.quarantine import (
     GATE_CONDITION,
     Fleet,
@@ -120,9 +119,8 @@ class Quarantine:
                     continue
             if change is None:
                 continue
-            try:
-                written = self._write(target, change, _evidence(pod))
-            except Fenced:  # lost the Lease mid-cycle: write nothing more
+            written = self._write(target, change, _evidence(pod))
+            if written == "fenced":  # lost the Lease mid-cycle: write nothing more
                 break
             if written == "written":
                 changed.append(target.ref)
@@ -142,25 +140,26 @@ class Quarantine:
 
     def _write(self, target: WatchedPod, change: QuarantineChange, evidence: str) -> str:
         """Patch the gate: "written", "lost" (no answer or 5xx: it may have been applied), or "not_written" (a
-        refusal, or the pod gone or replaced: not an error). Raises Fenced when the fence holds it back."""
+        refusal, or the pod gone or replaced: not an error), or "fenced" (held back: not sent)."""
         drain = change == "quarantined"
         message = (f"Quarantined by vllm-stall-watchdog: {evidence}" if drain else
                    f"Engine idle or progressing ({evidence})")
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
-        try:
-            result = self.actuator.apply(GateChange(target, condition))
-        except KubeError as exc:
-            lost = ambiguous(exc.status)
+        applied = self.actuator.apply(GateChange(target, condition))
+        if applied.outcome == "fenced":
+            return "fenced"
+        if applied.outcome in ("lost", "refused"):
+            lost = applied.outcome == "lost"
             if lost and drain:
                 self.written[target.uid] = condition["status"]
                 self._unanswered.add(target.uid)
-            log.warning("could not set %s=%s on %s: %s%s", GATE_CONDITION, condition["status"], target.ref, exc,
-                        "; the answer was lost: counted as written until the next LIST shows it (fail closed)"
-                        if lost else "", extra=facts(target, result="error", reason=str(exc)))
+            log.warning("could not set %s=%s on %s: %s%s", GATE_CONDITION, condition["status"], target.ref,
+                        applied.error, "; the answer was lost: counted as written until the next LIST shows it "
+                        "(fail closed)" if lost else "", extra=facts(target, result="error", reason=applied.error))
             return "lost" if lost else "not_written"
-        if result != "patched":
-            log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, result,
-                     extra=facts(target, result=result))
+        if applied.outcome != "done":
+            log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, applied.outcome,
+                     extra=facts(target, result=applied.outcome))
             return "not_written"
         self.written[target.uid] = condition["status"]
         self.metrics.quarantine_changes.labels(change, target.namespace, target.target_name).inc()

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from watchdog.adapters.events import EventRecorder
-from watchdog.adapters.kube import Fenced, KubeError
+from watchdog.adapters.kube import KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
-from watchdog.controller.actuator import Actuator, Removal
+from watchdog.controller.actuator import Actuator, Applied, Removal
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
@@ -62,7 +62,6 @@ from watchdog.core.policy import (
     CycleFacts,
     Decision,
     DeletionPolicy,
-    ambiguous,
     fate_after_lost_answer,
     not_leader,
 )
@@ -254,28 +253,27 @@ class Remediator:
                 now)
         if retry:  # at the send, not at the decision: the reads and the ledger write between them take time
             self.policy.recharge(self.clock(), uid=target.uid, namespace=target.namespace)
-        try:
-            result: str = self.actuator.apply(Removal(target, verb, self.grace_period_s))
-        except Fenced as exc:  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
-            return self._defer(stall, not_leader(str(exc)), now)
-        except KubeError as exc:
-            if not ambiguous(exc.status):
-                self._withdraw(target, retry)
-                return Remediation("error", f"{verb} {target.ref} refused, not retried: {exc}")
-            return self._lost_answer(stall, now, verb, exc, retry)
-        if result in ("blocked", "several_pdbs"):  # its ledger intent stays (sent again after a backoff)
-            why = ("the Eviction API refused (a PodDisruptionBudget would be violated)" if result == "blocked" else
-                   "the Eviction API refuses pods selected by more than one PodDisruptionBudget; fix the overlapping "
-                   "PDBs")
-            return self._defer(stall, self.policy.refused(target.uid, key, now, why), now)
-        if result not in ("deleted", "evicted"):
-            self._withdraw(target, retry)
-            why = "already gone" if result == "not_found" else "UID precondition failed: the name is a new pod"
-            return Remediation("not_found" if result == "not_found" else "conflict",
-                              f"nothing {_PAST[verb]} for {target.ref}: {why}")
-        if not retry:
-            self._charge(target, verb)
-        return self._removed(stall, verb, "sent again after a lost answer" if retry else "")
+        applied = self.actuator.apply(Removal(target, verb, self.grace_period_s))
+        match applied.outcome:
+            case "done":
+                if not retry:
+                    self._charge(target, verb)
+                return self._removed(stall, verb, "sent again after a lost answer" if retry else "")
+            case "fenced":  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
+                return self._defer(stall, not_leader(applied.error), now)
+            case "lost":
+                return self._lost_answer(stall, now, verb, applied, retry)
+            case "blocked" | "several_pdbs":  # its ledger intent stays (sent again after a backoff)
+                why = ("the Eviction API refused (a PodDisruptionBudget would be violated)"
+                       if applied.outcome == "blocked" else "the Eviction API refuses pods selected by more than one "
+                       "PodDisruptionBudget; fix the overlapping PDBs")
+                return self._defer(stall, self.policy.refused(target.uid, key, now, why), now)
+        self._withdraw(target, retry)  # not applied: refused, gone or replaced
+        if applied.outcome == "refused":
+            return Remediation("error", f"{verb} {target.ref} refused, not retried: {applied.error}")
+        why = "already gone" if applied.outcome == "not_found" else "UID precondition failed: the name is a new pod"
+        return Remediation("not_found" if applied.outcome == "not_found" else "conflict",
+                          f"nothing {_PAST[verb]} for {target.ref}: {why}")
 
     def _withdraw(self, target: WatchedPod, retry: bool) -> None:
         """The API said the removal was not applied: its ledger intent no longer counts. A retry's intent stays
@@ -332,7 +330,7 @@ class Remediator:
             self.escalation.on_deletion(target.node, target.uid, target.ref, target.tenant)
         return Remediation(done, f"{done} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
-    def _lost_answer(self, stall: _Stall, now: float, verb: RemovalAction, exc: KubeError, retry: bool,
+    def _lost_answer(self, stall: _Stall, now: float, verb: RemovalAction, lost: Applied, retry: bool,
                      ) -> Remediation:
         """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
         budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see; a retry
@@ -343,15 +341,16 @@ class Remediator:
             self._charge(target, verb)
         fate = self._fate(target)
         if fate is True:
-            return self._removed(stall, verb, f"the {verb} answer was lost ({exc.reason}) and the pod is gone or "
+            return self._removed(stall, verb, f"the {verb} answer was lost ({lost.reason}) and the pod is gone or "
                                  "terminating")
         self.policy.retry_later(target.uid, key)
         self._unsettled[target.uid] = (stall, verb)
         if fate is False:
-            return Remediation("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod is still there: charged "
-                               "to the budgets (fail closed), sent again next cycle with the same UID precondition")
-        return Remediation("error", f"{verb} {target.ref}: answer lost ({exc}) and the pod cannot be read ({fate}): "
-                           "charged to the budgets (fail closed), sent again next cycle")
+            return Remediation("error", f"{verb} {target.ref}: answer lost ({lost.error}) and the pod is still there: "
+                               "charged to the budgets (fail closed), sent again next cycle with the same UID "
+                               "precondition")
+        return Remediation("error", f"{verb} {target.ref}: answer lost ({lost.error}) and the pod cannot be read "
+                           f"({fate}): charged to the budgets (fail closed), sent again next cycle")
 
     def _defer(self, stall: _Stall, decision: Decision, now: float) -> Remediation:
         """A deferral: its Event, log line and /status (the policy's :meth:`~DeletionPolicy.held`) say why and when
