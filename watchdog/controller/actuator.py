@@ -9,8 +9,9 @@ The leadership fence: a write is sent only while this replica's Lease stays vali
 own timeout plus :data:`~watchdog.core.model.FENCE_MARGIN_S`
 (:meth:`watchdog.adapters.leader.LeaderElector.holds_for`), checked right before the request leaves, after every
 other step of the decision (the slow ones, such as the log read, come before it). A write the fence holds back
-is not sent (a pod write's outcome ``fenced``; the other writes raise :class:`Fenced`): a standby replica, or a leader whose last renew is too old, writes
-nothing at all, dry-run announcements and Events included. Without leader election the fence always holds.
+is not sent (a pod write's outcome ``fenced``; the other writes raise :class:`Fenced`): a standby replica, or a
+leader whose last renew is too old, writes nothing at all, dry-run announcements and Events included. Without
+leader election the fence always holds.
 
 A pod write's answer comes back as one closed :class:`Applied` outcome (:func:`watchdog.core.policy.ambiguous`
 sorts a failed request, here alone): a definite answer (2xx, or a 4xx refusal) was applied or not; a lost one (no
