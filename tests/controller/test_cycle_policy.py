@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 from cycle_kit import NS, Rig, deleted_over, make_config, remediated
 
+from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.core.events import REASON_DELETED, REASON_PAUSE_IGNORED, REASON_WINDOW_IGNORED
 from watchdog.core.model import NAMESPACE_LABEL, PAUSE_ANNOTATION, WINDOW_ANNOTATION
 from watchdog.demo.emulator import EmulatorServer
@@ -95,6 +97,25 @@ def test_the_ignored_annotation_event_is_not_written_again_after_a_restart(emula
         assert len(events(sims, pod, REASON_WINDOW_IGNORED)) == 1
     finally:
         sims.close()
+
+
+def test_a_standby_tells_an_ignored_annotation_once_it_leads(emulator: EmulatorServer, tmp_path: Path) -> None:
+    """The Event a standby may not write (the fence) is written once it leads: it was marked told and never sent."""
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    leads = [False]
+    kube = KubeClient.from_settings(KubeSettings(host=emulator.base_url, request_timeout_s=5))
+    rig = Rig(emulator, make_config(tmp_path, **LOOSE), kube=kube, leader=lambda: leads[0],
+              actuator=builders.actuator(kube, fence=lambda _s: leads[0]))
+    try:
+        pod = deployment(rig, "tenant", "127.0.0.5", annotations={WINDOW_ANNOTATION: "10"})["pod"]
+        rig.cycle()
+        assert events(rig, pod, REASON_WINDOW_IGNORED) == []  # a standby writes nothing
+        leads[0] = True
+        rig.cycle()
+        rig.cycle()
+        assert len(events(rig, pod, REASON_WINDOW_IGNORED)) == 1
+    finally:
+        rig.close()
 
 
 def test_a_targets_own_action_is_the_one_taken(emulator: EmulatorServer, tmp_path: Path) -> None:

@@ -119,15 +119,11 @@ class EventRecorder:
         """Drop the walked owners of pods that are gone."""
         self.owners = {uid: c for uid, c in self.owners.items() if uid in live_uids}
 
-    def on_pod(self, target: PodRef, reason: str, message: str) -> None:
-        """One Event on the pod alone (what concerns the pod's own settings, e.g. its window annotation)."""
-        self._create(target.namespace, {"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid},
-                     reason, message, "None")
-
     def once_on_pod(self, target: PodRef, reason: str, message: str) -> bool:
-        """One Event on the pod, written once per pod UID and reason however often the watchdog restarts: named
-        after both, so a second create is refused (409: already told, kept by the API server for its Event TTL).
-        False only when not sent because this replica may not write (a standby): try again as leader."""
+        """One Event on the pod alone (what concerns the pod's own settings, e.g. its annotations), written once
+        per pod UID and reason however often the watchdog restarts: named after both, so a second create is
+        refused (409: already told, kept by the API server for its Event TTL). False only when not sent because
+        this replica may not write (a standby): try again as leader."""
         involved = {"apiVersion": "v1", "kind": "Pod", "name": target.name, "uid": target.uid}
         return self._create(target.namespace, involved, reason, message, "None", once=True)
 

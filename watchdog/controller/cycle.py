@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from watchdog.adapters.events import PodRef
 from watchdog.adapters.logs import counts, facts
 from watchdog.adapters.metrics import EngineSeries, Metrics
 from watchdog.config.settings import Settings
@@ -142,9 +143,8 @@ class Watchdog:
         self.clock_skew_s: float | None = None  # this wall clock minus the API server's, as of the last cycle
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self._targets = {t.name: t for t in config.targets}
-        self._window_warned: set[str] = set()  # pod UIDs told once that their window annotation is ignored
-        self._overlaps_told: dict[str, bool] = {}  # pod UID several differing targets match -> its Event written
-        self._pause_warned: dict[str, str] = {}  # pod UID -> the pause annotation value it was told is ignored
+        # (pod UID, Event reason) -> (what was told, whether its Event was sent): see _tell_once
+        self._told: dict[tuple[str, str], tuple[str, bool]] = {}
         self._engines_capped = False  # the per-engine gauge's cap was reached (logged once)
         self.last_started: float | None = None  # monotonic time the last cycle started (liveness)
         self.last_ended: float | None = None  # monotonic time the last cycle ended, completed or failed
@@ -379,13 +379,24 @@ class Watchdog:
         """The pod's effective policy (:meth:`Settings.policy_of`, the one rule); an ignored window annotation is
         logged and told in one Warning Event per pod, named so that a restart does not write it again."""
         policy, ignored = self.config.policy_of(self._targets.get(target.target_name), target.window_annotation)
-        if ignored and target.uid not in self._window_warned:
-            self._window_warned.add(target.uid)
-            log.warning("pod %s: %s; its window stays %g s (%s)", target.ref, ignored, policy.window_s,
-                        policy.window_source, extra=facts(target, reason="window_annotation_ignored"))
-            self.remediator.events.once_on_pod(target, REASON_WINDOW_IGNORED, f"{ignored}; the stall window "
-                                               f"stays {policy.window_s:g} s (from the {policy.window_source} setting)")
+        if ignored:
+            self._tell_once(target, REASON_WINDOW_IGNORED, "", f"{ignored}; its window stays {policy.window_s:g} s "
+                            f"({policy.window_source})", f"{ignored}; the stall window stays {policy.window_s:g} s "
+                            f"(from the {policy.window_source} setting)", "window_annotation_ignored")
         return policy
+
+    def _tell_once(self, pod: PodRef, reason: str, value: str, said: str, message: str, why: str) -> None:
+        """Say one thing about a pod once: a WARNING line ``said`` (log field reason ``why``) whenever ``value`` is
+        new for (pod, ``reason``), and its named Warning Event ``message`` until one is sent (a standby's is not: it
+        writes it once it leads; a restart finds it written). Forgotten with the pod."""
+        key = (pod.uid, reason)
+        told = self._told.get(key)
+        if told is not None and told == (value, True):
+            return
+        if told is None or told[0] != value:
+            log.warning("pod %s/%s: %s", pod.namespace, pod.name, said,
+                        extra=facts(namespace=pod.namespace, pod=pod.name, uid=pod.uid, reason=why))
+        self._told[key] = (value, self.remediator.events.once_on_pod(pod, reason, message))
 
     def _tell_overlaps(self, overlaps: Sequence[Overlap]) -> None:
         """Each pod several differing targets match (:func:`~watchdog.core.podpolicy.resolve_target` says which one
@@ -394,15 +405,11 @@ class Watchdog:
         conflicts = sum(o.chosen is None for o in overlaps)
         self.metrics.targets_overlap.labels("judged").set(len(overlaps) - conflicts)
         self.metrics.targets_overlap.labels("conflict").set(conflicts)
-        told = {o.uid: self._overlaps_told.get(o.uid) for o in overlaps}  # a pod no longer overlapping: forgotten
+        overlapping = {o.uid for o in overlaps}  # a pod no longer overlapping is forgotten: told again if it does
+        self._told = {k: v for k, v in self._told.items() if k[1] != REASON_TARGETS_OVERLAP or k[0] in overlapping}
         for o in overlaps:
-            if told[o.uid] is None:
-                log.warning("pod %s/%s: %s", o.namespace, o.name, o.note, extra=facts(
-                    namespace=o.namespace, pod=o.name, uid=o.uid,
-                    reason="targets_conflict" if o.chosen is None else "targets_overlap"))
-            if not told[o.uid]:  # not yet written: a standby's was not sent
-                told[o.uid] = self.remediator.events.once_on_pod(o, REASON_TARGETS_OVERLAP, o.note)
-        self._overlaps_told = {uid: bool(done) for uid, done in told.items()}
+            self._tell_once(o, REASON_TARGETS_OVERLAP, "", o.note, o.note,
+                            "targets_conflict" if o.chosen is None else "targets_overlap")
 
     def _pause(self, target: WatchedPod) -> str:
         """Why the pod's engines read paused now by its pause annotation (:meth:`Settings.paused_until`, the one
@@ -410,12 +417,10 @@ class Watchdog:
         value."""
         raw = target.pause_annotation
         until, ignored = self.config.paused_until(raw, self.wall_clock())
-        if ignored and raw is not None and self._pause_warned.get(target.uid) != raw:
-            self._pause_warned[target.uid] = raw
-            log.warning("pod %s: %s; its engines are judged by their metrics", target.ref, ignored,
-                        extra=facts(target, reason="pause_annotation_ignored"))
-            self.remediator.events.on_pod(target, REASON_PAUSE_IGNORED, f"{ignored}; its engines are judged by "
-                                          "their metrics, as without it")
+        if ignored and raw is not None:
+            self._tell_once(target, REASON_PAUSE_IGNORED, raw, f"{ignored}; its engines are judged by their metrics",
+                            f"{ignored}; its engines are judged by their metrics, as without it",
+                            "pause_annotation_ignored")
         if until is None:
             return ""
         return (f"its pod's annotation {PAUSE_ANNOTATION} holds it paused until "
@@ -424,8 +429,7 @@ class Watchdog:
     def _forget_gone(self, live: set[str]) -> None:
         for uid in set(self.pods) - live:
             del self.pods[uid]
-        self._window_warned &= live
-        self._pause_warned = {uid: value for uid, value in self._pause_warned.items() if uid in live}
+        self._told = {k: v for k, v in self._told.items() if k[0] in live}
         self.remediator.settle_gone(live)  # before the policy forgets them: a removal whose answer was lost
         self.policy.forget_pods(live)
         self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)
