@@ -172,10 +172,7 @@ def _rfc3339(text: str) -> float | None:
     """``text`` (strict RFC 3339, see :data:`_RFC3339`) as Unix seconds, or None."""
     if not _RFC3339.fullmatch(text):
         return None
-    fraction = re.search(r"\.([0-9]+)", text)  # fromisoformat takes 3 or 6 digits only: cut or pad to 6
-    if fraction:
-        text = text.replace(fraction.group(0), "." + fraction.group(1)[:6].ljust(6, "0"))
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    try:  # Python 3.11's fromisoformat takes any number of fraction digits and Z
+        return dt.datetime.fromisoformat(text).timestamp()
     except ValueError:  # month 13, hour 25, offset +99:00
         return None
