@@ -10,10 +10,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from watchdog.config.settings import BY_NAME, COMPARISONS, SETTINGS, TARGET_KEYS, TARGET_POLICY, Comparison, Setting
+from watchdog.config.settings import (
+    BY_NAME,
+    COMPARISONS,
+    SETTINGS,
+    TARGET_KEYS,
+    TARGET_POLICY,
+    Comparison,
+    Setting,
+    number_text,
+)
 
 PATH = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
-_OPS = {"<": "<", "<=": "<=", ">=": ">="}
 
 
 def _cell(text: str) -> str:
@@ -25,8 +33,8 @@ def _default(s: Setting) -> str:
         return "unset"
     if isinstance(s.default, bool):
         return str(s.default).lower()
-    if isinstance(s.default, float) and s.default.is_integer():
-        return str(int(s.default))
+    if isinstance(s.default, float):
+        return number_text(s.default)
     return f'"{s.default}"' if isinstance(s.default, str) else str(s.default)
 
 
@@ -35,17 +43,15 @@ def _bounds(s: Setting) -> str:
         return ", ".join(s.choices)
     if s.minimum is None and s.maximum is None:
         return ""
-    def num(x: float | None) -> str:
-        return "" if x is None else str(int(x)) if float(x).is_integer() else str(x)
-    return f"{num(s.minimum)} .. {num(s.maximum)}"
+    return " .. ".join("" if x is None else number_text(x) for x in (s.minimum, s.maximum))
 
 
 def _rule(r: Comparison) -> str:
-    right = BY_NAME[r.right].key if isinstance(r.right, str) else str(int(r.right) if r.right.is_integer() else r.right)
-    bound = f"{int(r.factor) if r.factor.is_integer() else r.factor} x {right}" if r.factor != 1 else right
+    right = BY_NAME[r.right].key if isinstance(r.right, str) else number_text(r.right)
+    bound = f"{number_text(r.factor)} x {right}" if r.factor != 1 else right
     if r.floor:
-        bound = f"max({int(r.floor)}, {bound})"
-    text = f"`{BY_NAME[r.left].key}` {_OPS[r.op]} {bound}"
+        bound = f"max({number_text(r.floor)}, {bound})"
+    text = f"`{BY_NAME[r.left].key}` {r.op} {bound}"
     conditions = [f"only with `{BY_NAME[r.when].key}: true`"] if r.when else []
     conditions += ["0 (off) always passes"] if r.unless_zero else []
     return text + (f" ({'; '.join(conditions)})" if conditions else "")

@@ -29,6 +29,7 @@ from watchdog.config.settings import (
     Setting,
     Settings,
     comparison_problems,
+    number_text,
     quarantine_problems,
 )
 from watchdog.config.sources import SOURCES
@@ -64,10 +65,6 @@ _MAX_PROBLEM = 400
 def _one_line(problem: str) -> str:
     text = " ".join(str(problem).splitlines())
     return text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 3] + "..."
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 _TRUE_WORDS = ("true", "1", "yes", "on")
@@ -121,7 +118,7 @@ def _bounds_problem(setting: Setting, raw: Any, value: float) -> str:
     if setting.minimum is not None and value < setting.minimum:
         return f"{show(raw)} is below the minimum {setting.minimum:g}"
     if setting.maximum is not None and value > setting.maximum:
-        return f"{show(raw)} is above the maximum {_number(setting.maximum)}"
+        return f"{show(raw)} is above the maximum {number_text(setting.maximum)}"
     return ""
 
 
