@@ -201,3 +201,16 @@ def test_the_first_rule_that_applies_decides() -> None:
     assert decide(fresh, **young).rule == "paused"
     fresh = DeletionPolicy(rails(), started=T0)
     assert decide(fresh, **young).rule == "warm_up"
+
+
+@pytest.mark.parametrize("end", ["episode_over", "forget_pods"])
+def test_what_an_episode_kept_ends_with_it(end: str) -> None:
+    """A stall episode's state ends together (DeletionPolicy._episode_state): its PDB backoff and its evidence
+    record do not outlive the episode, nor the pod."""
+    p = policy()
+    p.refused("u1", SERIES, T0 + 200, "a PodDisruptionBudget")
+    p.kept("u1", SERIES, "rec-1")
+    assert decide(p, now=T0 + 201).rule == "pdb"
+    p.episode_over("u1", SERIES) if end == "episode_over" else p.forget_pods(set())
+    assert decide(p, now=T0 + 201).action == "delete"
+    assert p.evidence("u1", SERIES) is None

@@ -548,22 +548,21 @@ class DeletionPolicy:
 
     def episode_over(self, uid: str, series: str) -> None:
         """The engine series left the stalled state: a later stall is a new episode."""
-        self._acted.pop((uid, series), None)
-        self._held.pop((uid, series), None)
-        self._deferred.pop((uid, series), None)  # every progressing series every cycle: O(1)
-        self._refused.pop((uid, series), None)
-        self._evidence.pop((uid, series), None)
+        for state in self._episode_state():  # every progressing series every cycle: O(1)
+            state.pop((uid, series), None)
         keys = self._announced.get(uid)
         if keys:  # only a pod with Events written: a handful of keys
             self._announced[uid] = {k: s for k, s in keys.items() if s != series}
 
+    def _episode_state(self) -> tuple[dict[tuple[str, str], Any], ...]:
+        """Everything kept per stall episode, keyed by (pod UID, engine series): ended and forgotten together."""
+        return self._acted, self._held, self._deferred, self._refused, self._evidence
+
     def forget_pods(self, live_uids: set[str]) -> None:
         """Drop what is known about pods that are gone (budgets and owner blocks are kept)."""
-        self._acted = {k: v for k, v in self._acted.items() if k[0] in live_uids}
-        self._deferred = {k: v for k, v in self._deferred.items() if k[0] in live_uids}
-        self._held = {k: v for k, v in self._held.items() if k[0] in live_uids}
-        self._refused = {k: v for k, v in self._refused.items() if k[0] in live_uids}
-        self._evidence = {k: v for k, v in self._evidence.items() if k[0] in live_uids}
+        for state in self._episode_state():
+            for key in [k for k in state if k[0] not in live_uids]:
+                del state[key]
         self._announced = {uid: keys for uid, keys in self._announced.items() if uid in live_uids}
 
     # -- what it knows, for /status ------------------------------------------------------------------------------
