@@ -103,7 +103,8 @@ def test_the_chart_schema_of_the_target_keys_is_generated_from_the_rows() -> Non
 
 
 SELECTOR_TOKENS = st.sampled_from(["app", "a.b/c", "Ex.com/x", "k8s.io/-", "v-1", "_x", "in", "notin", "=", "==",
-                                   "!=", "!", ",", "(", ")", "<", " ", "  ", "\t", "a" * 64, "x/y/z", "UP/a", ""])
+                                   "!=", "!", ",", "(", ")", "<", " ", "  ", "\t", "a" * 64, "x/y/z", "UP/a", "",
+                                   "\xa0", "\x1c", "\u2003"])  # white space Python's \s takes and the chart not
 
 
 @given(text=st.lists(SELECTOR_TOKENS, max_size=9).map("".join) | st.lists(SELECTOR_TOKENS, max_size=9).map(" ".join))

@@ -247,7 +247,7 @@ def cross_rules() -> list[dict[str, Any]]:
 
 # --- the rules the schema cannot express, as data for the chart's templates --------------------------------
 
-_SP = "[\\t\\n\\v\\f\\r ]"  # what separates the selector's tokens (watchdog/config/selectors.py)
+_SP = "[\\t\\n\\v\\f\\r ]"  # what separates the selector's tokens (watchdog/config/selectors.py SPACE)
 _NAME = "[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _PREFIX = "[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/"
 

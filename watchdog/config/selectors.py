@@ -21,7 +21,9 @@ from watchdog.config.names import subdomain_problem
 __all__ = ["label_key_problem", "normalised", "selector_problem", "show"]
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_TOKEN = re.compile(r"==|!=|[!=<>(),]|[^\s!=<>(),]+")  # spaces apart: ==, !=, one of !=<>(), or a run of the rest
+SPACE = "\t\n\v\f\r "  # what separates tokens: ASCII white space only (the chart's pattern says the same)
+# spaces apart: ==, !=, one of !=<>(), or a run of the rest (another space, e.g. U+00A0, is part of a word: refused)
+_TOKEN = re.compile(rf"==|!=|[!=<>(),]|[^{SPACE}!=<>(),]+")
 _END = ""  # the token after the last one (no token is empty)
 _PUNCTUATION = {*"!=<>(),", "==", "!=", _END}  # every token that is not a word
 MAX_SHOWN = 80
