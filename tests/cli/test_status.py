@@ -60,7 +60,7 @@ def test_the_table_has_one_row_per_engine_then_the_policys_view(served: tuple[An
                                 "RUN/WAIT", "ACTED", "ENGINE"]
     wedged, mute = lines[1].split(), lines[2].split()
     assert wedged[0] == "llm" and wedged[1].startswith("wedged-") and wedged[2] == "enforce"
-    assert wedged[3] in ("vllm", "-")  # "-": a document without the pod's target (the targets change names it)
+    assert wedged[3] == "vllm"  # the served document names each pod's target
     assert wedged[4] == "5s(global)" and wedged[5:7] == ["stalled", "45s"]
     assert wedged[7:10] == ["ok", "0s", "ago"] and wedged[11] == "paused" and wedged[12].startswith('engine="0"')
     assert mute[1].startswith("mute-") and mute[5:7] == ["unknown", "-"]

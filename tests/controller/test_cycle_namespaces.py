@@ -224,7 +224,8 @@ def test_without_the_cache_a_refused_namespace_blinds_only_itself_too(teams: Emu
         reports = [rig.cycle() for _ in range(3)]
         assert remediated(reports[-1]) == [(f"{TEAM_A}/{wedge['metadata']['name']}", "deleted")]
         assert rig.kube.credentials.counts[403] == 0 and rig.kube.credentials.refusal() is None
-        [entry] = rig.wd.status.doc["namespaces_unreadable"] if rig.wd.status else [None]
+        assert rig.wd.status is not None
+        [entry] = rig.wd.status.doc["namespaces_unreadable"]
         assert entry["namespace"] == TEAM_B and entry["status"] == 403
         assert entry["why"].startswith("list pods '") and "in team-b: HTTP 403 Forbidden" in entry["why"]
     finally:

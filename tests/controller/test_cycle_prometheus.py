@@ -526,6 +526,8 @@ def test_a_removal_is_confirmed_on_each_declared_port_the_pods_engines_were_scra
 
     def direct(pod: WatchedPod) -> Reading:
         read.append(pod.url)
+        if pod.port not in body:
+            return Reading("refused", detail=f"{pod.url}: connection refused")
         return Reading("ok", parse_exposition(body[pod.port], get_profile("vllm")))
 
     source = PrometheusSource(client, 60, "namespace", "pod", profiles={"vllm": get_profile("vllm")},
@@ -535,3 +537,6 @@ def test_a_removal_is_confirmed_on_each_declared_port_the_pods_engines_were_scra
     confirmed = source.confirm(target)
     assert read == ["http://127.0.0.2:8000/metrics", "http://127.0.0.2:8001/metrics"]
     assert confirmed.parsed is not None and [s.key for s in confirmed.parsed.series] == ['engine="0"', 'engine="1"']
+    del body[8001]  # the second container does not answer: the confirmation is unknown, not port 8000's alone
+    unknown = source.confirm(target)
+    assert (unknown.outcome, unknown.parsed) == ("refused", None)
