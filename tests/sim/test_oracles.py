@@ -106,3 +106,16 @@ def test_paused_held_fires_on_a_removal_while_the_brake_is_set() -> None:
     log = [(50.0, True), (150.0, False)]
     fired = paused_held(facts([removal(100.0, "A"), removal(200.0, "B")], [pod("A"), pod("B")], {}, brake_log=log))
     assert fired == ["t=100 r0 removed A while the brake was set"]
+
+
+def test_live_excuses_the_breaker_only_with_any_one_tenant_left_out() -> None:
+    """The breaker excuse as the watchdog's rule has it: stalls of ONE tenant (two namespaces) do not hold back
+    another tenant's wedge; stalls spread over three tenants do."""
+    held = Write(300.0, "r0", "event", "A", {"reason": "StalledPodDeletionDeferred",
+                                             "message": "Deferred ... Why: rule breaker, 9 of 10"})
+    one_tenant = [{"x1": (4, 4, 4), "x2": (4, 4, 4), "a": (2, 1, 1)}]
+    base = {"now": 400.0, "quiet_from": 0.0, "tenant_of": {"x1": "x", "x2": "x"}}
+    fired = live(facts([held], [pod("A")], {"A": 100.0}, bad_by_step=one_tenant, **base))
+    assert "held by rule breaker, which does not apply" in fired[0]
+    spread = [{"x": (4, 4, 4), "y": (4, 4, 4), "z": (4, 4, 4), "a": (2, 1, 1)}]
+    assert live(facts([held], [pod("A")], {"A": 100.0}, bad_by_step=spread, **base)) == []
