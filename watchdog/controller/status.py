@@ -161,9 +161,8 @@ def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profi
     """The view after a cycle: ``targets`` discovered, their ``pods`` records (a pod deleted this cycle has none
     and is left out), ``now`` monotonic, the watched namespaces whose pods could not be listed (``unreadable``,
     an immutable mapping the cycle replaces whole), the pods not judged because the targets matching them
-    conflict (``conflicts``). Only the pods listed are written out in full."""
-    unjudged = [{"namespace": o.namespace, "pod": o.name, "uid": o.uid, "targets": list(o.targets),
-                 "reason": "targets_conflict", "why": o.note} for o in conflicts[:MAX_PODS]]
+    conflict (``conflicts``, a list the cycle makes anew). Only the pods listed are written out in full, and only
+    when the document is first asked for."""
     watched = [(t, pods[t.uid], _states(pods[t.uid])) for t in targets if t.uid in pods]
     engines = Counter(state for _, _, states in watched for state in states)
     watched.sort(key=lambda w: (min(_rank(s) for s in w[2]), w[0].namespace, w[0].name))
@@ -175,17 +174,19 @@ def snapshot(targets: Iterable[WatchedPod], pods: Mapping[str, PodRecord], profi
         kept.append(_Pod.of(t, record))
         series += len(record.engines)
     episodes, view, counts = policy.episodes(now), policy.view(now), {s: engines.get(s, 0) for s in ENGINE_STATES}
-    blind = [{"namespace": ns, "why": u.why, "status": u.status or None, "for_s": round(now - u.since, 1)}
-             for ns, u in sorted((unreadable or {}).items())]
 
     def build() -> Mapping[str, Any]:
         return {
             "version": __version__, "leader": leader, "engines": counts,
             "clock_skew_s": None if clock_skew_s is None else round(clock_skew_s, 1),
             "pods_watched": len(watched), "truncated": {"pods": len(watched) - len(kept)},
-            "namespaces_unreadable": blind,
+            "namespaces_unreadable": [
+                {"namespace": ns, "why": u.why, "status": u.status or None, "for_s": round(now - u.since, 1)}
+                for ns, u in sorted((unreadable or {}).items())],
             "policy": view, "pods": [_pod(pod, names[pod.target.target_name], episodes, now) for pod in kept],
-            "targets_conflict": unjudged,
+            "targets_conflict": [
+                {"namespace": o.namespace, "pod": o.name, "uid": o.uid, "targets": list(o.targets),
+                 "reason": "targets_conflict", "why": o.note} for o in conflicts[:MAX_PODS]],
         }
 
     return Snapshot(now, build)
