@@ -94,6 +94,7 @@ class Metrics:
     targets_overlap: Gauge  # {outcome}: pods several differing targets match (judged by one, or conflict)
     workloads: set[Workload] = field(default_factory=set)  # the (namespace, target) pairs with series
     engine_series: set[EngineSeries] = field(default_factory=set)  # the per-engine gauge's series
+    unreadable_series: set[tuple[str]] = field(default_factory=set)  # the namespace_unreadable gauge's series
 
     def _per_workload(self) -> tuple[tuple[Counter | Gauge, tuple[tuple[str, ...], ...]], ...]:
         """Each per-workload metric with the values of its own labels before (namespace, target)."""
@@ -132,28 +133,31 @@ class Metrics:
         (the longest without progress; ties by labels), every other series removed. Returns how many were left
         out by the cap."""
         kept = dict(sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ENGINE_SERIES])
-        for labels in self.engine_series - set(kept):
-            self.engine_progress.remove(*labels)
-        for labels, value in kept.items():
-            self.engine_progress.labels(*labels).set(value)
-        self.engine_series.clear()
-        self.engine_series.update(kept)
+        _set_exactly(self.engine_progress, self.engine_series, kept)
         return len(values) - len(kept)
 
     def namespaces_unreadable(self, unreadable: Mapping[str, bool]) -> None:
         """``vllm_watchdog_namespace_unreadable``: 1 or 0 for each namespace of ``unreadable``, no series for any
         other (a namespace no longer watched loses its series)."""
-        for f in self.namespace_unreadable.collect():
-            for labels in {s.labels["namespace"] for s in f.samples} - set(unreadable):
-                self.namespace_unreadable.remove(labels)
-        for namespace, flag in unreadable.items():
-            self.namespace_unreadable.labels(namespace).set(int(flag))
+        _set_exactly(self.namespace_unreadable, self.unreadable_series,
+                     {(namespace,): float(flag) for namespace, flag in unreadable.items()})
 
     def on_credentials(self, status: int | None, refused: bool) -> None:
         """Listener of :class:`watchdog.adapters.kubeauth.Credentials`: a refusal (its status) or a change."""
         if status is not None:
             self.api_auth_failures.labels(str(status)).inc()
         self.api_refused.set(int(refused))
+
+
+def _set_exactly(gauge: Gauge, known: set[Any], values: Mapping[Any, float]) -> None:
+    """Make ``gauge``'s series exactly ``values`` (label values -> value): those it had (``known``, kept up to
+    date here) and has no more are removed."""
+    for labels in known - set(values):
+        gauge.remove(*labels)
+    for labels, value in values.items():
+        gauge.labels(*labels).set(value)
+    known.clear()
+    known.update(values)
 
 
 def new_metrics() -> Metrics:
