@@ -78,7 +78,7 @@ Rescrape = Callable[[WatchedPod, str], EngineSnapshot | str | None]  # str: why 
 
 
 @dataclass(frozen=True)
-class _Stall:
+class _Acting:
     """One stalled engine series being acted on: what its Events and log lines say, as data (kept across cycles for
     a removal whose answer was lost, never as a closure). ``since``: the stall clock's start (wall clock);
     ``evidence``: the episode's evidence record id, once kept."""
@@ -141,7 +141,7 @@ class Remediator:
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
-        self._unsettled: dict[str, tuple[_Stall, RemovalAction]] = {}
+        self._unsettled: dict[str, tuple[_Acting, RemovalAction]] = {}
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
@@ -184,7 +184,7 @@ class Remediator:
         # The stall clock's start (its sample time minus the stall), from the monotonic clock to the wall clock.
         start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
         since = dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
-        stall = _Stall(target, series.key, verdict, since, window_source)
+        stall = _Acting(target, series.key, verdict, since, window_source)
 
         def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
             """The episode's evidence record, kept once (its log read once): a removal tried again points to it."""
@@ -243,7 +243,7 @@ class Remediator:
             return Remediation("aborted", f"engine recovered before deletion: {why}")
         return fresh
 
-    def _remove(self, stall: _Stall, verb: RemovalAction, now: float, *, retry: bool) -> Remediation:
+    def _remove(self, stall: _Acting, verb: RemovalAction, now: float, *, retry: bool) -> Remediation:
         target, key = stall.target, stall.key
         # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
         if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
@@ -319,7 +319,7 @@ class Remediator:
         except KubeError as exc:
             return exc
 
-    def _removed(self, stall: _Stall, verb: RemovalAction, note: str) -> Remediation:
+    def _removed(self, stall: _Acting, verb: RemovalAction, note: str) -> Remediation:
         target, key = stall.target, stall.key
         self._unsettled.pop(target.uid, None)
         self.policy.record(target.uid, key)  # the episode is acted on (a retry's included)
@@ -330,7 +330,7 @@ class Remediator:
             self.escalation.on_deletion(target.node, target.uid, target.ref, target.tenant)
         return Remediation(done, f"{done} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
-    def _lost_answer(self, stall: _Stall, now: float, verb: RemovalAction, lost: Applied, retry: bool,
+    def _lost_answer(self, stall: _Acting, now: float, verb: RemovalAction, lost: Applied, retry: bool,
                      ) -> Remediation:
         """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
         budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see; a retry
@@ -352,7 +352,7 @@ class Remediator:
         return Remediation("error", f"{verb} {target.ref}: answer lost ({lost.error}) and the pod cannot be read "
                            f"({fate}): charged to the budgets (fail closed), sent again next cycle")
 
-    def _defer(self, stall: _Stall, decision: Decision, now: float) -> Remediation:
+    def _defer(self, stall: _Acting, decision: Decision, now: float) -> Remediation:
         """A deferral: its Event, log line and /status (the policy's :meth:`~DeletionPolicy.held`) say why and when
         it may proceed, from the one ``decision``. Counted once per stall episode (remediations_total{result=
         "deferred"}: a stall held for 24 cycles is one) and once per episode and rule (deferrals_total, the
