@@ -38,10 +38,9 @@ class Outcome:
     taken: list[tuple[int, str, str, float]] = field(default_factory=list)
 
     def command(self) -> str:
-        faults = ",".join(f"{i}:{f}" for i, f in sorted(self.schedule.items()))
-        return (f"make sim SEED={self.seed} SIM_STEPS={self.steps}" + (f" SIM_FAULTS='{faults}'" if faults else "")
-                + f"   # or: .venv/bin/python tests/sim/sim_run.py {self.seed} --steps {self.steps}"
-                + (f" --faults '{faults}'" if faults else ""))
+        faults = ",".join(f"{i}:{f}" for i, f in sorted(self.schedule.items())) or "none"  # none: no fault at all
+        return (f"make sim SEED={self.seed} SIM_STEPS={self.steps} SIM_FAULTS='{faults}'"
+                f"   # or: .venv/bin/python tests/sim/sim_run.py {self.seed} --steps {self.steps} --faults '{faults}'")
 
 
 def facts_of(world: World) -> Facts:
@@ -133,7 +132,7 @@ def _run(seed: int, faults: dict[int, str] | None, steps: int | None, chosen: tu
     with contextlib.suppress(_Stop):
         world.run(judge)
     digest = hashlib.sha256(repr([(w.t, w.replica, w.verb, w.key) for w in world.store.history]).encode())
-    return Outcome(seed, found, at[0] if at else None, dict(world.faults.schedule), world.plan.steps,
+    return Outcome(seed, found, at[0] if at else None, dict(world.faults.schedule), world.run_steps,
                    sum(1 for w in world.store.history if w.verb == "remove"), digest.hexdigest()[:16],
                    list(world.faults.taken))
 
@@ -174,14 +173,16 @@ def report(outcome: Outcome, oracles: Iterable[Oracle] = ALL) -> str:
 
 def parse_faults(text: str | None) -> dict[int, str] | None:
     if not text:
-        return None
+        return None  # the seed's own faults
+    if text == "none":
+        return {}
     return {int(i): f for i, f in (part.split(":", 1) for part in text.split(",") if part)}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="replay one seed of the simulation")
     parser.add_argument("seed", type=int)
-    parser.add_argument("--faults", default=None, help="INDEX:FAULT,... (default: the seed's own)")
+    parser.add_argument("--faults", default=None, help="INDEX:FAULT,... or none (default: the seed's own)")
     parser.add_argument("--steps", type=int, default=None)
     args = parser.parse_args(argv)
     outcome = run_seed(args.seed, faults=parse_faults(args.faults), steps=args.steps)

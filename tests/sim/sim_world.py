@@ -126,11 +126,12 @@ class World:
         self.profiles = tuple(sorted(rng.sample(PROFILES, 2)))  # the engine kinds of this world (its targets)
         self.store = Store()
         interval = 15.0
-        n = steps if steps is not None else rng.choice((20, 22, 24))
+        n = rng.choice((20, 22, 24))  # drawn whatever ``steps`` says: a shorter replay is the same world, cut short
         self.plan = Plan(seed, n, interval, quiet_from=interval * int(n * 0.4),
                          leader_election=rng.random() < 0.35, action="evict" if rng.random() < 0.2 else "delete",
                          brake=rng.random() < 0.25, escalation=rng.random() < 0.25,
                          fault_rate=rng.choice((0.0, 0.01, 0.03, 0.06)))
+        self.run_steps = min(n, steps) if steps is not None else n
         self.config = replace(
             defaults(), window_seconds=rng.choice((45.0, 60.0)), scrape_interval_seconds=interval,
             leader_election=self.plan.leader_election, action=self.plan.action,  # type: ignore[arg-type]
@@ -349,7 +350,7 @@ class World:
     def run(self, check: Any = None) -> None:
         """Every step; ``check(world, step)`` after each (the oracles)."""
         try:
-            for step in range(self.plan.steps):
+            for step in range(self.run_steps):
                 self.step(step)
                 if check is not None:
                     check(self, step)
@@ -363,7 +364,6 @@ class World:
         for kind, arg in plan.events.get(step, []):
             self._event(kind, arg)
         store.remember_view()
-        self.bad_by_step.append(self._looks_bad())
         for sub in (0.0, 5.0, 10.0):  # the electors retry more often than the cycle runs
             if sub:
                 store.t = max(store.t, step * plan.interval + sub)
@@ -371,6 +371,7 @@ class World:
                 if replica.elector is not None:
                     self._guarded(replica, replica.elector.step)
             if sub == 10.0:
+                self.bad_by_step.append(self._looks_bad())  # the truth when the cycles look, not at the step's start
                 for replica in list(self.replicas):
                     if replica in self.replicas:
                         self._guarded(replica, replica.watchdog.run_cycle)
