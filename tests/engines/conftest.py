@@ -58,6 +58,14 @@ def model() -> Path:
     return cached_model(cache_dir())
 
 
+@pytest.fixture(scope="session")
+def mmproj() -> Path:
+    """The random multimodal projector (LLaVA-1.5 layout, 1,024 image tokens per image; ~55 MB, about a second)."""
+    from model import cached_mmproj
+
+    return cached_mmproj(cache_dir())
+
+
 @pytest.fixture
 def llama(model: Path, tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]:
     """``llama(address, **flags)`` starts a llama-server on that loopback address; all are stopped after the

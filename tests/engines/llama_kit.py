@@ -7,17 +7,22 @@ Nothing here fakes the engine: every /metrics body comes from llama-server's own
 
 from __future__ import annotations
 
+import base64
 import calendar
 import ctypes
 import ctypes.util
 import http.client
 import json
 import os
+import random
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -54,12 +59,17 @@ class LlamaServer:
     ``start()`` returns once /health says the model is loaded."""
 
     def __init__(self, binary: Path, model: Path, address: str, log: Path, *, slots: int = 1, ctx: int = 16384,
-                 batch: int = 2048, ubatch: int = 512) -> None:
+                 batch: int = 2048, ubatch: int = 512, mmproj: Path | None = None,
+                 models_dir: Path | None = None) -> None:
+        """``mmproj``: a multimodal projector (``--mmproj``). ``models_dir``: router mode (``--models-dir`` instead of
+        ``--model``): the server loads each model of the directory in a child llama-server of its own (on
+        127.0.0.1, the flags inherited) and serves one model's /metrics at ``/metrics?model=NAME``."""
         assert address.startswith("127."), address
         self.address, self.port, self.log = address, free_port(address), log
-        self.argv = [str(binary), "--model", str(model), "--metrics", "--host", address, "--port", str(self.port),
+        models = ["--models-dir", str(models_dir)] if models_dir else ["--model", str(model)]
+        self.argv = [str(binary), *models, "--metrics", "--host", address, "--port", str(self.port),
                      "-np", str(slots), "-c", str(ctx), "-b", str(batch), "-ub", str(ubatch), "-t", "1", "-tb", "1",
-                     "--no-warmup", "--no-webui", "-lv", "0"]
+                     "--no-warmup", "--no-webui", "-lv", "0", *(["--mmproj", str(mmproj)] if mmproj else [])]
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -88,13 +98,54 @@ class LlamaServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
+            children = list(self.children())
             os.kill(self.proc.pid, signal.SIGCONT)  # a stopped process would not act on SIGTERM
             stop_process(self.proc, 10)
+            for pid in children:  # a router's model instances: they exit with it; any left is ended
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
-    def metrics(self, timeout_s: float = 2.0) -> str:
-        status, body = get(self.url + "/metrics", timeout_s)
+    def children(self) -> dict[int, str]:
+        """Router mode: the model instances (child llama-servers), pid -> model name (their ``--alias``)."""
+        out = {}
+        for task in Path(f"/proc/{self.pid}/task").glob("*"):
+            with suppress(OSError):
+                for pid in (task / "children").read_text().split():
+                    with suppress(OSError):
+                        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                        if b"--alias" in argv:
+                            out[int(pid)] = argv[argv.index(b"--alias") + 1].decode()
+        return out
+
+    def metrics(self, timeout_s: float = 2.0, path: str = "/metrics") -> str:
+        status, body = get(self.url + path, timeout_s)
         assert status == 200, (status, body[:200])
         return body.decode()
+
+    def post(self, path: str, body: dict[str, Any], timeout_s: float = 10.0) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection(self.address, self.port, timeout=timeout_s)
+        try:
+            conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def load_models(self, *names: str, timeout_s: float = 60.0) -> dict[str, int]:
+        """Router mode: load ``names`` (``POST /models/load``) and wait until /models says each is loaded; returns
+        model name -> the pid of its instance."""
+        for name in names:
+            status, body = self.post("/models/load", {"model": name})
+            assert status == 200, (name, status, body[:300])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            listed = json.loads(get(self.url + "/models", 2.0)[1])["data"]
+            if {m["id"] for m in listed if m["status"]["value"] == "loaded"} >= set(names):
+                pids = {name: pid for pid, name in self.children().items()}
+                assert set(names) <= set(pids), (names, pids)
+                return pids
+            time.sleep(0.2)
+        raise AssertionError(f"models {names} not loaded within {timeout_s}s: {self.log.read_text()[-2000:]}")
 
 
 def get(url: str, timeout_s: float) -> tuple[int, bytes]:
@@ -123,18 +174,20 @@ class Stream:
     """One streaming /completion request on its own thread; ``tokens`` counts the chunks received. Closing the
     connection (``close()``) makes llama-server cancel the task and release the slot."""
 
-    def __init__(self, server: LlamaServer, prompt: str, n_predict: int) -> None:
+    def __init__(self, server: LlamaServer, prompt: str, n_predict: int, model: str | None = None) -> None:
         self.tokens, self.done, self.error = 0, threading.Event(), ""
         self.last_chunk_at = 0.0
+        self._sock: socket.socket | None = None
         self._conn = http.client.HTTPConnection(server.address, server.port, timeout=600)
         body = {"prompt": prompt, "n_predict": n_predict, "stream": True, "ignore_eos": True,
-                "cache_prompt": False, "temperature": 0.8}
+                "cache_prompt": False, "temperature": 0.8, **({"model": model} if model else {})}
         self._thread = threading.Thread(target=self._run, args=(json.dumps(body),), daemon=True)
         self._thread.start()
 
     def _run(self, body: str) -> None:
         try:
             self._conn.request("POST", "/completion", body, {"Content-Type": "application/json"})
+            self._sock = self._conn.sock  # http.client drops it from the connection on a `Connection: close` answer
             resp = self._conn.getresponse()
             while True:
                 line = resp.readline()
@@ -155,7 +208,7 @@ class Stream:
         assert self.tokens >= n, f"{self.tokens} tokens streamed in {timeout_s}s ({self.error})"
 
     def close(self) -> None:
-        sock = self._conn.sock
+        sock = self._sock or self._conn.sock
         if sock is not None:
             with suppress(OSError):
                 sock.shutdown(2)
@@ -163,19 +216,34 @@ class Stream:
         self._thread.join(10)
 
 
-def complete(server: LlamaServer, prompt: str, n_predict: int, timeout_s: float = 300) -> dict[str, Any]:
-    """One blocking (non-streaming) /completion request: llama-server's answer, with its ``timings``."""
-    conn = http.client.HTTPConnection(server.address, server.port, timeout=timeout_s)
-    try:
-        conn.request("POST", "/completion", json.dumps({"prompt": prompt, "n_predict": n_predict, "ignore_eos": True,
-                                                        "cache_prompt": False}),
-                     {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        body = resp.read()
-        assert resp.status == 200, (resp.status, body[:300])
-        return dict(json.loads(body))
-    finally:
-        conn.close()
+def complete(server: LlamaServer, prompt: str | dict[str, Any], n_predict: int,
+             timeout_s: float = 300) -> dict[str, Any]:
+    """One blocking (non-streaming) /completion request: llama-server's answer, with its ``timings``. ``prompt``:
+    text, or ``media_prompt``'s object (text with images)."""
+    status, body = server.post("/completion", {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True,
+                                               "cache_prompt": False}, timeout_s)
+    assert status == 200, (status, body[:300])
+    return dict(json.loads(body))
+
+
+def png_image(side: int, seed: int = 1) -> bytes:
+    """A ``side`` x ``side`` PNG of random pixels (RGB, 8 bits): what the server's image decoder (stb_image) reads."""
+    rng = random.Random(seed)
+    rows = b"".join(b"\0" + rng.randbytes(3 * side) for _ in range(side))  # filter 0 (none) before each row
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def media_prompt(server: LlamaServer, before: str, images: list[bytes], after: str) -> dict[str, Any]:
+    """A /completion prompt with ``images`` back to back between two texts: the server's media marker (random per
+    process: /props says it) once per image, the images base64-encoded in ``multimodal_data``."""
+    marker = json.loads(get(server.url + "/props", 2.0)[1])["media_marker"]
+    return {"prompt_string": before + marker * len(images) + after,
+            "multimodal_data": [base64.b64encode(image).decode() for image in images]}
 
 
 def byte_prompt(n_tokens: int) -> str:
@@ -191,8 +259,8 @@ class Recorder:
     """Scrapes /metrics every ``interval_s`` into ``directory``/<seconds>.prom (the layout `replay --expositions`
     reads; a failed scrape writes nothing). ``bodies`` keeps (monotonic time, body) for assertions."""
 
-    def __init__(self, server: LlamaServer, directory: Path, interval_s: float = 0.5) -> None:
-        self.server, self.directory, self.interval_s = server, directory, interval_s
+    def __init__(self, server: LlamaServer, directory: Path, interval_s: float = 0.5, path: str = "/metrics") -> None:
+        self.server, self.directory, self.interval_s, self.path = server, directory, interval_s, path
         directory.mkdir(parents=True, exist_ok=True)
         self.bodies: list[tuple[float, str]] = []
         self.failures = 0
@@ -211,7 +279,7 @@ class Recorder:
         while not self._stop.is_set():
             t0 = time.monotonic()
             try:
-                body = self.server.metrics(timeout_s=self.interval_s * 2)
+                body = self.server.metrics(timeout_s=self.interval_s * 2, path=self.path)
             except (OSError, AssertionError):
                 self.failures += 1
             else:
@@ -219,12 +287,14 @@ class Recorder:
                 (self.directory / f"{t0:.3f}.prom").write_text(body)
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - t0)))
 
-    def longest_flat_busy_s(self) -> float:
-        """The longest stretch (by scrape times) during which a request was processing and n_decode_total did not
-        move: the longest single llama_decode call the recorder saw, to within one scrape interval."""
+    def longest_flat_busy_s(self, signals: tuple[str, ...] = ("n_decode_total",)) -> float:
+        """The longest stretch (by scrape times) during which a request was processing and none of ``signals``
+        moved: for n_decode_total, the longest single llama_decode call the recorder saw, to within one scrape
+        interval."""
         longest, start, last = 0.0, None, None
         for t, body in self.bodies:
-            busy, decodes = (sample(body, "requests_processing") or 0) > 0, sample(body, "n_decode_total")
+            busy = (sample(body, "requests_processing") or 0) > 0
+            decodes = tuple(sample(body, name) for name in signals)
             if busy and start is not None and decodes == last:
                 longest = max(longest, t - start)
             else:
@@ -249,8 +319,10 @@ class LoopFreezer:
 
     Every ptrace call must come from the thread that seized the tracee: use one instance from one thread."""
 
-    def __init__(self, server: LlamaServer) -> None:
-        self.server, self.tid = server, server.pid
+    def __init__(self, server: LlamaServer, tid: int | None = None, path: str = "/metrics") -> None:
+        """``tid``: the loop thread to freeze (default: the server's main thread); in router mode a model
+        instance's pid, its /metrics read through the router at ``path``."""
+        self.server, self.tid, self.path = server, tid or server.pid, path
         self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         self._libc.ptrace.restype = ctypes.c_long
         self._libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
@@ -280,7 +352,7 @@ class LoopFreezer:
             frozen_at = time.time()
             self.freeze()
             try:
-                self.server.metrics(timeout_s=1.0)
+                self.server.metrics(timeout_s=1.0, path=self.path)
                 return frozen_at, attempt
             except (OSError, AssertionError):
                 self.release()  # frozen between decodes: /metrics would wait for the loop
@@ -361,16 +433,19 @@ DRY_NS = "llama-dry-run"
 
 
 @contextmanager
-def watch(server: LlamaServer, tmp: Path, *, dry_run_twin: bool = False, **settings: Any) -> Iterator[Watch]:
+def watch(server: LlamaServer, tmp: Path, *, dry_run_twin: bool = False, twin_labels: dict[str, str] | None = None,
+          **settings: Any) -> Iterator[Watch]:
     """Run the watchdog against the emulator with ``server`` as the endpoint of one pod in namespace ``llama``
-    (enforced: a stalled engine's pod is deleted) and with ``dry_run_twin`` one more in ``llama-dry-run``.
-    ``settings`` override the fast test settings (window 5 s, interval 1 s, 3 samples)."""
+    (enforced: a stalled engine's pod is deleted) and with ``dry_run_twin`` one more in ``llama-dry-run`` (labelled
+    ``twin_labels``, by default as the first: another target can select it). ``settings`` override the fast test
+    settings (window 5 s, interval 1 s, 3 samples)."""
     tmp.mkdir(parents=True, exist_ok=True)
     with EmulatorServer() as api:
         pods = {}
-        for ns, mode in ((NS, "true"), (DRY_NS, "dry-run"))[: 2 if dry_run_twin else 1]:
+        for ns, mode, labels in ((NS, "true", LABELS), (DRY_NS, "dry-run", twin_labels or LABELS))[
+                : 2 if dry_run_twin else 1]:
             api.create_namespace(ns, {"vllm-watchdog.io/enabled": mode})
-            pods[ns] = seed_deployment(api, ns, "llama", server.address, server.port, labels=LABELS)["pod"]
+            pods[ns] = seed_deployment(api, ns, "llama", server.address, server.port, labels=labels)["pod"]
         merged = {**FAST_SETTINGS, **OPEN_RAILS, "logFormat": "json", "targets": [TARGET],
                   "listenAddress": f"127.0.0.1:{free_port()}", **settings}
         config = write_config(tmp / "config.yaml", **merged)

@@ -2,6 +2,10 @@
 engine tier loads into a real llama-server (no hub is reachable; no weights are shipped). It generates garbage
 text, through exactly the code paths a real model takes: tokenizer, prompt batches, decode, sampling, slots.
 
+Beside it, ``cached_mmproj`` writes a random multimodal projector (LLaVA-1.5 layout: a CLIP-style vision encoder and
+an MLP projector into the model's embedding): loaded with ``--mmproj``, the server takes images through its real
+multimodal (mtmd) path: image preprocessing, the vision encode, the image tokens decoded into the text model.
+
 Vocabulary: SentencePiece-style ("llama" tokenizer model) with <unk>, <s>, </s>, the 256 byte-fallback tokens
 <0x00>..<0xFF> (so any prompt tokenizes: one token per byte of text outside the vocabulary) and a few hundred
 word pieces. Embedding 512, 4 layers, feed-forward 1536, 8 heads / 4 KV heads: ~52 MB in F32.
@@ -97,6 +101,86 @@ def write_model(path: Path) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     tmp.replace(path)
+    return path
+
+
+# The projector: vision encoder width and layers (feed-forward 4 x width, heads of 64, as CLIP's), image side and
+# patch (448 / 14: 32 x 32 = 1,024 image tokens; every image is resized to it); the projection goes to the text
+# model's embedding (N_EMBD). CLIP ViT-L/14-336 (LLaVA-1.5) would be width 1024, 24 layers, side 336.
+V_EMBD, V_LAYER, V_IMAGE, V_PATCH = 512, 4, 448, 14
+MMPROJ_VERSION = 1
+
+
+def mmproj_name(image_size: int = V_IMAGE, embd: int = V_EMBD, layers: int = V_LAYER) -> str:
+    return f"random-mmproj-mlp-{embd}x{layers}-{image_size}-v{MMPROJ_VERSION}.gguf"
+
+
+def write_mmproj(path: Path, image_size: int = V_IMAGE, embd: int = V_EMBD, layers: int = V_LAYER) -> Path:
+    """A random LLaVA-1.5-layout projector (``clip.projector_type`` "mlp"), as llama.cpp's
+    tools/mtmd/clip.cpp loads it: patch embedding (a convolution), class and position embeddings, pre-norm, ``layers``
+    transformer blocks (the last one is skipped: LLaVA takes the second-to-last layer), then mm.0 / GELU / mm.2 into
+    the text model's N_EMBD. Every image is resized to ``image_size`` square: (image_size / 14)^2 image tokens."""
+    import gguf
+
+    rng = np.random.default_rng(SEED)
+    ff, heads = 4 * embd, embd // 64
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    def ones(n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
+
+    def zeros(n: int) -> np.ndarray:
+        return np.zeros(n, dtype=np.float32)
+
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    writer = gguf.GGUFWriter(str(tmp), "clip")
+    writer.add_name("vllm-stall-watchdog random mmproj")
+    writer.add_bool("clip.has_vision_encoder", True)
+    writer.add_string("clip.projector_type", "mlp")
+    writer.add_bool("clip.use_gelu", True)
+    for key, value in (("embedding_length", embd), ("feed_forward_length", ff), ("block_count", layers),
+                       ("attention.head_count", heads), ("projection_dim", N_EMBD), ("image_size", image_size),
+                       ("patch_size", V_PATCH)):
+        writer.add_uint32(f"clip.vision.{key}", value)
+    writer.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
+    writer.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    writer.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    writer.add_tensor("v.patch_embd.weight", w(embd, 3, V_PATCH, V_PATCH))
+    writer.add_tensor("v.class_embd", w(embd))
+    writer.add_tensor("v.position_embd.weight", w((image_size // V_PATCH) ** 2 + 1, embd))
+    writer.add_tensor("v.pre_ln.weight", ones(embd))
+    writer.add_tensor("v.pre_ln.bias", zeros(embd))
+    for i in range(layers):
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            writer.add_tensor(f"v.blk.{i}.{name}.weight", w(embd, embd))
+            writer.add_tensor(f"v.blk.{i}.{name}.bias", zeros(embd))
+        for name in ("ln1", "ln2"):
+            writer.add_tensor(f"v.blk.{i}.{name}.weight", ones(embd))
+            writer.add_tensor(f"v.blk.{i}.{name}.bias", zeros(embd))
+        writer.add_tensor(f"v.blk.{i}.ffn_up.weight", w(ff, embd))
+        writer.add_tensor(f"v.blk.{i}.ffn_up.bias", zeros(ff))
+        writer.add_tensor(f"v.blk.{i}.ffn_down.weight", w(embd, ff))
+        writer.add_tensor(f"v.blk.{i}.ffn_down.bias", zeros(embd))
+    writer.add_tensor("mm.0.weight", w(N_EMBD, embd))
+    writer.add_tensor("mm.0.bias", zeros(N_EMBD))
+    writer.add_tensor("mm.2.weight", w(N_EMBD, N_EMBD))
+    writer.add_tensor("mm.2.bias", zeros(N_EMBD))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(path)
+    return path
+
+
+def cached_mmproj(directory: Path, image_size: int = V_IMAGE, embd: int = V_EMBD, layers: int = V_LAYER) -> Path:
+    """The projector file in ``directory`` (the llama-server cache), written on first use."""
+    path = directory / mmproj_name(image_size, embd, layers)
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        write_mmproj(path, image_size, embd, layers)
     return path
 
 

@@ -10,7 +10,11 @@ profile (docs/engines.md) and asserts the verdict:
 - the whole process SIGSTOPped: every scrape fails, unknown, never deleted;
 - the server loop thread frozen (ptrace) while /metrics still answers: stalled within window + interval, the pod
   deleted in enforce mode; progressing again once released;
-- two slots (-np 2) generating at once: one engine, progressing with 2 running.
+- two slots (-np 2) generating at once: one engine, progressing with 2 running;
+- a multimodal prompt (a random projector): nothing moves during the image's encode; never stalled when the window
+  exceeds it, a shorter window would call it stalled (replay); prompt_tokens_total flushed only with output;
+- router mode (two models, a child server each): the target's path names one model: idle beside the other model
+  generating, progressing, stalled and deleted when its loop is frozen; plain /metrics (400) unknown.
 """
 
 from __future__ import annotations
@@ -25,17 +29,22 @@ from pathlib import Path
 import pytest
 from llama_kit import (
     DRY_NS,
+    TARGET,
     LlamaServer,
     LoopFreezer,
     Recorder,
     Stream,
     byte_prompt,
     complete,
+    get,
+    media_prompt,
+    png_image,
     replay,
     run_verb,
     sample,
     watch,
 )
+from model import V_IMAGE, V_PATCH
 
 pytestmark = pytest.mark.engines
 
@@ -117,6 +126,12 @@ def test_long_prompt_is_never_stalled_when_the_window_exceeds_the_longest_decode
     # scrapes (nothing moves inside one call), and the window longer than the longest of them.
     assert answer["timings"]["prompt_n"] >= LONG_PROMPT_TOKENS - 10, answer["timings"]
     assert 2.0 <= flat < LONG_WINDOW - 2 * INTERVAL, (flat, prompt_s)
+    # While the second call runs, the first one's 3,072 prompt tokens are only queued: prompt_tokens_total is
+    # flushed by a batch that produces output (the last one), not per batch (issue 41 item 5).
+    second = [body for _, body in rec.bodies
+              if sample(body, "requests_processing") == 1 and sample(body, "n_decode_total") == 1]
+    assert len(second) >= 2 and {sample(body, "prompt_tokens_total") for body in second} == {0}, second
+    assert sample(rec.bodies[-1][1], "prompt_tokens_total") == answer["timings"]["prompt_n"]
     states = w.state_names()
     assert "progressing" in states and "stalled" not in states, w.states()
     assert kept and not w.remediations("deleted")
@@ -229,3 +244,100 @@ def test_two_slots_generating_are_one_engine_progressing(llama: Start, tmp_path:
     finally:
         for stream in streams:
             stream.close()
+
+
+# A multimodal (mtmd) prompt: text, one image of 1,024 image tokens (the random projector, model.py), text. The
+# image is encoded by the vision encoder and its tokens decoded into the text model outside metrics_post_decode:
+# about 2-5 s here on one CPU thread, during which /metrics answers and no signal moves.
+MM_WINDOW = 10.0
+MM_SIGNALS = ("n_decode_total", "tokens_predicted_total", "prompt_tokens_total")
+
+
+def test_multimodal_encode_moves_no_signal_and_is_kept_when_the_window_exceeds_it(
+        llama: Start, mmproj: Path, tmp_path: Path) -> None:
+    server = llama("127.0.0.47", mmproj=mmproj)
+    recorded = tmp_path / "recorded"
+    prompt = media_prompt(server, "the engine ", [png_image(64)], " is")
+    with watch(server, tmp_path / "watch", windowSeconds=MM_WINDOW) as w, \
+            Recorder(server, recorded, interval_s=0.25) as rec:
+        w.wait_state("idle", 15)
+        answer = complete(server, prompt, 2)
+        time.sleep(2 * INTERVAL)
+        kept = w.pod_exists()
+    timings, image_tokens = answer["timings"], (V_IMAGE // V_PATCH) ** 2
+    assert timings["prompt_n"] >= image_tokens, timings
+    # During the encode: a request processing, every signal of the profile flat, /metrics answering throughout.
+    flat = rec.longest_flat_busy_s(MM_SIGNALS)
+    assert rec.failures == 0 and 1.5 <= flat < MM_WINDOW - 2 * INTERVAL, (flat, rec.failures, timings)
+    busy = [body for _, body in rec.bodies if sample(body, "requests_processing") == 1]
+    # The text before the image was decoded (one llama_decode call, no output): n_decode_total 1, but its prompt
+    # tokens are only queued: prompt_tokens_total is flushed by a batch that produces output (issue 41 item 5).
+    encoding = [body for body in busy if sample(body, "n_decode_total") == 1]
+    assert len(encoding) >= 4 and all(sample(body, "prompt_tokens_total") == 0 for body in encoding), busy
+    # After it: the image's tokens are counted as prompt tokens, never as decode calls: one call for the text
+    # before the image, one for the text after it (it yields the first token), one for the second token.
+    last = rec.bodies[-1][1]
+    assert sample(last, "n_decode_total") == 3 and sample(last, "tokens_predicted_total") == 2, last
+    assert sample(last, "prompt_tokens_total") == timings["prompt_n"], (last, timings)
+    states = w.state_names()
+    assert "stalled" not in states and kept and not w.remediations("deleted"), w.states()
+    # The same bodies, replayed: never stalled with that window; a window shorter than the encode reads stalled.
+    assert not any(v["stalled"] for v in replay(recorded, "--window", str(MM_WINDOW)))
+    short = replay(recorded, "--window", f"{max(1.0, flat - 0.5):.1f}", "--min-samples", "3")
+    assert any(v["stalled"] for v in short), [(v["t"], v["state"]) for v in short]
+    print(f"one image of {image_tokens} tokens (prompt {timings['prompt_n']} tokens in "
+          f"{timings['prompt_ms'] / 1000:.1f}s): every signal flat for {flat:.1f}s with a request processing; "
+          f"window {MM_WINDOW}s: {states}")
+
+
+# Router mode: one llama-server serving two models (a child llama-server each), one pod. The target names one model
+# in its path, autoload=false so that a scrape never loads (or, past --models-max, evicts) a model.
+ROUTED = "/metrics?model=alpha&autoload=false"
+PLAIN = {"app.kubernetes.io/name": "llama-router-plain"}
+
+
+def test_router_mode_one_model_is_judged_at_its_metrics_path(llama: Start, model: Path, tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("alpha", "beta"):
+        (models / f"{name}.gguf").symlink_to(model)
+    server = llama("127.0.0.48", models_dir=models, ctx=4096)
+    pids = server.load_models("alpha", "beta")
+    status, body = get(server.url + "/metrics", 2.0)
+    assert status == 400 and b"model name is missing" in body, (status, body)
+    targets = [{**TARGET, "path": ROUTED},
+               {"name": "plain", "podSelector": "app.kubernetes.io/name=llama-router-plain", "profile": "llamacpp"}]
+    other = Stream(server, "a stall of the pod", 15000, model="beta")
+    stream: Stream | None = None
+    freezer = LoopFreezer(server, pids["alpha"], ROUTED)
+    try:
+        other.wait_tokens(20, 30)
+        with watch(server, tmp_path / "watch", dry_run_twin=True, twin_labels=PLAIN, targets=targets) as w:
+            # alpha idle for a whole window while beta generates: idle, never stalled (its own /metrics).
+            idle_from = w.wait_state("idle", 15)
+            w.wait(lambda: time.time() > idle_from + WINDOW + INTERVAL, WINDOW + 5)
+            stream = Stream(server, "the engine is", 15000, model="alpha")
+            stream.wait_tokens(20, 30)
+            w.wait_state("progressing", WINDOW)
+            frozen_at, attempts = freezer.freeze_in_decode()
+            tokens, beta_tokens = stream.tokens, other.tokens
+            stalled_at = w.wait_state("stalled", WINDOW + INTERVAL + 5, after=frozen_at)
+            assert w.wait(lambda: not w.pod_exists(), 10), w.tail()
+            assert stream.tokens == tokens and other.tokens > beta_tokens + 20, (tokens, beta_tokens, other.tokens)
+            freezer.release()
+            stream.wait_tokens(tokens + 20, 10)
+        assert stalled_at - frozen_at <= WINDOW + INTERVAL + 1.0, (frozen_at, stalled_at, attempts)
+        assert [s for s in w.state_names() if s != "suspect"] == ["idle", "progressing", "stalled"], w.states()
+        (deleted,) = w.remediations("deleted")
+        assert w.name() in deleted["msg"], deleted
+        # The plain /metrics of the same pod answers 400 every time: unknown throughout, never judged.
+        plain = [r for r in w.records() if r.get("namespace") == DRY_NS and "state" in r]
+        assert plain and {(r["state"], r.get("reason")) for r in plain} == {("unknown", "HTTP 400 Bad Request")}, plain
+        assert not w.states(DRY_NS) and not w.remediations("dry_run"), w.states(DRY_NS)
+        print(f"router: alpha idle beside beta generating, progressing, frozen -> stalled {stalled_at - frozen_at:.1f}s "
+              f"(beta streamed {other.tokens - beta_tokens} tokens meanwhile); plain /metrics: unknown")
+    finally:
+        freezer.release()
+        for s in (stream, other):
+            if s is not None:
+                s.close()
