@@ -248,8 +248,9 @@ def test_two_slots_generating_are_one_engine_progressing(llama: Start, tmp_path:
 
 # A multimodal (mtmd) prompt: text, one image of 1,024 image tokens (the random projector, model.py), text. The
 # image is encoded by the vision encoder and its tokens decoded into the text model outside metrics_post_decode:
-# about 2-5 s here on one CPU thread, during which /metrics answers and no signal moves.
-MM_WINDOW = 10.0
+# 4-8 s here on one CPU thread (load average 6-14), during which /metrics answers and no signal moves. The window
+# costs no test time (nothing waits for it): wide, so that a loaded machine does not fail the test.
+MM_WINDOW = 20.0
 MM_SIGNALS = ("n_decode_total", "tokens_predicted_total", "prompt_tokens_total")
 
 
