@@ -335,8 +335,9 @@ def test_router_mode_one_model_is_judged_at_its_metrics_path(llama: Start, model
         plain = [r for r in w.records() if r.get("namespace") == DRY_NS and "state" in r]
         assert plain and {(r["state"], r.get("reason")) for r in plain} == {("unknown", "HTTP 400 Bad Request")}, plain
         assert not w.states(DRY_NS) and not w.remediations("dry_run"), w.states(DRY_NS)
-        print(f"router: alpha idle beside beta generating, progressing, frozen -> stalled {stalled_at - frozen_at:.1f}s "
-              f"(beta streamed {other.tokens - beta_tokens} tokens meanwhile); plain /metrics: unknown")
+        print(f"router: alpha idle beside beta generating, progressing, frozen -> stalled "
+              f"{stalled_at - frozen_at:.1f}s (beta streamed {other.tokens - beta_tokens} tokens meanwhile); "
+              "plain /metrics: unknown")
     finally:
         freezer.release()
         for s in (stream, other):
