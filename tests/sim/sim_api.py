@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.adapters.kube import DeleteResult, EvictResult, KubeError, PatchResult
+from watchdog.config.selectors import selector_problem
 from watchdog.core.owners import owner_path
 from watchdog.demo.emulator.selectors import parse_selector, selector_matches
 
@@ -92,7 +94,9 @@ class Store:
     def __init__(self) -> None:
         self.t = 0.0
         self.rv = 1
-        self.namespaces: dict[str, dict[str, Any]] = {}
+        # every cluster has these (a Node's Events go to "default")
+        self.namespaces: dict[str, dict[str, Any]] = {ns: {"metadata": {"name": ns, "uid": f"ns-{ns}", "labels": {
+            "kubernetes.io/metadata.name": ns}}} for ns in ("default", "kube-system", "kube-public", "kube-node-lease")}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.owners: dict[tuple[str, str, str], dict[str, Any]] = {}  # (kind, namespace, name)
         self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -126,6 +130,20 @@ class Store:
 
 def _error(call: str, status: int, reason: str, message: str = "") -> KubeError:
     return KubeError(call, status, reason, message)
+
+
+def _gone(pod: dict[str, Any] | None) -> bool:
+    """Deleted with a grace period of 0: the API server removed it at once (the world's kubelet tidies up later)."""
+    return pod is None or pod["metadata"].get("deletionGracePeriodSeconds") == 0
+
+
+def _selector(call: str, label_selector: str) -> Any:
+    """The parsed selector; a malformed one is the API server's 400 (which accepts an empty value list, ``in ()``,
+    matching nothing, where the watchdog's own check refuses it)."""
+    problem = selector_problem(re.sub(r"\(\s*\)", "(x)", label_selector))
+    if problem is not None:
+        raise _error(call, 400, "Bad Request", f"unable to parse requirement: {problem}")
+    return parse_selector(label_selector)
 
 
 class SimKube:
@@ -174,7 +192,7 @@ class SimKube:
     def list_namespaces(self, label_selector: str) -> list[dict[str, Any]]:
         fault = self._gate("list_namespaces", LIST_FAULTS)
         namespaces = self.store.stale[0][0] if fault == "stale" and self.store.stale else self.store.namespaces
-        wanted = parse_selector(label_selector)
+        wanted = _selector("list namespaces", label_selector)
         return [_copy(ns) for ns in namespaces.values() if selector_matches(wanted, ns["metadata"].get("labels"))]
 
     def list_pods(self, label_selector: str, namespaces: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
@@ -183,13 +201,14 @@ class SimKube:
             if ns in self.store.forbidden:  # namespace-only mode: one LIST per namespace, this one refused
                 raise _error("list pods", 403, "Forbidden", f"cannot list pods in the namespace {ns}")
         pods = self.store.stale[0][1] if fault == "stale" and self.store.stale else self.store.pods
-        wanted = parse_selector(label_selector)
-        return [_copy(p) for (ns, _), p in pods.items()
-                if (namespaces is None or ns in namespaces) and selector_matches(wanted, p["metadata"].get("labels"))]
+        wanted = _selector("list pods", label_selector)
+        return [_copy(p) for (ns, _), p in pods.items() if (namespaces is None or ns in namespaces)
+                and not _gone(p) and selector_matches(wanted, p["metadata"].get("labels"))]
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._gate("get_pod", READ_FAULTS, namespace)
-        return _copy(self.store.pods.get((namespace, name)))
+        pod = self.store.pods.get((namespace, name))
+        return None if _gone(pod) else _copy(pod)
 
     def get_namespace(self, name: str) -> dict[str, Any] | None:
         self._gate("get_namespace", READ_FAULTS)
@@ -215,18 +234,27 @@ class SimKube:
 
     def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes:
         self._gate("read_pod_log", READ_FAULTS, namespace)
-        if (namespace, name) not in self.store.pods:
+        if _gone(self.store.pods.get((namespace, name))):
             raise _error("read log", 404, "Not Found")
         return b"engine log line\n"[:limit_bytes]
 
     # -- pod writes -------------------------------------------------------------------------------------------
     def _pod_for_write(self, call: str, namespace: str, name: str, uid: str) -> dict[str, Any] | str:
         pod = self.store.pods.get((namespace, name))
-        if pod is None:
+        if pod is None or _gone(pod):
             return "not_found"
         if pod["metadata"]["uid"] != uid:
             return "conflict"
         return pod
+
+    def _admit_create(self, call: str, namespace: str) -> None:
+        """The NamespaceLifecycle admission: no create in a missing (404) or Terminating (403) namespace."""
+        ns = self.store.namespaces.get(namespace)
+        if ns is None:
+            raise _error(call, 404, "Not Found", f'namespaces "{namespace}" not found')
+        if ns["metadata"].get("deletionTimestamp"):
+            raise _error(call, 403, "Forbidden", f"unable to create new content in namespace {namespace} because "
+                         "it is being terminated")
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult:
         fault = self._gate("delete_pod", WRITE_FAULTS, namespace)
@@ -239,25 +267,41 @@ class SimKube:
 
     def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult:
         fault = self._gate("evict_pod", WRITE_FAULTS, namespace)
-        pod = self._pod_for_write("evict pod", namespace, name, uid)
-        if isinstance(pod, str):
-            return "not_found" if pod == "not_found" else "conflict"
+        pod = self.store.pods.get((namespace, name))
+        if _gone(pod) or namespace not in self.store.namespaces:
+            return "not_found"
+        self._admit_create("evict pod", namespace)  # a Terminating namespace: 403
+        assert pod is not None
+        # The PDBs are checked before the UID precondition (a stale UID is refused only once they allow it), and
+        # not at all for a pod that is Terminating, Pending or finished.
         labels = pod["metadata"].get("labels") or {}
         covering = [s for s in self.store.pdbs.get(namespace, []) if all(labels.get(k) == v for k, v in s.items())]
         if len(covering) > 1:
             return "several_pdbs"
-        if covering and not pod["metadata"].get("deletionTimestamp"):
+        ignored = pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") in (
+            "Pending", "Succeeded", "Failed")
+        if covering and not ignored:
             return "blocked"
+        if pod["metadata"]["uid"] != uid:
+            return "conflict"
+        if not pod["metadata"].get("deletionTimestamp"):
+            conditions = [c for c in pod["status"].get("conditions", []) if c.get("type") != "DisruptionTarget"]
+            pod["status"]["conditions"] = [*conditions, {"type": "DisruptionTarget", "status": "True",
+                                                         "reason": "EvictionByEvictionAPI"}]
         self._terminate(pod, "evict", grace_period_s)
         self._after("evict_pod", fault)
         return "evicted"
 
     def _terminate(self, pod: dict[str, Any], verb: str, grace_period_s: int | None) -> None:
         meta = pod["metadata"]
-        if meta.get("deletionTimestamp"):
-            return  # already terminating: the API answers 200 and changes nothing
         grace = grace_period_s if grace_period_s is not None else int(pod["spec"].get("terminationGracePeriodSeconds",
                                                                                        30))
+        if meta.get("deletionTimestamp"):  # already terminating: the API answers 200; a shorter grace period counts
+            before = meta.get("deletionGracePeriodSeconds")
+            if grace_period_s is not None and before is not None and grace_period_s < before:
+                meta["deletionGracePeriodSeconds"] = grace_period_s
+                pod["_gone_at"] = pod.get("_gone_at", self.store.t) - before + grace_period_s
+            return
         meta["deletionTimestamp"] = f"t={self.store.t:.3f}"
         meta["deletionGracePeriodSeconds"] = grace
         meta["resourceVersion"] = self.store.next_rv()
@@ -297,6 +341,7 @@ class SimKube:
                 body: dict[str, Any]) -> dict[str, Any]:
         fault = self._gate(call, WRITE_FAULTS, namespace)
         name = body["metadata"]["name"]
+        self._admit_create(call, namespace)
         if (namespace, name) in table:
             raise _error(call, 409, "AlreadyExists")
         return self._store(call, table, namespace, name, body, fault)
@@ -305,10 +350,17 @@ class SimKube:
                  body: dict[str, Any]) -> dict[str, Any]:
         fault = self._gate(call, WRITE_FAULTS, namespace)
         stored = table.get((namespace, name))
-        if stored is None:
+        if stored is None and call.endswith("lease"):  # a Lease is created by an update (a ConfigMap is not)
+            self._admit_create(call, namespace)
+        elif stored is None:
             raise _error(call, 404, "Not Found")
-        if body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
-            raise _error(call, 409, "Conflict", "the object has been modified")
+        else:
+            read = body["metadata"].get("resourceVersion")
+            if read and read != stored["metadata"]["resourceVersion"]:  # no resourceVersion: unconditional
+                raise _error(call, 409, "Conflict", "the object has been modified")
+            if _content(body) == _content(stored):  # nothing changed: nothing written, same resourceVersion
+                self._after(call, fault)
+                return _copy(stored)
         return self._store(call, table, namespace, name, body, fault)
 
     def _store(self, call: str, table: dict[tuple[str, str], dict[str, Any]], namespace: str, name: str,
@@ -345,16 +397,38 @@ class SimKube:
         except KubeError:
             self.store.failed_events.add(str(involved.get("uid")))
             raise
-        ns = self.store.namespaces.get(namespace)
-        if ns is None or ns["metadata"].get("deletionTimestamp"):
-            self.store.failed_events.add(str(involved.get("uid")))
-            raise _error("create event", 403 if ns else 404, "Forbidden" if ns else "Not Found")
+        try:
+            self._admit_create("create event", namespace)
+            self._valid_event(namespace, body)
+        except KubeError as refused:
+            if refused.status != 409:  # 409: that named Event exists already (written before): not a failure
+                self.store.failed_events.add(str(involved.get("uid")))
+            raise
         self.store.events.append((self.store.t, self.replica, namespace, _copy(body)))
         self.store.record(self.replica, "event", str(involved.get("uid")), namespace=namespace,
                           reason=body.get("reason"), kind=involved.get("kind"), message=str(body.get("message")))
         if fault == "lost":
             self.store.failed_events.add(str(involved.get("uid")))
         self._after("create_event", fault)
+
+    def _valid_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """The API server's checks of a core/v1 Event: about a cluster-scoped object (a Node) only in "default",
+        else in its object's namespace (422); a named Event that exists already (409)."""
+        where = (body.get("involvedObject") or {}).get("namespace") or ""
+        if where != namespace and (where or namespace != "default"):
+            raise _error("create event", 422, "Unprocessable Entity", "involvedObject.namespace: does not match "
+                         "event.namespace")
+        name = (body.get("metadata") or {}).get("name")
+        if name and any(ns == namespace and (ev.get("metadata") or {}).get("name") == name
+                        for _, _, ns, ev in self.store.events):
+            raise _error("create event", 409, "AlreadyExists", f'events "{name}" already exists')
+
+
+def _content(obj: dict[str, Any]) -> Any:
+    """What an update compares to decide whether it changes anything (not the resourceVersion or the name)."""
+    meta = obj.get("metadata") or {}
+    return ({k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")},
+            meta.get("labels") or {}, meta.get("annotations") or {})
 
 
 def _owner_name(pod: dict[str, Any]) -> str | None:
