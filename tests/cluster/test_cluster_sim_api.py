@@ -44,7 +44,7 @@ from sim_api import LIST_FAULTS, READ_FAULTS, WRITE_FAULTS, Faults, SimKube, Sto
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.core.events import event_body
 from watchdog.core.model import GATE_CONDITION
-from watchdog.demo.controlplane.api import Api, ApiError, wait_for
+from watchdog.demo.controlplane.api import Api, wait_for
 from watchdog.demo.controlplane.plane import ControlPlane
 
 pytestmark = pytest.mark.cluster
@@ -152,13 +152,27 @@ class Side:
         self.answers.append((label, view(value) if view else value))
         return value
 
-    # the world (overridden) -----------------------------------------------------------------------------------
+    # the world: what the admin, the controllers and the kubelet do (each side its own way) --------------------
+    def other_client(self) -> Any: ...  # the client of a second replica
     def make_namespace(self, name: str, labels: dict[str, str] | None = None) -> str:
         raise NotImplementedError
 
     def make_pod(self, ns: str, name: str, *, labels: dict[str, str] | None = None, grace: int = 300,
                  phase: str = "Running") -> str:
+        """Its UID; Running and Ready on node cf-node, unless ``phase`` is Pending."""
         raise NotImplementedError
+
+    def remove_pod(self, ns: str, name: str) -> None: ...  # gone (a force delete)
+    def make_pdb(self, ns: str, name: str, labels: dict[str, str]) -> None: ...  # allowing no disruption
+    def make_node(self, name: str) -> None: ...
+    def make_replica_set(self, ns: str, name: str) -> str:
+        raise NotImplementedError
+
+    def grant(self, ns: str) -> None: ...  # narrow: a RoleBinding in ns
+    def revoke(self, ns: str) -> None: ...  # narrow: that RoleBinding deleted
+    def terminate_namespace(self, ns: str) -> None: ...  # deleted: Terminating, its pods deleted gracefully
+    def finish_namespace(self, ns: str) -> None: ...  # its pods gone, then the namespace
+    def settle(self) -> None: ...  # what a LIST answers is up to date
 
 
 class SimSide(Side):
@@ -183,13 +197,12 @@ class SimSide(Side):
         return name
 
     def make_pod(self, ns: str, name: str, *, labels: dict[str, str] | None = None, grace: int = 300,
-                 phase: str = "Running", owner: dict[str, Any] | None = None) -> str:
+                 phase: str = "Running") -> str:
         uid = self._next_uid()
         self.store.pods[(ns, name)] = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": ns, "uid": uid, "resourceVersion": self.store.next_rv(),
-                         "labels": dict(LABEL if labels is None else labels),
-                         "ownerReferences": [owner] if owner else []},
+                         "labels": dict(LABEL if labels is None else labels)},
             "spec": {"nodeName": "cf-node", "terminationGracePeriodSeconds": grace,
                      "containers": [{"name": "engine"}]},
             "status": {"phase": phase, **({"podIP": "127.77.0.1", "conditions": [
@@ -260,11 +273,10 @@ class RealSide(Side):
         return name
 
     def make_pod(self, ns: str, name: str, *, labels: dict[str, str] | None = None, grace: int = 300,
-                 phase: str = "Running", owner: dict[str, Any] | None = None) -> str:
+                 phase: str = "Running") -> str:
         pod = self.api.create(f"/api/v1/namespaces/{ns}/pods", {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": dict(LABEL if labels is None else labels),
-                         **({"ownerReferences": [owner]} if owner else {})},
+            "metadata": {"name": name, "labels": dict(LABEL if labels is None else labels)},
             "spec": {"nodeName": "cf-node", "terminationGracePeriodSeconds": grace,
                      "automountServiceAccountToken": False,
                      "containers": [{"name": "engine", "image": "engine:conformance"}]}})
@@ -331,8 +343,10 @@ class RealSide(Side):
         """Wait until the watch cache (what a ``resourceVersion=0`` LIST reads) has caught up with etcd."""
         for path in ("/api/v1/pods", "/api/v1/namespaces"):
             latest = int(self.api.get(path, limit=1)["metadata"]["resourceVersion"])
-            wait_for(f"watch cache of {path} at {latest}", lambda path=path, latest=latest: int(self.api.get(
-                path, limit=1, resourceVersion="0")["metadata"]["resourceVersion"]) >= latest, interval=0.05)
+
+            def cached(path: str = path, latest: int = latest) -> bool:
+                return int(self.api.get(path, limit=1, resourceVersion="0")["metadata"]["resourceVersion"]) >= latest
+            wait_for(f"watch cache of {path} at {latest}", cached, interval=0.05)
 
     def cleanup(self) -> None:
         for name in self.made:
