@@ -79,6 +79,10 @@ CLUSTER_RULES = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
 ]
+LIST_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
+#: Each identity: its ClusterRoles bound cluster-wide (the namespaced rules of the others come per RoleBinding).
+IDENTITIES = {"wide": ("cf-namespaced", "cf-cluster"), "narrow": ("cf-cluster",),
+              "mixed": ("cf-cluster", "cf-list")}
 
 
 # -- the two sides -------------------------------------------------------------------------------------------------
@@ -192,7 +196,7 @@ class SimSide(Side):
 
     def make_namespace(self, name: str, labels: dict[str, str] | None = None) -> str:
         self.store.namespaces[name] = {"metadata": {"name": name, "uid": self._next_uid(), "labels": labels or {}}}
-        if self.identity == "narrow":
+        if self.identity != "wide":
             self.store.forbidden.add(name)  # no RoleBinding there until granted
         return name
 
@@ -319,13 +323,13 @@ class RealSide(Side):
 
     def grant(self, ns: str) -> None:
         self.api.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "cf-narrow"},
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "cf-grant"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cf-namespaced"},
-            "subjects": [{"kind": "ServiceAccount", "name": "cf-narrow", "namespace": SYSTEM_NS}]})
+            "subjects": [{"kind": "ServiceAccount", "name": f"cf-{self.identity}", "namespace": SYSTEM_NS}]})
         wait_for(f"RBAC granted in {ns}", lambda: self._allowed(ns))
 
     def revoke(self, ns: str) -> None:
-        self.api.delete(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/cf-narrow")
+        self.api.delete(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/cf-grant")
         wait_for(f"RBAC revoked in {ns}", lambda: not self._allowed(ns))
 
     def terminate_namespace(self, ns: str) -> None:
@@ -508,7 +512,8 @@ def seq_events(w: Side, p: str) -> None:
 
 
 def seq_nodes(w: Side, p: str) -> None:
-    """Node taints: a merge patch guarded by the resourceVersion read; a stale one (409); a missing Node (404)."""
+    """Node taints: a merge patch guarded by the resourceVersion read; a stale one (409); the same key and effect
+    twice (422); a missing Node (404)."""
     name = f"{p}-node"
     w.make_node(name)
     k = w.kube
@@ -519,7 +524,9 @@ def seq_nodes(w: Side, p: str) -> None:
     other = {"key": "someone.else/maintenance", "effect": "NoExecute"}
     w.call("taint with the rv read", k.patch_node_taints, name, [other, taint], rv, view=w.node)
     w.call("taint with that rv again (stale)", k.patch_node_taints, name, [taint], rv, view=w.node)
-    w.call("get node after", k.get_node, name, view=w.node)
+    after = w.call("get node after", k.get_node, name, view=w.node)
+    rv = after["metadata"]["resourceVersion"] if after else "1"
+    w.call("the same taint twice", k.patch_node_taints, name, [other, taint, taint], rv, view=w.node)
     w.call("taint a missing node", k.patch_node_taints, f"{p}-none", [taint], rv, view=w.node)
 
 
@@ -596,6 +603,26 @@ def seq_rbac(w: Side, p: str) -> None:
     every_call("bound in b")
 
 
+def seq_rbac_mixed(w: Side, p: str) -> None:
+    """The RBAC shape the sim's ``rbac_removed`` stands for in cluster-wide mode (identity ``mixed``): pods listed
+    cluster-wide (a ClusterRoleBinding), everything else per namespace (a RoleBinding in ``a`` only): the LIST of
+    every namespace is answered, with ``b``'s pods; a read or write in ``b`` is refused (403). (The chart's own
+    cluster-wide rules cannot lose one namespace: RBAC only adds.)"""
+    a = w.make_namespace(f"{p}-a")
+    b = w.make_namespace(f"{p}-b")
+    k = w.kube
+    uids = {ns: w.make_pod(ns, "p1") for ns in (a, b)}
+    w.grant(a)
+    w.settle()
+    w.call("pods of every namespace", k.list_pods, SELECTOR, view=w.pods)
+    for ns in (a, b):
+        w.call(f"get pod in {ns}", k.get_pod, ns, "p1", view=w.pod)
+        w.call(f"delete stale uid in {ns}", k.delete_pod, ns, "p1", "00000000-0000-0000-0000-000000000000", None)
+        w.call(f"event in {ns}", k.create_event, ns, event_body(
+            ns, {"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": uids[ns]}, "StalledPodDeleted", "m", "r0",
+            NOW))
+
+
 def seq_namespace_deleted(w: Side, p: str) -> None:
     """A namespace deleted: while Terminating, creates (Events, evictions, ConfigMaps) are refused (403), deletes,
     reads and pods/status patches pass, LISTs still show it and its pods; once gone: 404s (None, not_found) and an
@@ -632,52 +659,54 @@ def seq_namespace_deleted(w: Side, p: str) -> None:
     w.call("gone: get configmap", k.get_config_map, ns, "ledger", view=w.config_map)
 
 
-#: (sequence, identity): the identity ``narrow`` is namespace-only RBAC, ``wide`` the chart's cluster-wide rules.
+#: (sequence, identity): ``wide`` is the chart's cluster-wide rules, ``narrow`` namespace-only RBAC, ``mixed`` pods
+#: listed cluster-wide and the rest per namespace.
 SEQUENCES: list[tuple[Callable[[Side, str], None], str]] = [
     (seq_delete, "wide"), (seq_evict, "wide"), (seq_pod_status, "wide"), (seq_config_maps, "wide"),
     (seq_leases, "wide"), (seq_events, "wide"), (seq_nodes, "wide"), (seq_owners, "wide"), (seq_lists, "wide"),
-    (seq_rbac, "narrow"), (seq_namespace_deleted, "wide"),
+    (seq_rbac, "narrow"), (seq_rbac_mixed, "mixed"), (seq_namespace_deleted, "wide"),
 ]
 
 
 # -- fixtures ------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def clients(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, KubeClient]]:
-    """Two ServiceAccounts with their ClusterRoles (``wide``: every rule cluster-wide; ``narrow``: the cluster-
-    scoped reads only, the namespaced rules per RoleBinding) and two KubeClients each (two replicas)."""
+    """A ServiceAccount per identity (:data:`IDENTITIES`) with its ClusterRoleBindings, and two KubeClients each
+    (two replicas)."""
     api = control_plane.api
     assert api is not None
     work = tmp_path_factory.mktemp("conformance")
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NS}})
-    for name, rules in (("cf-namespaced", NAMESPACED_RULES), ("cf-cluster", CLUSTER_RULES)):
+    roles = {"cf-namespaced": NAMESPACED_RULES, "cf-cluster": CLUSTER_RULES, "cf-list": LIST_RULES}
+    for name, rules in roles.items():
         api.create(f"{rbac}/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                                             "metadata": {"name": name}, "rules": rules})
-    bindings = (("cf-wide", "cf-namespaced"), ("cf-wide", "cf-cluster"), ("cf-narrow", "cf-cluster"))
+    bindings = [(identity, role) for identity, bound in IDENTITIES.items() for role in bound]
     out: dict[str, KubeClient] = {}
-    for account in ("cf-wide", "cf-narrow"):
+    for identity in IDENTITIES:
         api.create(f"/api/v1/namespaces/{SYSTEM_NS}/serviceaccounts", {
-            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
-    for i, (account, role) in enumerate(bindings):
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": f"cf-{identity}"}})
+    for i, (identity, role) in enumerate(bindings):
         api.create(f"{rbac}/clusterrolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": f"cf-{i}"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": SYSTEM_NS}]})
-    for account in ("cf-wide", "cf-narrow"):
-        token = api.create(f"/api/v1/namespaces/{SYSTEM_NS}/serviceaccounts/{account}/token", {
+            "subjects": [{"kind": "ServiceAccount", "name": f"cf-{identity}", "namespace": SYSTEM_NS}]})
+    for identity in IDENTITIES:
+        token = api.create(f"/api/v1/namespaces/{SYSTEM_NS}/serviceaccounts/cf-{identity}/token", {
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"expirationSeconds": 3600}})["status"]["token"]
-        path = control_plane.write_kubeconfig(work / f"{account}.kubeconfig", token, account)
+        path = control_plane.write_kubeconfig(work / f"{identity}.kubeconfig", token, identity)
         for suffix in ("", "-2"):
-            out[account.removeprefix("cf-") + suffix] = KubeClient.from_settings(
-                KubeSettings(kubeconfig=str(path), request_timeout_s=10))
+            out[identity + suffix] = KubeClient.from_settings(KubeSettings(kubeconfig=str(path),
+                                                                           request_timeout_s=10))
     try:
         yield out
     finally:
         for i in range(len(bindings)):
             api.delete(f"{rbac}/clusterrolebindings/cf-{i}")
-        for name in ("cf-namespaced", "cf-cluster"):
+        for name in roles:
             api.delete(f"{rbac}/clusterroles/{name}")
         api.delete(f"/api/v1/namespaces/{SYSTEM_NS}", ok=(404, 409))
 
