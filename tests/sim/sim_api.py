@@ -330,6 +330,8 @@ class SimKube:
             raise _error("patch node", 404, "Not Found")
         if node["metadata"]["resourceVersion"] != resource_version:
             raise _error("patch node", 409, "Conflict")
+        if len({(t.get("key"), t.get("effect")) for t in taints}) < len(taints):
+            raise _error("patch node", 422, "Unprocessable Entity", "spec.taints: Duplicate value")
         node["spec"]["taints"] = _copy(taints)
         node["metadata"]["resourceVersion"] = self.store.next_rv()
         self.store.record(self.replica, "taint", name, taints=_copy(taints))
