@@ -353,7 +353,9 @@ class RealSide(Side):
             wait_for(f"watch cache of {path} at {latest}", cached, interval=0.05)
 
     def cleanup(self) -> None:
+        """The namespaces deleted, their pods at once (no kubelet would ever finish their graceful deletion)."""
         for name in self.made:
+            self.api.delete(f"/api/v1/namespaces/{name}/pods", {"gracePeriodSeconds": 0})
             self.api.delete(f"/api/v1/namespaces/{name}", ok=(404, 409))
 
 
