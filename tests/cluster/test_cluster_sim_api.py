@@ -162,8 +162,8 @@ class Side:
         raise NotImplementedError
 
     def make_pod(self, ns: str, name: str, *, labels: dict[str, str] | None = None, grace: int = 300,
-                 phase: str = "Running") -> str:
-        """Its UID; Running and Ready on node cf-node, unless ``phase`` is Pending."""
+                 phase: str = "Running", ready: bool = True) -> str:
+        """Its UID; Running on node cf-node (Ready unless ``ready`` is False), unless ``phase`` is Pending."""
         raise NotImplementedError
 
     def remove_pod(self, ns: str, name: str) -> None: ...  # gone (a force delete)
@@ -201,7 +201,7 @@ class SimSide(Side):
         return name
 
     def make_pod(self, ns: str, name: str, *, labels: dict[str, str] | None = None, grace: int = 300,
-                 phase: str = "Running") -> str:
+                 phase: str = "Running", ready: bool = True) -> str:
         uid = self._next_uid()
         self.store.pods[(ns, name)] = {
             "apiVersion": "v1", "kind": "Pod",
@@ -210,7 +210,7 @@ class SimSide(Side):
             "spec": {"nodeName": "cf-node", "terminationGracePeriodSeconds": grace,
                      "containers": [{"name": "engine"}]},
             "status": {"phase": phase, **({"podIP": "127.77.0.1", "conditions": [
-                {"type": "Ready", "status": "True"}]} if phase == "Running" else {})}}
+                {"type": "Ready", "status": str(ready)}]} if phase == "Running" else {})}}
         return uid
 
     def remove_pod(self, ns: str, name: str) -> None:
@@ -277,7 +277,7 @@ class RealSide(Side):
         return name
 
     def make_pod(self, ns: str, name: str, *, labels: dict[str, str] | None = None, grace: int = 300,
-                 phase: str = "Running") -> str:
+                 phase: str = "Running", ready: bool = True) -> str:
         pod = self.api.create(f"/api/v1/namespaces/{ns}/pods", {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": dict(LABEL if labels is None else labels)},
@@ -286,7 +286,7 @@ class RealSide(Side):
                      "containers": [{"name": "engine", "image": "engine:conformance"}]}})
         if phase == "Running":  # what a kubelet would report (no kubelet runs cf-node)
             self.api.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status", {"status": {
-                "phase": "Running", "podIP": "127.77.0.1", "conditions": [{"type": "Ready", "status": "True"}]}},
+                "phase": "Running", "podIP": "127.77.0.1", "conditions": [{"type": "Ready", "status": str(ready)}]}},
                 content_type="application/strategic-merge-patch+json")
         return str(pod["metadata"]["uid"])
 
@@ -391,13 +391,15 @@ def seq_delete(w: Side, p: str) -> None:
 
 def seq_evict(w: Side, p: str) -> None:
     """Eviction: no PDB (201, DisruptionTarget); a PDB allowing none (429); a stale UID under it; two PDBs (500);
-    a missing pod; a stale UID without PDB; a Terminating pod under a PDB; a Pending pod under a PDB."""
+    a missing pod; a stale UID without PDB; a Terminating, a Pending and a Running but not Ready pod under a
+    PDB."""
     ns = w.make_namespace(f"{p}-a")
     k = w.kube
     free = w.make_pod(ns, "free", labels={"app": "free"})
     guarded = w.make_pod(ns, "guarded", labels={"app": "guarded"})
     double = w.make_pod(ns, "double", labels={"app": "double", "tier": "x"})
     pending = w.make_pod(ns, "pending", labels={"app": "guarded"}, phase="Pending")
+    unready = w.make_pod(ns, "unready", labels={"app": "guarded"}, ready=False)
     w.make_pdb(ns, "guard", {"app": "guarded"})
     w.make_pdb(ns, "double-1", {"app": "double"})
     w.make_pdb(ns, "double-2", {"tier": "x"})
@@ -410,6 +412,7 @@ def seq_evict(w: Side, p: str) -> None:
     w.call("evict double (two PDBs)", k.evict_pod, ns, "double", double, None)
     w.call("evict missing", k.evict_pod, ns, "nope", free, None)
     w.call("evict pending (PDB)", k.evict_pod, ns, "pending", pending, None)
+    w.call("evict unready (PDB)", k.evict_pod, ns, "unready", unready, None)
     w.call("delete guarded", k.delete_pod, ns, "guarded", guarded, None)
     w.call("evict guarded while Terminating", k.evict_pod, ns, "guarded", guarded, None)
 
