@@ -235,7 +235,7 @@ class SimSide(Side):
 
     def terminate_namespace(self, ns: str) -> None:
         """The namespace deleted: Terminating; the namespace controller deletes its pods gracefully (as
-        ``sim_world``'s ``namespace_deleted`` event)."""
+        ``sim_world``'s ``namespace_deleted`` event) and nothing else until they are gone (its RoleBindings stay)."""
         self.store.namespaces[ns]["metadata"]["deletionTimestamp"] = "t"
         self.store.namespaces[ns]["status"] = {"phase": "Terminating"}
         for (pod_ns, _), pod in self.store.pods.items():
@@ -244,8 +244,11 @@ class SimSide(Side):
                 pod["metadata"]["deletionGracePeriodSeconds"] = pod["spec"]["terminationGracePeriodSeconds"]
 
     def finish_namespace(self, ns: str) -> None:
-        """Its pods gone (the kubelet), then the namespace and everything in it."""
+        """Its pods gone (the kubelet), then the namespace and everything in it: under namespace-only RBAC its
+        RoleBinding too (403 from then on, not 404)."""
         self.store.namespaces.pop(ns)
+        if self.identity != "wide":
+            self.store.forbidden.add(ns)
         for table in (self.store.pods, self.store.config_maps, self.store.leases):
             for key in [k for k in table if k[0] == ns]:
                 del table[key]
@@ -342,6 +345,8 @@ class RealSide(Side):
         for pod in self.api.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
             self.api.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}", {"gracePeriodSeconds": 0})
         wait_for(f"namespace {ns} gone", lambda: self.api.find(f"/api/v1/namespaces/{ns}") is None, timeout=60)
+        if self.identity != "wide":  # its RoleBinding went with it: wait for the authorizer's cache
+            wait_for(f"RBAC gone with {ns}", lambda: not self._allowed(ns))
 
     def settle(self) -> None:
         """Wait until the watch cache (what a ``resourceVersion=0`` LIST reads) has caught up with etcd."""
@@ -664,12 +669,37 @@ def seq_namespace_deleted(w: Side, p: str) -> None:
     w.call("gone: get configmap", k.get_config_map, ns, "ledger", view=w.config_map)
 
 
+def seq_namespace_deleted_narrow(w: Side, p: str) -> None:
+    """A namespace deleted under namespace-only RBAC: while its pods terminate, the namespace controller deletes
+    nothing else, so its RoleBinding still holds (reads, deletes answered; creates 403 by the NamespaceLifecycle
+    admission); once it is gone, the RoleBinding is gone with it: 403, not 404."""
+    ns = w.make_namespace(f"{p}-a", {"vllm-watchdog.io/enabled": "true"})
+    k = w.kube
+    uid = w.make_pod(ns, "p1")
+    w.grant(ns)
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": uid}
+    w.terminate_namespace(ns)
+    w.settle()
+    w.call("Terminating: get namespace", k.get_namespace, ns, view=w.namespace)
+    w.call("Terminating: pods in it", k.list_pods, SELECTOR, (ns,), view=w.pods)
+    w.call("Terminating: get p1", k.get_pod, ns, "p1", view=w.pod)
+    w.call("Terminating: delete p1", k.delete_pod, ns, "p1", uid, None)
+    w.call("Terminating: event", k.create_event, ns, event_body(ns, involved, "StalledPodDeleted", "m", "r0", NOW))
+    w.finish_namespace(ns)
+    w.call("gone: get namespace", k.get_namespace, ns, view=w.namespace)
+    w.call("gone: pods in it", k.list_pods, SELECTOR, (ns,), view=w.pods)
+    w.call("gone: get p1", k.get_pod, ns, "p1", view=w.pod)
+    w.call("gone: delete p1", k.delete_pod, ns, "p1", uid, None)
+    w.call("gone: event", k.create_event, ns, event_body(ns, involved, "StalledPodDeleted", "m", "r0", NOW))
+
+
 #: (sequence, identity): ``wide`` is the chart's cluster-wide rules, ``narrow`` namespace-only RBAC, ``mixed`` pods
 #: listed cluster-wide and the rest per namespace.
 SEQUENCES: list[tuple[Callable[[Side, str], None], str]] = [
     (seq_delete, "wide"), (seq_evict, "wide"), (seq_pod_status, "wide"), (seq_config_maps, "wide"),
     (seq_leases, "wide"), (seq_events, "wide"), (seq_nodes, "wide"), (seq_owners, "wide"), (seq_lists, "wide"),
     (seq_rbac, "narrow"), (seq_rbac_mixed, "mixed"), (seq_namespace_deleted, "wide"),
+    (seq_namespace_deleted_narrow, "narrow"),
 ]
 
 
@@ -731,7 +761,7 @@ def _compare(sim: Side, real: Side) -> list[str]:
                                                                   SEQUENCES])
 def test_sim_api_answers_as_the_real_api_server(sequence: Callable[[Side, str], None], identity: str,
                                                control_plane: ControlPlane, clients: dict[str, KubeClient]) -> None:
-    prefix = f"cf{_RUN}-{sequence.__name__.removeprefix('seq_').replace('_', '')[:10]}"
+    prefix = f"cf{_RUN}-{SEQUENCES.index((sequence, identity))}"
     if control_plane.api is not None and control_plane.api.find("/api/v1/nodes/cf-node") is None:
         control_plane.api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
                                                    "metadata": {"name": "cf-node"}})
