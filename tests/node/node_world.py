@@ -38,10 +38,13 @@ BREAKS = {
     "ledger-off": "config budgetLedger: false (test_rollout_of_the_watchdog_keeps_the_budget_and_the_engines)",
     "ledger-lost": "the ledger ConfigMap deleted with the watchdog Pod, so the new Pod starts without its "
                    "predecessor's record (test_rollout_of_the_watchdog_keeps_the_budget_and_the_engines)",
+    "recreate": "config leaderElection: false, so the chart renders strategy Recreate "
+                "(test_a_bad_upgrade_leaves_the_old_watchdog_leading_and_judging)",
 }
 BROKEN_CONFIG: dict[str, dict[str, Any]] = {"grace-1": {"gracePeriodSeconds": 1},
                                              "evidence-0": {"evidenceLogLines": 0},
-                                             "ledger-off": {"budgetLedger": False}}
+                                             "ledger-off": {"budgetLedger": False},
+                                             "recreate": {"leaderElection": False}}
 BREAK = os.environ.get("NODE_TIER_BREAK", "")
 if BREAK and BREAK not in BREAKS:
     raise ValueError(f"NODE_TIER_BREAK={BREAK!r}: expected one of {', '.join(BREAKS)}")
@@ -109,13 +112,16 @@ class NodeScenario:
             values["config"] = {**values.get("config", {}), **broken_config}
         path = self.world.work / f"values-{self.release}.yaml"
         path.write_text(yaml.safe_dump(values))
-        done = subprocess.run([self.world.helm_bin, "install", self.release, str(chart_dir()), "--namespace",
-                               self.release, "--create-namespace", "--kubeconfig",
-                               str(self.world.node.admin_kubeconfig), "-f", str(path)],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
+        self.helm("install", self.release, str(chart_dir()), "--create-namespace", "-f", str(path))
         self.namespaces.append(self.release)
         return self.watchdog_pod() if wait_ready else None
+
+    def helm(self, *args: str) -> str:
+        """``helm ARGS`` in the release's namespace, as an operator types it; fails the test on an error."""
+        done = subprocess.run([self.world.helm_bin, *args, "--namespace", self.release, "--kubeconfig",
+                               str(self.world.node.admin_kubeconfig)], capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
 
     def watchdog_pods(self) -> list[dict[str, Any]]:
         return list(self.api.get(f"/api/v1/namespaces/{self.release}/pods",
