@@ -282,9 +282,9 @@ def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots
         "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_waiting_by_reason"}
 
 
-def test_the_runbooks_promql_is_what_the_vllm_profile_sends() -> None:
-    runbook = (Path(__file__).resolve().parents[2] / "RUNBOOK.md").read_text()
-    block = runbook.split("**The PromQL it sends**", 1)[1].split("```promql\n", 1)[1].split("```", 1)[0]
+def test_the_documented_promql_is_what_the_vllm_profile_sends() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "prometheus.md").read_text()
+    block = doc.split("**The PromQL it sends**", 1)[1].split("```promql\n", 1)[1].split("```", 1)[0]
     shown = [line for line in block.splitlines() if line and not line.startswith("#")]
     sent = plan(get_profile("vllm"), 60.0, "namespace", "pod").queries()
     assert len(shown) == len(set(shown)) == 15

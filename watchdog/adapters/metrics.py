@@ -62,7 +62,7 @@ EngineSeries = tuple[str, str, str, str]  # (namespace, pod, target, engine)
 
 @dataclass(frozen=True)
 class Metrics:
-    """Handles on every metric; RUNBOOK.md section 6 says what each means."""
+    """Handles on every metric; docs/metrics.md says what each means."""
 
     registry: CollectorRegistry
     pods_watched: Gauge

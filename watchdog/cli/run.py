@@ -27,7 +27,7 @@ A pod several targets match is judged by the one with the longest window (equal:
 when their engine profiles differ (targets_conflict); one StallTargetsOverlap Event says which. Targets with
 the same podSelector are refused.
 
-Safety rails (RUNBOOK.md): budgets (--max-deletions per --deletion-window-seconds, per namespace, one per owner
+Safety rails (docs/safety.md): budgets (--max-deletions per --deletion-window-seconds, per namespace, one per owner
 until its replacement is Ready), a mass-stall breaker (--breaker-fraction), warm-up and minimum pod age (one
 window), --paused, --leader-election, --action evict, --node-escalation. Deferred stalls get
 StalledPodDeletionDeferred Events.

@@ -111,7 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
             "would read as one pod); comma-separated name=\"value\" (=, !=, =~, !~)"),
     Setting("prometheus_instance_check", "bool", True, "a Prometheus series is evidence about a pod only when its "
             "instance label's host is the pod's IP (Kubernetes service discovery's default); turn off only where "
-            "instance is relabelled (e.g. to the pod name): RUNBOOK 'What a tenant can and cannot do'"),
+            "instance is relabelled (e.g. to the pod name): docs/tenancy.md"),
     Setting("prometheus_staleness_seconds", "float", 60.0, "a Prometheus series whose newest sample is older "
             "than this is unknown (about 2 Prometheus scrape intervals; at most Prometheus' 5-minute lookback delta)",
             minimum=1.0, maximum=300.0),
@@ -134,7 +134,7 @@ SETTINGS: tuple[Setting, ...] = (
             "delete: the pod leaves the API before its container stops, so a replacement can start while the "
             "wedged engine still holds the GPU) is refused", minimum=1, maximum=86400,
             optional=True),
-    # -- safety rails (RUNBOOK.md "Safety rails") --
+    # -- safety rails (docs/safety.md) --
     Setting("paused", "bool", False, "global pause: keep watching, delete nothing (stalls are deferred)"),
     Setting("pause_config_map", "str", None, "the run-time brake: a ConfigMap in the watchdog's namespace "
             "($POD_NAMESPACE, else default) read every cycle; its annotation vllm-watchdog.io/paused=\"true\" "
@@ -144,7 +144,7 @@ SETTINGS: tuple[Setting, ...] = (
             "PodDisruptionBudgets; a blocked eviction is deferred, never turned into a delete), or quarantine "
             "(never remove: drain through the readiness gate only; needs quarantine)",
             choices=("delete", "evict", "quarantine")),
-    # -- quarantine through a readiness gate (RUNBOOK.md "Quarantine") --
+    # -- quarantine through a readiness gate (docs/safety.md) --
     Setting("quarantine", "bool", False, "maintain the readiness gate condition vllm-watchdog.io/engine-progressing "
             "on pods that declare it in spec.readinessGates: True once an engine is idle or progressing, False "
             "(out of the Services' endpoints) while one is suspect for quarantineAfterSeconds or stalled; needs "
@@ -155,7 +155,7 @@ SETTINGS: tuple[Setting, ...] = (
             "owner's pods at once (rounded down), nor its last Ready pod", minimum=0.0, maximum=1.0),
     Setting("quarantine_in_dry_run", "bool", False, "quarantine in dry-run namespaces (and under dryRun) too; off: "
             "there pods are only admitted and released"),
-    # -- evidence kept before a deletion (RUNBOOK.md "Evidence") --
+    # -- evidence kept before a deletion (docs/safety.md) --
     Setting("evidence_log_lines", "int", 0, "before a deletion (and in dry-run), keep this many of the last lines "
             "of the engine container's log in the evidence log record; 0: none. Needs pods/log get", minimum=0,
             maximum=500),

@@ -58,7 +58,7 @@ class DeletionLedger:
         entries, problem = parse((obj or {}).get("data"))  # no ConfigMap: no entries
         if problem is not None:
             log.error("deletion ledger %s is unusable (%s): deletions wait until it is fixed or deleted (RUNBOOK "
-                      "section 5)", self.ref, problem)
+                      "section 4, rule budget_unknown)", self.ref, problem)
             return None
         return entries
 

@@ -116,7 +116,7 @@ def tenant_of(namespace: Mapping[str, Any], label: str) -> str:
     """The tenant of a Namespace object: ``label=value`` when ``label`` (the ``tenantLabel`` setting) is set and the
     namespace carries it with a non-empty value, else the namespace's own name (each namespace its own tenant). The
     two forms never collide: a namespace name holds no ``=``. The label must be one tenants cannot write on their
-    own namespaces (RUNBOOK "What a tenant can and cannot do")."""
+    own namespaces (docs/tenancy.md)."""
     meta = namespace.get("metadata") or {}
     value = (meta.get("labels") or {}).get(label) if label else None
     return f"{label}={value}" if value else str(meta.get("name"))

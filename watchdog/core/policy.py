@@ -19,7 +19,7 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    with that slack); the mass-stall breaker is open, or the namespace's own breaker; the budget is unknown (earlier
    deletions not read back yet from the deletion ledger, or, without a ledger, for a while after a start); the
    cluster-wide budget (default 2 per 10 min), the namespace budget (1 per 10 min; per namespace, not per tenant:
-   RUNBOOK "Deletion budgets" says why) or the owner rule (1 per owner until a replacement pod of that owner is
+   docs/safety.md "Deletion budgets" says why) or the owner rule (1 per owner until a replacement pod of that owner is
    Ready) is used up. Each deferral says when it frees (:class:`Decision`'s ``frees_in_s``, in the caller's
    monotonic seconds where time alone frees it, and ``frees_when``): the budgets when the counted deletion that must
    go leaves the rolling window, warm-up and minimum age when they end, the breakers when their cooldown ends, the
@@ -32,7 +32,7 @@ The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_frac
 at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
 hangs — **and still would with any one tenant left out** (its voting and stalled pods both taken away), and
 closes by itself ``breaker_cooldown_seconds`` after the last cycle that exceeded it. The rule of who counts, in
-one place (:func:`votes`, RUNBOOK "Mass-stall breaker"):
+one place (:func:`votes`, docs/safety.md "Mass-stall breaker"):
 
 - *Only pods the watchdog may remove vote*: a watched pod in an enforced namespace (``vllm-watchdog.io/enabled=
   true``), whatever its target's action (delete, evict, or quarantine: the drain the breaker holds too). Pods in
@@ -117,7 +117,7 @@ def _pdb_deferral(why: str, count: int, wait_s: float) -> Decision:
 
 @dataclass(frozen=True)
 class Rails:
-    """The configurable limits (see RUNBOOK.md "Safety rails"). Each field is named as its setting, so the
+    """The configurable limits (see docs/safety.md). Each field is named as its setting, so the
     controller fills it from the settings without renaming anything; their defaults are the settings' (one place:
     watchdog/config/settings.py), none here."""
 
