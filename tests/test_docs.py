@@ -52,7 +52,7 @@ def test_every_cited_runbook_section_and_doc_exists() -> None:
     wrong = []
     for path in CITING:
         text = path.read_text()
-        for n in re.findall(r"RUNBOOK(?:\.md)?`?,? sections? (\d+)", text):
+        for n in re.findall(r"RUNBOOK(?:\.md)?`?,?\s+sections?\s+(\d+)", text):
             if n not in numbers:
                 wrong.append(f"{path.relative_to(REPO)}: RUNBOOK section {n}")
         for name in re.findall(r"\bdocs/([\w-]+\.md)", text):
