@@ -161,9 +161,13 @@ def test_a_bad_upgrade_leaves_the_old_watchdog_leading_and_judging(scenario, wor
         return None
     new = wait_for("the upgraded pod refused at start-up", refused, timeout=90,
                    describe=lambda: world.kubectl("get", "pods", "-n", s.release, "-o", "wide", check=False))
-    log = world.kubectl("logs", "-n", s.release, new["metadata"]["name"], "--previous", check=False) \
-        + world.kubectl("logs", "-n", s.release, new["metadata"]["name"], check=False)
-    assert "command line refused: unrecognized arguments: --no-such-flag" in log, log
+    refusal = "command line refused: unrecognized arguments: --no-such-flag"
+
+    def said() -> str | None:  # the exited run's log: current until the kubelet restarts it, then --previous
+        log = "".join(world.kubectl("logs", "-n", s.release, new["metadata"]["name"], *flag, check=False)
+                      for flag in ((), ("--previous",)))
+        return log if refusal in log else None
+    wait_for("the refusal in the new pod's log", said, timeout=60)
     # the old pod is still there, Ready, and the leader
     (still,) = [p for p in s.watchdog_pods() if p["metadata"]["uid"] == old_uid]
     assert is_ready(still), still["status"]
