@@ -169,8 +169,9 @@ def test_a_bad_upgrade_leaves_the_old_watchdog_leading_and_judging(scenario, wor
         return log if refusal in log else None
     wait_for("the refusal in the new pod's log", said, timeout=60)
     # the old pod is still there, Ready, and the leader
-    (still,) = [p for p in s.watchdog_pods() if p["metadata"]["uid"] == old_uid]
-    assert is_ready(still), still["status"]
+    kept = [p for p in s.watchdog_pods() if p["metadata"]["uid"] == old_uid]
+    assert kept and is_ready(kept[0]), f"the old watchdog pod {old_name} is gone or not Ready: {kept}"
+    still = kept[0]
     holder = s.api.get(LEASE.format(ns=s.release))["spec"]["holderIdentity"]
     assert holder.startswith(old_name), holder
     # ... and judging: it deletes an engine wedged after the upgrade, from its own pod IP
