@@ -1,4 +1,4 @@
-"""The chart's side of the run-time brake (RUNBOOK.md section 9), rendered with the real helm: the Deployment names
+"""The chart's side of the run-time brake (RUNBOOK.md section 1), rendered with the real helm: the Deployment names
 the release's own config ConfigMap in WATCHDOG_PAUSE_CONFIG_MAP, the watchdog reads that as pauseConfigMap, and a
 Role lets the ServiceAccount `get` exactly that ConfigMap in the release namespace — nothing else."""
 
