@@ -93,11 +93,12 @@ def test_quarantine_gate_and_endpoints(scenario):
     s.set_mode(pods[0], "wedged")
     wait_for(f"{name} endpoint not ready", lambda: _endpoints(s, ns, "engine").get(name) is False, timeout=30,
              describe=lambda: s.watchdog_log()[-3000:])
-    assert s.events_on(ns, name, "StalledPodQuarantined")
+    # the Event follows the gate's patch in the same cycle (after the owner walk), so the endpoint may turn first
+    wait_for("StalledPodQuarantined", lambda: s.events_on(ns, name, "StalledPodQuarantined"), timeout=15)
     s.set_mode(pods[0], "progressing")
     wait_for(f"{name} endpoint ready again", lambda: _endpoints(s, ns, "engine").get(name) is True, timeout=30,
              describe=lambda: s.watchdog_log()[-3000:])
-    assert s.events_on(ns, name, "StalledPodReleased")
+    wait_for("StalledPodReleased", lambda: s.events_on(ns, name, "StalledPodReleased"), timeout=15)
     assert s.audit(verb="delete", resource="pods", namespace=ns) == []
 
 
