@@ -38,13 +38,14 @@ from watchdog.adapters.metrics import EngineSeries, Metrics
 from watchdog.config.settings import Settings
 from watchdog.controller.brake import Brake
 from watchdog.controller.budget import restore_budget
+from watchdog.controller.confirmations import Confirmations
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.nsreads import NamespaceReads, list_by_namespace
 from watchdog.controller.ports import Clock, KubeApi, Listing, Source
 from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.reading import Reading
-from watchdog.controller.remediator import Remediation, Remediator, Rescrape
+from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.signals import seconds_without_progress, watched_workloads
 from watchdog.controller.state import PodRecord
 from watchdog.controller.status import Snapshot, snapshot
@@ -53,7 +54,6 @@ from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import Discovery, Overlap, discover, invalid_opt_ins
 from watchdog.core.events import REASON_PAUSE_IGNORED, REASON_TARGETS_OVERLAP, REASON_WINDOW_IGNORED, utc_stamp
 from watchdog.core.model import MAX_CLOCK_SKEW_S, NAMESPACE_LABEL, PAUSE_ANNOTATION, Target, WatchedPod
-from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import CycleFacts, DeletionPolicy, Rails
 from watchdog.core.profiles import Profile
@@ -107,18 +107,6 @@ def _gc_paused() -> Iterator[None]:
             gc.collect(0)
 
 
-def confirmation(sources: Mapping[str, Source], metrics: Metrics) -> Rescrape:
-    """The remediator's confirmation read: one engine series of a pod read afresh by its target's source (None: the
-    pod has no such series now; a string: why the read failed; never raises), counted as a scrape."""
-    def rescrape(target: WatchedPod, key: str) -> EngineSnapshot | str | None:
-        reading = sources[target.target_name].confirm(target)
-        metrics.scrapes.labels(reading.outcome).inc()
-        if reading.parsed is None:
-            return f"{reading.what or 'the read'} failed ({reading.outcome}): {reading.detail}"
-        return next((s for s in reading.parsed.series if s.key == key), None)
-    return rescrape
-
-
 class Watchdog:
     """Holds the state between cycles; built by :func:`watchdog.controller.wiring.build` (every collaborator passed
     in). ``clock``: seconds, monotonic; ``sources``: target name -> its source; ``profiles``: target name -> its
@@ -127,14 +115,15 @@ class Watchdog:
     def __init__(self, config: Settings, kube: KubeApi, *, metrics: Metrics, policy: DeletionPolicy,
                  remediator: Remediator, quarantine: Quarantine, sources: Mapping[str, Source],
                  profiles: Mapping[str, Profile], fanout: Fanout, clock: Clock, wall_clock: Clock,
-                 leader: Callable[[], bool], ledger: DeletionLedger | None = None, brake: Brake | None = None,
-                 listing: Listing | None = None) -> None:
+                 leader: Callable[[], bool], confirmations: Confirmations, ledger: DeletionLedger | None = None,
+                 brake: Brake | None = None, listing: Listing | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.listing = listing  # the watch-based cache (closed with the watchdog), when set
         self.lister: Listing | KubeApi = listing or kube  # where namespaces and pods come from each cycle
         self.metrics, self.policy, self.remediator, self.quarantine = metrics, policy, remediator, quarantine
         self.ledger = ledger  # the deletion ledger (budgetLedger), when on
         self.sources, self._profiles = sources, profiles
+        self.confirmations = confirmations  # the remediator's confirmation reads (once per pod per cycle)
         self.fanout = fanout  # the scrapes' fan-out (its size is logged when a cycle overruns)
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
@@ -187,6 +176,7 @@ class Watchdog:
     def _cycle(self) -> CycleReport:
         started, requests_before = time.perf_counter(), self.kube.api_requests
         report = CycleReport()
+        self.confirmations.begin_cycle()
         found, listed_at = self._discover(report)
         records = {t.uid: self._record(t) for t in found.targets}
         readings = self._read(found.targets, records)
@@ -430,6 +420,7 @@ class Watchdog:
         for uid in set(self.pods) - live:
             del self.pods[uid]
         self._told = {k: v for k, v in self._told.items() if k[0] in live}
+        self.confirmations.forget_pods(live)
         self.remediator.settle_gone(live)  # before the policy forgets them: a removal whose answer was lost
         self.policy.forget_pods(live)
         self.remediator.events.forget_pods(live)  # each pod's walked owner (one walk per pod)

@@ -24,7 +24,8 @@ from watchdog.adapters.scrape_errors import ScrapeLimits
 from watchdog.config.settings import BY_NAME, Settings
 from watchdog.controller.actuator import Actuator, unfenced
 from watchdog.controller.brake import Brake
-from watchdog.controller.cycle import Watchdog, confirmation, rails_from
+from watchdog.controller.confirmations import Confirmations
+from watchdog.controller.cycle import Watchdog, rails_from
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.ledger import DeletionLedger, server_clock
@@ -114,8 +115,9 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
     profiles = {t.name: target_profile(t.name, t.profile, t.metrics) for t in config.targets}
     fanout = Fanout(config.workers, config.scrape_deadline_seconds)  # workers 0: sized by the fleet
     sources = _sources(config, profiles, metrics, fanout, scraper, prometheus, clock, wall_clock)
+    confirmations = Confirmations(sources, metrics, clock, budget_s=config.scrape_deadline_seconds)
     remediator = Remediator(
-        kube, policy, confirmation(sources, metrics), metrics, actuator=actuator, events=events, evidence=evidence,
+        kube, policy, confirmations, metrics, actuator=actuator, events=events, evidence=evidence,
         policies={t.name: config.policy_of(t)[0] for t in config.targets}, grace_period_s=config.grace_period_seconds,
         count_waiting=config.count_waiting, require_controller=config.require_controller, clock=clock,
         wall_clock=wall_clock, escalation=escalation, ledger=ledger)
@@ -124,7 +126,7 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
         config.dry_run), enabled=config.quarantine, clock=clock, wall_clock=wall_clock)
     return Watchdog(config, kube, metrics=metrics, policy=policy, remediator=remediator, quarantine=quarantine,
                     sources=sources, profiles=profiles, fanout=fanout, clock=clock, wall_clock=wall_clock,
-                    leader=leader, ledger=ledger, brake=brake, listing=listing)
+                    leader=leader, confirmations=confirmations, ledger=ledger, brake=brake, listing=listing)
 
 
 def _sources(config: Settings, profiles: dict[str, Profile], metrics: Metrics, fanout: Fanout,
