@@ -432,6 +432,55 @@ def test_a_series_forged_with_another_pods_labels_never_gets_that_pod_deleted(pr
         assert "gave no evidence (no series)" in aborted and "http://127.0.0.2:8000/metrics" in aborted
 
 
+def test_stalls_forged_in_two_other_tenants_never_open_the_fleet_breaker(emulator: EmulatorServer,
+                                                                       prig: PromRig) -> None:
+    # The attacker's exporter (honorLabels) forges a frozen busy engine 9 with the exact instance of two pods in
+    # tenant b and two in tenant c: on main 5 of 5 voting pods looked stalled, 3 of 3 with any one tenant left out,
+    # the fleet breaker opened and held back tenant d's genuine wedge. A stall counts in the breakers only once a
+    # direct read of the pod showed it: the victims' own /metrics have no engine 9.
+    for tenant in ("b", "c", "d"):
+        emulator.create_namespace(f"team-{tenant}", {NAMESPACE_LABEL: "true"})
+    victims = ["vb0", "vb1", "vc0", "vc1"]
+    for pod, ip in zip(victims, range(2, 6), strict=True):
+        prig.deploy(pod, f"127.0.0.{ip}", f"team-{pod[1]}")
+    prig.deploy("wedged", "127.0.0.6", "team-d")
+
+    def exists(pod: str) -> bool:
+        meta = prig.pods[pod]["metadata"]
+        return emulator.get_pod(meta["namespace"], meta["name"]) is not None
+    reports = []
+    for i in range(12):
+        for pod in victims:
+            prig.engine(pod, running=2, tokens=100 * (i + 1))
+            forge(prig, pod, "vllm:num_requests_running", 4, f"{prig.ips[pod]}:8000", engine="9", model_name="m")
+            forge(prig, pod, "vllm:generation_tokens_total", 500, f"{prig.ips[pod]}:8000", engine="9", model_name="m")
+        if not exists("wedged"):
+            break
+        prig.engine("wedged", running=4, tokens=500)
+        reports.append(prig.cycle())
+        assert sample(prig, "vllm_watchdog_breaker_open") == 0
+    assert not exists("wedged") and all(exists(pod) for pod in victims)
+    assert [ref for report in reports for ref, r in report.remediations if r.result == "deleted"] == [
+        "team-d/" + prig.pods["wedged"]["metadata"]["name"]]
+
+
+def test_genuine_stalls_in_four_tenants_still_open_the_fleet_breaker(emulator: EmulatorServer,
+                                                                    prig: PromRig) -> None:
+    # The other side of the rule above: a stall the pod's own /metrics shows is confirmed in the cycle it is first
+    # seen (one direct read per pod), so a real storm across tenants still opens the breaker and removes nothing.
+    tenants = ("b", "c", "d", "e")  # 3 of 3 with any one left out
+    for ip, tenant in enumerate(tenants, start=2):
+        emulator.create_namespace(f"team-{tenant}", {NAMESPACE_LABEL: "true"})
+        prig.deploy(tenant, f"127.0.0.{ip}", f"team-{tenant}")
+    reports = []
+    for _ in range(12):
+        for tenant in tenants:
+            prig.engine(tenant, running=4, tokens=500)
+        reports.append(prig.cycle())
+    assert sample(prig, "vllm_watchdog_breaker_open") == 1
+    assert {r.rule for report in reports for _, r in report.remediations} == {"breaker"}
+
+
 def test_a_pause_forged_for_another_pod_does_not_hold_its_wedge(prig: PromRig) -> None:
     # On main team-c's wedged pod stayed paused for as long as team-b exported the pod-scoped gauge labelled with it.
     prig.deploy("wedged", "127.0.0.2")

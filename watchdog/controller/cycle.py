@@ -47,9 +47,10 @@ from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.reading import Reading
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.signals import seconds_without_progress, watched_workloads
-from watchdog.controller.state import PodRecord
+from watchdog.controller.state import EngineState, PodRecord
 from watchdog.controller.status import Snapshot, snapshot
 from watchdog.controller.tallies import BreakerTallies
+from watchdog.core.confirm import no_evidence, not_confirmed
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import Discovery, Overlap, discover, invalid_opt_ins
 from watchdog.core.events import REASON_PAUSE_IGNORED, REASON_TARGETS_OVERLAP, REASON_WINDOW_IGNORED, utc_stamp
@@ -296,8 +297,28 @@ class Watchdog:
         except Exception:  # one pod's trouble never stops the cycle
             log.exception("judging pod %s failed", target.ref, extra=facts(target))
             return False
+        if self.source_kind[target.target_name] != "scrape" and not self._stall_confirmed(target, pod):
+            present.discard("stalled")  # not evidence for the breakers (yet): see _stall_confirmed
         tallies.add(target, reading.parsed is not None, present)
         return True
+
+    def _stall_confirmed(self, target: WatchedPod, pod: PodRecord) -> bool:
+        """Whether the stall of a pod read from Prometheus counts in the breakers: only once a direct read of the pod
+        showed it (the confirmation read, :mod:`~watchdog.controller.confirmations`, judged by the rule of the
+        confirmation before a removal; once per stall episode of a series; source scrape's own read is direct). A
+        series in Prometheus can carry any pod's labels, ``instance`` included (``honorLabels``): stalls forged for
+        other tenants' pods would open the fleet breaker and hold back everyone's wedges, though never confirmed."""
+        def confirm(stalled: dict[str, EngineState]) -> set[str]:
+            read = self.confirmations.read(target)
+            if isinstance(read, str):
+                return set()
+            fresh = {s.key: s for s in read.series}
+            signals = self._profiles[target.target_name].progress
+            completion_only = bool(pod.policy and pod.policy.completion_only_window_s)
+            return {key for key, engine in stalled.items() if engine.last is not None and key in fresh and (
+                no_evidence(fresh[key], signals, completion_only) or not_confirmed(
+                    engine.last, fresh[key], self.config.count_waiting, signals)) is None}
+        return pod.stall_confirmed(confirm)
 
     def _check_clock(self) -> None:
         """Compare this replica's wall clock with the API server's (the ledger's clock): said once when they

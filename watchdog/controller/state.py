@@ -90,6 +90,16 @@ class PodRecord:
     timeouts: int = 0  # scrapes in a row that timed out (0 after any other outcome)
     policy: EffectivePolicy | None = None  # the pod's effective stall policy its detectors were built with
     paused_by: str = ""  # why its pause annotation holds its engines paused this cycle ("": it does not)
+    confirmed: set[str] = field(default_factory=set)  # stalled series a direct read confirmed (source prometheus)
+
+    def stall_confirmed(self, confirm: Callable[[dict[str, EngineState]], set[str]]) -> bool:
+        """Whether a stalled engine series of this pod was confirmed by a direct read in its stall episode: one
+        confirmed before that is still stalled, else one ``confirm`` (given the stalled series) confirms now."""
+        stalled = {k: e for k, e in self.engines.items() if e.verdict is not None and e.verdict.state == "stalled"}
+        self.confirmed &= stalled.keys()
+        if stalled and not self.confirmed:
+            self.confirmed = confirm(stalled) & stalled.keys()
+        return bool(self.confirmed)
 
     def take(self, target: WatchedPod, reading: Reading, now: float) -> None:
         """Take this cycle's ``reading`` of ``target`` (this record's pod) in at ``now``; log its first failed
