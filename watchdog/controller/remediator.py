@@ -17,8 +17,9 @@
    BEFORE the leadership fence, never between the fence and the write;
 6. records the removal in the deletion ledger AHEAD of it (write-ahead; a ledger that cannot be written defers
    the removal, rule ``ledger``), then deletes (or, with ``action: evict``, evicts through the Eviction API so
-   PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete, its ledger intent kept and the
-   eviction tried again after a backoff, the episode's evidence record kept once) with ``preconditions.uid`` (a
+   PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete, its ledger intent withdrawn (a
+   tenant's own PDB never spends the budget nor fills the ledger) and the eviction tried again after a backoff, the
+   episode's evidence record kept once) with ``preconditions.uid`` (a
    pod re-created under the same name is never hit) and the pod's own grace period unless configured, through
    the actuator (:mod:`watchdog.controller.actuator`: the leadership fence is checked right before each write).
    404 and 409 mean nothing to do and a refused request (4xx) is not retried: their ledger intent is withdrawn.
@@ -263,7 +264,8 @@ class Remediator:
                 return self._defer(stall, not_leader(applied.error), now)
             case "lost":
                 return self._lost_answer(stall, now, verb, applied, retry)
-            case "blocked" | "several_pdbs":  # its ledger intent stays (sent again after a backoff)
+            case "blocked" | "several_pdbs":  # a 429: not applied, its intent withdrawn; sent again after a backoff
+                self._withdraw(target, retry)  # else restored as a removal after a restart: a tenant's own PDB
                 why = ("the Eviction API refused (a PodDisruptionBudget would be violated)"
                        if applied.outcome == "blocked" else "the Eviction API refuses pods selected by more than one "
                        "PodDisruptionBudget; fix the overlapping PDBs")
