@@ -9,7 +9,14 @@ from typing import Any
 from builders import BASE
 
 from watchdog.core.discovery import discover
-from watchdog.core.model import OwnerRef, Target
+from watchdog.core.model import (
+    EXCLUDE_ANNOTATION,
+    PAUSE_ANNOTATION,
+    PORT_ANNOTATION,
+    WINDOW_ANNOTATION,
+    OwnerRef,
+    Target,
+)
 from watchdog.core.quarantine import read_fleet
 from watchdog.core.trim import trim_namespace, trim_pod
 
@@ -129,6 +136,20 @@ def test_discovery_decides_the_same_on_trimmed_objects() -> None:
                        ("e", 9090, 1, owner, "gpu-1")]] * 2  # e: gated, containers ready, judged before Ready
     assert [(g.uid, g.ready, g.condition) for g in fleet.gated.values()] == [("uid-e", False, "False")]
     assert dict(full[0].skipped) == {"excluded": 1, "terminating": 1}
+
+
+def test_every_kept_annotation_is_cut_and_decides_the_same() -> None:
+    # Hostile-tenant review: the exclude and metrics-port annotations were kept whole (up to 256 KiB per pod in the
+    # cache, tenant text); now all four are cut to 64 characters, as discovery reads them.
+    huge = {name: value + "x" * 256 * 1024 for name, value in (
+        (EXCLUDE_ANNOTATION, "true"), (PORT_ANNOTATION, "http"), (WINDOW_ANNOTATION, "900"),
+        (PAUSE_ANNOTATION, "2030-01-01T00:00:00Z"))}
+    pods = [copy.deepcopy(p) for p in PODS]
+    for p in pods:
+        p["metadata"]["annotations"] = {**(p["metadata"].get("annotations") or {}), **huge}
+    kept = [trim_pod(p)["metadata"]["annotations"] for p in pods]
+    assert all(set(k) == set(huge) and max(map(len, k.values())) == 64 for k in kept)
+    assert run([trim_pod(p) for p in pods], [trim_namespace(n) for n in NAMESPACES]) == run(pods, NAMESPACES)
 
 
 def test_trimming_tolerates_missing_and_null_fields() -> None:

@@ -45,6 +45,7 @@ from watchdog.core.model import (
     OwnerRef,
     Target,
     WatchedPod,
+    annotation,
 )
 from watchdog.core.podpolicy import EffectivePolicy, Resolution, resolve_target
 from watchdog.core.profiles import get_profile
@@ -174,10 +175,10 @@ def choose_port(pod: Mapping[str, Any], target: Target) -> int | None:
     port the pod does not declare."""
     containers = (pod.get("spec") or {}).get("containers") or []
     declared = [p for c in containers for p in c.get("ports") or [] if p.get("containerPort")]
-    wanted = ((pod.get("metadata") or {}).get("annotations") or {}).get(PORT_ANNOTATION)
+    wanted = annotation(pod.get("metadata") or {}, PORT_ANNOTATION)
     if wanted is not None:
         for p in declared:
-            if str(wanted) in (p.get("name"), str(p["containerPort"])):
+            if wanted in (p.get("name"), str(p["containerPort"])):
                 return int(p["containerPort"])
         return None
     if target.port.isdigit():
@@ -197,7 +198,7 @@ def _skip_reason(pod: Mapping[str, Any], mode: NamespaceMode | None, ever_ready:
     status = pod.get("status") or {}
     if not meta.get("uid"):
         return "no_uid"
-    if (meta.get("annotations") or {}).get(EXCLUDE_ANNOTATION) == "true":
+    if annotation(meta, EXCLUDE_ANNOTATION) == "true":
         return "excluded"
     if meta.get("deletionTimestamp"):
         return "terminating"
@@ -275,18 +276,11 @@ def _take(found: Discovery, pod: Mapping[str, Any], uid: str, resolved: Resoluti
         mode=found.modes[str(meta["namespace"])], restart_count=_restarts(status), owner=controller_of(meta),
         metrics=target.metrics, created=str(meta.get("creationTimestamp") or ""),
         node=(pod.get("spec") or {}).get("nodeName"), container=engine_container(pod, port),
-        window_annotation=_annotation(meta, WINDOW_ANNOTATION),
-        pause_annotation=_annotation(meta, PAUSE_ANNOTATION),
+        window_annotation=annotation(meta, WINDOW_ANNOTATION),
+        pause_annotation=annotation(meta, PAUSE_ANNOTATION),
         tenant=tenant, targets=names, ports=declared_ports(pod),
     ))
     return None
-
-
-def _annotation(meta: Mapping[str, Any], name: str) -> str | None:
-    """The pod's window or pause annotation as text cut to 64 characters (tenant input: judged by core/podpolicy),
-    or None."""
-    raw = (meta.get("annotations") or {}).get(name)
-    return None if raw is None else str(raw)[:64]
 
 
 def _restarts(status: Mapping[str, Any]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from watchdog.core.vocab import NamespaceMode, StallAction
 
@@ -18,6 +19,17 @@ PORT_ANNOTATION = "vllm-watchdog.io/metrics-port"
 WINDOW_ANNOTATION = "vllm-watchdog.io/window-seconds"
 #: An RFC 3339 time until which the pod's engines read paused, at most maxPodPauseSeconds ahead (core/podpolicy).
 PAUSE_ANNOTATION = "vllm-watchdog.io/paused-until"
+#: Every pod annotation above is tenant text, read cut to this many characters (discovery, and the pod cache's
+#: trimmed pods: a tenant's 256 KiB value costs 64 characters).
+MAX_ANNOTATION_CHARS = 64
+
+
+def annotation(meta: Mapping[str, Any], name: str) -> str | None:
+    """Pod ``metadata``'s annotation ``name`` as text cut to :data:`MAX_ANNOTATION_CHARS`, or None."""
+    raw = (meta.get("annotations") or {}).get(name)
+    return None if raw is None else str(raw)[:MAX_ANNOTATION_CHARS]
+
+
 #: The readiness gate condition type a pod declares in ``spec.readinessGates`` to be quarantined through it.
 GATE_CONDITION = "vllm-watchdog.io/engine-progressing"
 #: Opt-in label values and the namespace mode each one means; any other value means "not watched".

@@ -20,9 +20,11 @@ from watchdog.core.model import (
     PAUSE_ANNOTATION,
     PORT_ANNOTATION,
     WINDOW_ANNOTATION,
+    annotation,
 )
 
 _META = ("uid", "namespace", "name", "creationTimestamp", "deletionTimestamp")
+_ANNOTATIONS = (EXCLUDE_ANNOTATION, PORT_ANNOTATION, WINDOW_ANNOTATION, PAUSE_ANNOTATION)
 _OWNER = ("apiVersion", "kind", "name", "uid", "controller")
 #: The pod conditions read: readiness, containers ready and the quarantine gate's own (discovery, core/quarantine).
 _CONDITIONS = ("Ready", "ContainersReady", GATE_CONDITION)
@@ -42,13 +44,8 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     ContainersReady / quarantine-gate conditions, the gate in ``readinessGates`` and restart counts."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     out_meta = _pick(meta, _META)
-    annotations = meta.get("annotations") or {}
-    picked = _pick(annotations, (EXCLUDE_ANNOTATION, PORT_ANNOTATION))
-    for name in (WINDOW_ANNOTATION, PAUSE_ANNOTATION):  # tenant text: kept cut, never interned (core/podpolicy)
-        if name in annotations:
-            picked[name] = str(annotations[name])[:64]
-    if "annotations" in meta:
-        out_meta["annotations"] = picked
+    if "annotations" in meta:  # tenant text: kept cut as discovery reads it (model.annotation), never interned
+        out_meta["annotations"] = {n: v for n in _ANNOTATIONS if (v := annotation(meta, n)) is not None}
     if "ownerReferences" in meta:
         out_meta["ownerReferences"] = [_pick(ref, _OWNER) for ref in meta["ownerReferences"] or []]
     out_spec = _pick(spec, ("hostNetwork", "nodeName"))
