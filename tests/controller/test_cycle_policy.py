@@ -186,3 +186,23 @@ def test_a_malformed_or_too_distant_pause_annotation_is_ignored_with_one_event(
         assert f"{PAUSE_ANNOTATION}=" in warning and "its engines are judged by their metrics" in warning
     finally:
         rig.close()
+
+
+def test_a_pause_annotation_flipped_between_two_malformed_values_writes_its_event_once(
+        emulator: EmulatorServer, tmp_path: Path) -> None:
+    # Hostile-tenant review: every flip was a new value, so its named Event was POSTed again every cycle (refused
+    # 409 by its name, one write request per cycle the tenant controls). Now once per pod UID and reason.
+    rig = paused_rig(emulator, tmp_path)
+    try:
+        sim = rig.sim("127.0.0.11", "idle")
+        pod = seed_deployment(rig.api, NS, "flip", sim.address, sim.port,
+                              annotations={PAUSE_ANNOTATION: "tomorrow"})["pod"]
+        path = f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}"
+        for i in range(6):
+            emulator.patch_object(path, {"metadata": {"annotations": {PAUSE_ANNOTATION: ("yesterday", "tomorrow")[
+                i % 2]}}})
+            rig.cycle()
+        assert emulator.emulator.count_requests(verb="create", resource="events") == 1
+        assert len(events(rig, pod, REASON_PAUSE_IGNORED)) == 1
+    finally:
+        rig.close()

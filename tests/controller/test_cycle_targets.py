@@ -87,6 +87,23 @@ def test_the_overlap_event_is_not_written_again_after_a_restart(emulator: Emulat
     assert len(events(emulator, pod, REASON_TARGETS_OVERLAP)) == 1
 
 
+def test_an_overlap_toggled_every_cycle_writes_its_event_once(emulator: EmulatorServer, config: Any) -> None:
+    # Hostile-tenant review: a pod no longer overlapping was forgotten, so a tenant toggling its label every cycle
+    # had the named Event POSTed again on every return (refused 409 by its name, or written anew past its TTL).
+    rig = Rig(emulator, config)
+    try:
+        pod = seed_deployment(emulator, NS, "big", (s := rig.sim("127.0.0.5", "progressing")).address, s.port,
+                              labels=BIG)["pod"]
+        path = f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}"
+        for i in range(6):
+            emulator.patch_object(path, {"metadata": {"labels": {"app": ("llama-big", None)[i % 2]}}})
+            rig.cycle()
+        assert sample(rig, "vllm_watchdog_pods_targets_overlap", {"outcome": "judged"}) == 0  # the last: not
+    finally:
+        rig.close()
+    assert emulator.emulator.count_requests(verb="create", resource="events") == 1
+
+
 def test_targets_whose_profiles_differ_leave_the_pod_unjudged_and_say_so(emulator: EmulatorServer,
                                                                          tmp_path: Path) -> None:
     emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})

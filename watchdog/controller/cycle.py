@@ -399,7 +399,8 @@ class Watchdog:
     def _tell_once(self, pod: PodRef, reason: str, value: str, said: str, message: str, why: str) -> None:
         """Say one thing about a pod once: a WARNING line ``said`` (log field reason ``why``) whenever ``value`` is
         new for (pod, ``reason``), and its named Warning Event ``message`` until one is sent (a standby's is not: it
-        writes it once it leads; a restart finds it written). Forgotten with the pod."""
+        writes it once it leads; a restart finds it written), then never again for the pod UID and reason, whatever
+        the value (a tenant flipping its annotation every cycle costs no write). Forgotten with the pod."""
         key = (pod.uid, reason)
         told = self._told.get(key)
         if told is not None and told == (value, True):
@@ -407,7 +408,8 @@ class Watchdog:
         if told is None or told[0] != value:
             log.warning("pod %s/%s: %s", pod.namespace, pod.name, said,
                         extra=facts(namespace=pod.namespace, pod=pod.name, uid=pod.uid, reason=why))
-        self._told[key] = (value, self.remediator.events.once_on_pod(pod, reason, message))
+        sent = told is not None and told[1]
+        self._told[key] = (value, sent or self.remediator.events.once_on_pod(pod, reason, message))
 
     def _tell_overlaps(self, overlaps: Sequence[Overlap]) -> None:
         """Each pod several differing targets match (:func:`~watchdog.core.podpolicy.resolve_target` says which one
@@ -416,10 +418,11 @@ class Watchdog:
         conflicts = sum(o.chosen is None for o in overlaps)
         self.metrics.targets_overlap.labels("judged").set(len(overlaps) - conflicts)
         self.metrics.targets_overlap.labels("conflict").set(conflicts)
-        overlapping = {o.uid for o in overlaps}  # a pod no longer overlapping is forgotten: told again if it does
-        self._told = {k: v for k, v in self._told.items() if k[1] != REASON_TARGETS_OVERLAP or k[0] in overlapping}
+        overlapping = {o.uid for o in overlaps}  # one no longer overlapping: logged again if it does, its Event sent
+        self._told = {k: v if k[1] != REASON_TARGETS_OVERLAP or k[0] in overlapping else ("", v[1])
+                      for k, v in self._told.items()}
         for o in overlaps:
-            self._tell_once(o, REASON_TARGETS_OVERLAP, "", o.note, o.note,
+            self._tell_once(o, REASON_TARGETS_OVERLAP, o.note, o.note, o.note,
                             "targets_conflict" if o.chosen is None else "targets_overlap")
 
     def _pause(self, target: WatchedPod) -> str:
