@@ -206,3 +206,14 @@ def test_per_engine_series_go_with_their_pod_or_engine_and_are_capped() -> None:
     assert min(kept) == 4.0 and kept.count(4.0) == 105 - 80
     m.publish_engines({})
     assert series_of(m) == []
+
+
+def test_one_namespaces_frozen_engines_never_push_another_namespaces_series_out_of_the_cap() -> None:
+    # Hostile-tenant review: the cap kept the fleet's longest without progress, so one tenant's 10,000 frozen
+    # engines (all at the top) left every other namespace's engines out. The cap is shared out per namespace.
+    m = new_metrics()
+    frozen = {("hostile", f"pod-{i}", "vllm", ""): 10_000.0 for i in range(MAX_ENGINE_SERIES)}
+    others = {(f"team-{t}", f"pod-{i}", "vllm", ""): float(i) for t in range(3) for i in range(100)}
+    assert m.publish_engines({**frozen, **others}) == 300
+    kept = {tuple(s.values()) for s in series_of(m)}
+    assert set(others) <= kept and len(kept) == MAX_ENGINE_SERIES

@@ -12,8 +12,8 @@ Per-workload series: the stall, removal, remediation, deferral, quarantine and e
 watched namespaces x the configured targets): a new pair's label values are pre-created at 0 (``increase()`` sees
 its first event), a pair no longer watched loses every series (none is left at its last value). So these metrics
 hold at most :data:`SERIES_PER_WORKLOAD` series per watched pair. The opt-in per-engine gauge
-(``perEngineMetrics``) holds one series per engine series watched, at most :data:`MAX_ENGINE_SERIES`
-(:meth:`Metrics.publish_engines`: a series of a pod or engine that is gone is removed).
+(``perEngineMetrics``) holds one series per engine series watched, at most :data:`MAX_ENGINE_SERIES` shared out
+per namespace (:meth:`Metrics.publish_engines`: a series of a pod or engine that is gone is removed).
 """
 
 from __future__ import annotations
@@ -129,10 +129,15 @@ class Metrics:
                 gauge.labels(*labels, *pair).set(counts.get((*labels, *pair), 0))
 
     def publish_engines(self, values: Mapping[EngineSeries, float]) -> int:
-        """The per-engine gauge: ``values`` by (namespace, pod, target, engine); at most MAX_ENGINE_SERIES of them
-        (the longest without progress; ties by labels), every other series removed. Returns how many were left
-        out by the cap."""
-        kept = dict(sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ENGINE_SERIES])
+        """The per-engine gauge: ``values`` by (namespace, pod, target, engine); at most MAX_ENGINE_SERIES of them,
+        shared out per namespace (each namespace's n-th longest without progress before any namespace's n+1-th:
+        one tenant's thousands of frozen engines never push another namespace's out; ties by value, then labels),
+        every other series removed. Returns how many were left out by the cap."""
+        rank: dict[EngineSeries, int] = {}
+        seen: dict[str, int] = {}
+        for series, _ in sorted(values.items(), key=lambda kv: (-kv[1], kv[0])):
+            rank[series] = seen[series[0]] = seen.get(series[0], -1) + 1
+        kept = dict(sorted(values.items(), key=lambda kv: (rank[kv[0]], -kv[1], kv[0]))[:MAX_ENGINE_SERIES])
         _set_exactly(self.engine_progress, self.engine_series, kept)
         return len(values) - len(kept)
 

@@ -525,8 +525,9 @@ class Watchdog:
         m.set_per_workload(m.engines, report.workload_engines, [(state,) for state in ENGINE_STATES])
         if m.publish_engines(report.engine_progress) and not self._engines_capped:
             self._engines_capped = True  # said once: the cap holds from then on
-            log.warning("more engine series than the per-engine gauge exports (%d): those longest without progress "
-                        "are exported", len(m.engine_series), extra=facts(reason="engine_series_cap"))
+            log.warning("more engine series than the per-engine gauge exports (%d): shared out per namespace, those "
+                        "longest without progress are exported", len(m.engine_series),
+                        extra=facts(reason="engine_series_cap"))
         m.cycle_duration.observe(report.duration_s)
         m.last_cycle.set(time.time())
         opted = (f"opted-in namespaces {counts(report.namespaces)}" if report.namespaces else
