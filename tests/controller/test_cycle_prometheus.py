@@ -23,7 +23,7 @@ from watchdog.controller.cycle import CycleReport
 from watchdog.controller.promsource import PrometheusSource
 from watchdog.controller.reading import Reading
 from watchdog.controller.state import PodRecord
-from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
+from watchdog.core.model import GATE_CONDITION, NAMESPACE_LABEL, WatchedPod
 from watchdog.core.parsing import parse_exposition
 from watchdog.core.policy import Decision
 from watchdog.core.profiles import get_profile
@@ -462,6 +462,36 @@ def test_stalls_forged_in_two_other_tenants_never_open_the_fleet_breaker(emulato
     assert not exists("wedged") and all(exists(pod) for pod in victims)
     assert [ref for report in reports for ref, r in report.remediations if r.result == "deleted"] == [
         "team-d/" + prig.pods["wedged"]["metadata"]["name"]]
+
+
+def test_a_stall_forged_for_another_pod_never_drains_it_from_its_service(emulator: EmulatorServer, tmp_path: Path,
+                                                                         prom: FakePrometheus,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    # The readiness gate (quarantine) under source prometheus: a frozen busy engine 9 forged with the victim's exact
+    # instance read stalled, and the gate asked to drain the victim from its Service on that alone (no direct read,
+    # unlike a removal). Now the gate takes a stall read from Prometheus only once the pod's own /metrics confirmed
+    # it. (Each pod is its owner's last Ready one here -- the emulator's status patch replaces the conditions list,
+    # Ready included -- so a wanted drain shows as held back by last_ready: what is asserted is who it was wanted for.)
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true"})
+    prig = PromRig(emulator, tmp_path, prom, quarantine=True, quarantineAfterSeconds=2)
+    try:
+        for pod, ip in (("victim", "127.0.0.2"), ("wedged", "127.0.0.3")):
+            prig.deploy(pod, ip)
+            emulator.patch_object(f"/api/v1/namespaces/{NS}/pods/{prig.pods[pod]['metadata']['name']}",
+                                  {"spec": {"readinessGates": [{"conditionType": GATE_CONDITION}]}})
+        caplog.set_level("INFO", "watchdog.controller.quarantine")
+        for i in range(6):  # two cycles of progress first (both gates admitted), then the forgery and the wedge
+            prig.engine("victim", running=1, tokens=50 * (i + 1))
+            if i >= 2:
+                for name, value in (("vllm:num_requests_running", 4), ("vllm:generation_tokens_total", 500)):
+                    forge(prig, "victim", name, value, "127.0.0.2:8000", engine="9", model_name="m")
+            prig.engine("wedged", running=4, tokens=100 * min(i, 2))
+            prig.cycle()
+        wanted = {r.getMessage().split()[2].split("/")[1].split("-")[0] for r in caplog.records
+                  if r.getMessage().startswith("quarantine of ")}
+        assert wanted == {"wedged"}
+    finally:
+        prig.close()
 
 
 def test_genuine_stalls_in_four_tenants_still_open_the_fleet_breaker(emulator: EmulatorServer,

@@ -150,7 +150,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(out of the Services' endpoints) while one is suspect for quarantineAfterSeconds or stalled; needs "
             "pods/status patch"),
     Setting("quarantine_after_seconds", "float", 60.0, "seconds an engine may be suspect (busy, no progress) "
-            "before its pod is quarantined; shorter than windowSeconds", minimum=1.0, maximum=86400.0),
+            "before its pod is quarantined; shorter than windowSeconds (source prometheus: only a stall a direct "
+            "read confirmed quarantines)", minimum=1.0, maximum=86400.0),
     Setting("quarantine_max_owner_fraction", "float", 0.5, "never quarantine more than this fraction of one "
             "owner's pods at once (rounded down), nor its last Ready pod", minimum=0.0, maximum=1.0),
     Setting("quarantine_in_dry_run", "bool", False, "quarantine in dry-run namespaces (and under dryRun) too; off: "

@@ -297,8 +297,9 @@ class Watchdog:
         except Exception:  # one pod's trouble never stops the cycle
             log.exception("judging pod %s failed", target.ref, extra=facts(target))
             return False
-        if self.source_kind[target.target_name] != "scrape" and not self._stall_confirmed(target, pod):
-            present.discard("stalled")  # not evidence for the breakers (yet): see _stall_confirmed
+        pod.direct = self.source_kind[target.target_name] == "scrape"
+        if not pod.direct and not self._stall_confirmed(target, pod):
+            present.discard("stalled")  # not evidence for the breakers or the gate (yet): see _stall_confirmed
         tallies.add(target, reading.parsed is not None, present)
         return True
 

@@ -107,8 +107,8 @@ class Quarantine:
             gated = self.fleet.gated.get(target.uid)
             if gated is None:
                 continue
-            states = [(e.verdict.state, e.verdict.stalled_for_s) for e in pod.engines.values() if e.verdict]
-            change = change_for(wanted(states, self.rails.quarantine_after_seconds), self.current(target.uid))
+            change = change_for(wanted(pod.gate_states(), self.rails.quarantine_after_seconds),
+                                self.current(target.uid))
             if change == "quarantined":
                 hold = drain_hold(self.rails, namespace_mode=target.mode, paused_by=policy.paused_by,
                                   breaker_open=policy.breaker_open(now),

@@ -91,6 +91,7 @@ class PodRecord:
     policy: EffectivePolicy | None = None  # the pod's effective stall policy its detectors were built with
     paused_by: str = ""  # why its pause annotation holds its engines paused this cycle ("": it does not)
     confirmed: set[str] = field(default_factory=set)  # stalled series a direct read confirmed (source prometheus)
+    direct: bool = True  # its engine series were read from the pod itself (source scrape), not from Prometheus
 
     def stall_confirmed(self, confirm: Callable[[dict[str, EngineState]], set[str]]) -> bool:
         """Whether a stalled engine series of this pod was confirmed by a direct read in its stall episode: one
@@ -100,6 +101,15 @@ class PodRecord:
         if stalled and not self.confirmed:
             self.confirmed = confirm(stalled) & stalled.keys()
         return bool(self.confirmed)
+
+    def gate_states(self) -> list[tuple[str, float]]:
+        """(state, seconds suspect or stalled) of each judged engine series, for the readiness gate. Read from
+        Prometheus (not ``direct``), a stall is evidence only once a direct read confirmed it
+        (:meth:`stall_confirmed`) and a suspicion never: a series there can carry any pod's labels, so a forged one
+        would drain another tenant's pod from its Service. Unconfirmed, it reads unknown (the gate holds)."""
+        return [("unknown" if not self.direct and e.verdict.state in ("stalled", "suspect") and key not in
+                 self.confirmed else e.verdict.state, e.verdict.stalled_for_s)
+                for key, e in self.engines.items() if e.verdict is not None]
 
     def take(self, target: WatchedPod, reading: Reading, now: float) -> None:
         """Take this cycle's ``reading`` of ``target`` (this record's pod) in at ``now``; log its first failed
