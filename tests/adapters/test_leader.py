@@ -193,6 +193,43 @@ class Interleaved(FakeKube):
         return result
 
 
+class Slow(FakeKube):
+    """Forwards to a KubeClient; the next get_lease runs ``hook`` (time passes, the others act) before the server
+    answers it: a GET that froze (a GC pause, a throttled API server) and then returned what was there by then."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        super().__init__(kube)
+        self.hook: Callable[[], object] | None = None
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()
+        return self.inner.get_lease(namespace, name)
+
+
+def test_a_record_is_observed_when_the_answer_arrives_not_when_the_request_started(emulator: EmulatorServer,
+                                                                                   kube_client: KubeClient) -> None:
+    # Found by the simulation's hour-long run (seed 4462; tests/sim/README.md): b's GET froze for 15 s, during which
+    # a took over the lapsed Lease; b timed its observation of a's fresh record from the start of that GET, so 11 s
+    # later it judged a's Lease expired and took it while a, renewed 11 s before, still held and wrote: two leaders.
+    clock = Clock()
+    slow = Slow(kube_client)
+    a, b = elector(kube_client, clock, "a"), elector(slow, clock, "b")
+    assert b.step() and not a.step()  # b holds; a first sees b's record at t0
+    clock.t += 5
+
+    def frozen() -> None:
+        clock.t += 15  # b's GET sent at t0 + 5 is answered at t0 + 20
+        assert a.step() and a.is_leader()  # b's record unrenewed since t0: a takes over at t0 + 20
+    slow.hook = frozen
+    assert not b.step() and not b.is_leader()  # b sees a's record: the answer arrived at t0 + 20
+    clock.t += 11  # t0 + 31: a's Lease (renewed at t0 + 20) lasts until t0 + 35
+    assert not b.step() and lease(emulator)["holderIdentity"] == "a"  # (a stopped acting at its renew deadline)
+    clock.t += 4  # t0 + 35: a never renewed; b's observation of its record is 15 s old
+    assert b.step() and lease(emulator)["holderIdentity"] == "b"
+
+
 @pytest.mark.parametrize("existing", [False, True], ids=["create-race", "takeover-race"])
 def test_a_lost_write_race_is_a_409_and_not_leadership(emulator: EmulatorServer, kube_client: KubeClient,
                                                        existing: bool) -> None:

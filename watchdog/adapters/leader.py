@@ -7,7 +7,9 @@ deletion. The rules:
   (RFC 3339 with microseconds, UTC, informational only) and ``leaseTransitions`` (+1 on each change of holder).
 - A Lease held by someone else is taken over only once the holder has not renewed for its
   ``leaseDurationSeconds``, measured on OUR monotonic clock from the moment WE first saw its current record
-  (client-go's observed-record trick): the other's wall clock and the timestamps it wrote are never trusted.
+  (client-go's observed-record trick: the moment the GET's answer arrived, never when it was sent, so a GET
+  that froze cannot age a record it returns fresh): the other's wall clock and the timestamps it wrote are never
+  trusted.
   An empty ``holderIdentity`` (a released Lease) can be taken at once.
 - Every write is a PUT carrying the ``resourceVersion`` that was read (optimistic concurrency): a 409 means
   somebody else wrote first, so this round we are not the one who acquired/renewed.
@@ -127,6 +129,7 @@ class LeaderElector:
     def _try_acquire_or_renew(self) -> bool:
         started = self.clock()
         lease = self.kube.get_lease(self.namespace, self.name)
+        seen = self.clock()  # another's record is first seen when the answer arrives, not when the GET was sent
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
@@ -136,10 +139,10 @@ class LeaderElector:
         holder = spec.get("holderIdentity") or ""
         with self._state_lock:
             if _record(lease) != self._observed:
-                self._observed, self._observed_at = _record(lease), started
+                self._observed, self._observed_at = _record(lease), seen
             if holder and holder != self.identity:
                 self._renewed_at = None  # somebody else holds it: stop acting at once
-                if started < self._observed_at + _duration(spec, self.lease_duration_s):
+                if seen < self._observed_at + _duration(spec, self.lease_duration_s):
                     return False
         ours = holder == self.identity
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
