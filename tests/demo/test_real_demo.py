@@ -88,6 +88,7 @@ def test_the_shell_gives_a_running_control_plane_with_the_chart_and_the_watchdog
         "kubectl -n vllm-stall-watchdog annotate configmap vllm-stall-watchdog vllm-watchdog.io/paused=true",
         "sleep 3",
         "$WATCHDOG_STATUS | grep '^leader:'",
+        "python -m watchdog status --ready --url ${WATCHDOG_STATUS##* } && echo runbook-python-ok",
         "exit",
     ]) + "\n"
     done = subprocess.run([sys.executable, "-m", "watchdog", "demo", "--control-plane", "real", "--shell"],
@@ -99,5 +100,8 @@ def test_the_shell_gives_a_running_control_plane_with_the_chart_and_the_watchdog
     shell = out.split("--- a shell on this control plane", 1)[1]
     assert "namespace/inference" in shell and "\nvllm-stall-watchdog\n" in shell
     assert "configmap/vllm-stall-watchdog annotated" in shell
+    # RUNBOOK's `python -m watchdog ...` runs this checkout in the shell, not whatever `python` PATH had
+    assert "\nrunbook-python-ok\n" in shell, shell + done.stderr[-3000:]
+    assert "WATCHDOG_WINDOW_SECONDS=5 " in shell and "not this running watchdog" in shell  # no helm upgrade reaches it
     assert re.search(r"^leader: yes   pause: ON \(annotation vllm-watchdog.io/paused=true on configmap", shell,
                      re.M), shell + done.stderr[-3000:]

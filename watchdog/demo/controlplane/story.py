@@ -162,19 +162,30 @@ def _shell(world: World, tools: Tools) -> None:
     assert world.watchdog is not None and world.release is not None
     wd, release = world.watchdog, world.release
     status = f"{sys.executable} -m watchdog status --url 127.0.0.1:{wd.port}"
+    # this interpreter's directory first: RUNBOOK's `python -m watchdog ...` must run this checkout, not a system python
     env = {**os.environ, "KUBECONFIG": str(world.plane.admin_kubeconfig),
-           "PATH": os.pathsep.join([str(Path(tools.helm).parent), str(Path(tools.kubectl).parent),
-                                    os.environ.get("PATH", "")]),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(Path(tools.helm).parent),
+                                    str(Path(tools.kubectl).parent), os.environ.get("PATH", "")]),
            "WATCHDOG_STATUS": status, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     print("\n--- a shell on this control plane (exit to remove everything) ---\n"
           f"kubectl and helm act as the cluster admin (KUBECONFIG={env['KUBECONFIG']});\n"
           f"the chart is installed as release {release.name} in namespace {release.namespace} (helm list -A);\n"
           f"the watchdog runs as {release.user}, its log: {wd.log_path}\n"
+          f"it read the chart's config file once at start, with the demo's timings ({_timings_shown(wd)}): a helm "
+          "upgrade changes the ConfigMap, not this running watchdog (the chart's Deployment has replicaCount 0);\n"
+          f"`python -m watchdog` here is {sys.executable} (check, replay, status --url);\n"
           f"ask it: $WATCHDOG_STATUS  ({status}); its brake: kubectl -n {release.namespace} annotate configmap "
           f"{release.fullname} vllm-watchdog.io/paused=true\n"
           "pods are served by a kubelet stand-in: kubectl logs/exec and helm test cannot work here.", flush=True)
     shell = os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"
     subprocess.run([shell], env=env, cwd=checkout(), check=False)
+
+
+def _timings_shown(wd: WatchdogProcess) -> str:
+    """The settings the demo's environment sets over the chart's config file (the brake's and the listen address's
+    wiring aside), as `NAME=value` words."""
+    wiring = ("WATCHDOG_PAUSE_CONFIG_MAP", "WATCHDOG_LISTEN_ADDRESS")
+    return " ".join(f"{k}={v}" for k, v in wd.env.items() if k.startswith("WATCHDOG_") and k not in wiring)
 
 
 def _timings(window: float) -> dict[str, str]:
