@@ -255,6 +255,26 @@ def test_ten_genuine_stalls_only_the_budgeted_ones_are_deleted(fleet: Fleet) -> 
     assert len(deferred) == 8  # one Event per stall episode and rule, never one per cycle
 
 
+def test_a_freed_budget_slot_goes_to_the_wedge_held_longest(fleet: Fleet) -> None:
+    """A tenant whose pods keep wedging must not win every slot the cluster budget frees: team-zz's wedge, held
+    since before the noisy tenant's newer one stalled, goes first. In listing order (the old way) the freed slot
+    went to the noisy pod, listed first (created first; its namespace opted in only later)."""
+    for i in range(12):
+        fleet.pod(f"ok-{i}", "progressing")
+    fleet.pod("first", "wedged", namespace="aa-first")
+    fleet.namespace("aa-noisy", opt_in="false")
+    fleet.pod("noisy", "wedged", namespace="aa-noisy")
+    fleet.pod("held", "wedged", namespace="team-zz")
+    wd = fleet.watchdog(config=fleet.config(maxDeletions=1, deletionWindowSeconds=90))
+
+    def noisy(i: int) -> None:
+        if i == 3:  # the noisy tenant's wedge is watched from now on, after team-zz's was first held
+            fleet.api.patch_object("/api/v1/namespaces/aa-noisy", {"metadata": {"labels": {NAMESPACE_LABEL: "true"}}})
+    reports = run(fleet, wd, 14, noisy)
+    deleted = [ref for report in reports for ref, r in report.remediations if r.result == "deleted"]
+    assert deleted == ["aa-first/first", "team-zz/held"] and fleet.alive("noisy")
+
+
 def test_namespace_budget_and_owner_rule(fleet: Fleet) -> None:
     for i in range(8):
         fleet.pod(f"ok-{i}", "progressing")

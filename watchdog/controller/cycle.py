@@ -190,7 +190,9 @@ class Watchdog:
                 self.policy.owner_ready(target.owner_key, pod.first_seen)
         this_cycle = self._rails_for_cycle(tallies, listed_at)
         self.quarantine.run(judged, self.policy, this_cycle)  # the gate first: it drains before any deletion
-        for target, pod in judged:
+        # Longest stalled first (ties: discovery order): a freed budget slot goes to the wedge held longest, so a
+        # tenant whose pods keep wedging cannot win every slot and hold another tenant's wedge back for good.
+        for target, pod in sorted(judged, key=lambda j: -j[1].stalled_for()):
             try:
                 self._act(target, pod, report, this_cycle)
             except Exception:  # one pod's trouble never stops the cycle
@@ -291,13 +293,12 @@ class Watchdog:
         """Take one pod's reading in and judge its engine series; False when judging failed (logged)."""
         report.scrapes[reading.outcome] += 1
         self.metrics.scrapes.labels(reading.outcome).inc()
-        pod.take(target, reading, self.clock())
+        pod.take(target, reading, self.clock(), direct=self.source_kind[target.target_name] == "scrape")
         try:
             present = self._judge(target, pod, reading, report)
         except Exception:  # one pod's trouble never stops the cycle
             log.exception("judging pod %s failed", target.ref, extra=facts(target))
             return False
-        pod.direct = self.source_kind[target.target_name] == "scrape"
         if not pod.direct and not self._stall_confirmed(target, pod):
             present.discard("stalled")  # not evidence for the breakers or the gate (yet): see _stall_confirmed
         tallies.add(target, reading.parsed is not None, present)

@@ -102,6 +102,11 @@ class PodRecord:
             self.confirmed = confirm(stalled) & stalled.keys()
         return bool(self.confirmed)
 
+    def stalled_for(self) -> float:
+        """Seconds its longest-stalled engine series has been stalled (0.0: none is)."""
+        return max((e.verdict.stalled_for_s for e in self.engines.values()
+                    if e.verdict is not None and e.verdict.state == "stalled"), default=0.0)
+
     def gate_states(self) -> list[tuple[str, float]]:
         """(state, seconds suspect or stalled) of each judged engine series, for the readiness gate. Read from
         Prometheus (not ``direct``), a stall is evidence only once a direct read confirmed it
@@ -111,9 +116,11 @@ class PodRecord:
                  self.confirmed else e.verdict.state, e.verdict.stalled_for_s)
                 for key, e in self.engines.items() if e.verdict is not None]
 
-    def take(self, target: WatchedPod, reading: Reading, now: float) -> None:
-        """Take this cycle's ``reading`` of ``target`` (this record's pod) in at ``now``; log its first failed
-        reading (also before any engine series is known) and its recovery, once each, with the reason."""
+    def take(self, target: WatchedPod, reading: Reading, now: float, *, direct: bool = True) -> None:
+        """Take this cycle's ``reading`` of ``target`` (this record's pod) in at ``now`` (``direct``: read from the
+        pod itself, not from Prometheus); log its first failed reading (also before any engine series is known)
+        and its recovery, once each, with the reason."""
+        self.direct = direct
         outcome, was = reading.outcome, self.outcome
         if reading.seconds is not None:
             self.scrape_seconds = reading.seconds
