@@ -69,7 +69,7 @@ def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: s
     given = {"policies": {"vllm": dataclasses.replace(config.base_policy, action=action)},
              "grace_period_s": config.grace_period_seconds, "count_waiting": config.count_waiting,
              "require_controller": config.require_controller, "clock": time.monotonic,
-             "wall_clock": time.time, "escalation": None, "ledger": None, **kw}
+             "wall_clock": time.time, "escalation": None, **kw}
     return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
                       events=events or EventRecorder(kube, actuator, metrics),
                       evidence=evidence or evidence_keeper(actuator, **clocks), **given)

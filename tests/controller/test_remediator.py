@@ -653,8 +653,9 @@ def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, ku
 
 def ledger_rig(api: EmulatorServer, kube: FakeKube) -> tuple[Remediator, DeletionLedger]:
     api.create_namespace("watchdog")
-    led = DeletionLedger(kube, builders.actuator(kube), "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
-    return builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), ledger=led), led
+    actuator = builders.actuator(kube)
+    led = actuator.ledger = DeletionLedger(kube, actuator, "watchdog", "wd-ledger", 600.0, lambda: 1_000.0)
+    return builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), actuator=actuator), led
 
 
 def uids(led: DeletionLedger) -> list[str]:

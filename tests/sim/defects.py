@@ -32,10 +32,10 @@ class Defect:
 
 DEFECTS = (
     Defect("lost-delete-budget", "budget bypass on a lost DELETE answer (not charged)", "controller/remediator.py",
-           "        if not retry:\n            self._charge(target, verb)\n        fate = self._fate(target)",
-           "        fate = self._fate(target)"),
-    Defect("ledger-after-delete", "the ledger written after the DELETE", "controller/remediator.py",
-           "        if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):",
+           '        elif applied.outcome in ("done", "lost"):\n            self._charge(target, verb)',
+           '        elif applied.outcome == "done":\n            self._charge(target, verb)'),
+    Defect("ledger-after-delete", "the ledger written after the DELETE", "controller/actuator.py",
+           "        if self.ledger is not None and not self.ledger.intend(pod.namespace, pod.name, pod.uid):",
            "        if self.ledger is not None and False:"),
     Defect("no-fence", "writes not fenced by the Lease (leadership lost mid-cycle)", "controller/actuator.py",
            "        if not self.may_write():\n            log.info(", "        if False:\n            log.info("),
@@ -70,10 +70,10 @@ DEFECTS = (
            "    restored = ledger_deletions(entries, now=now, wall_now=ledger.clock(), window_s=window)",
            "    restored = []"),
     Defect("lost-answer-withdrawn", "a lost answer's ledger intent withdrawn (fail open)",
-           "controller/remediator.py",
-           "        if not retry:\n            self._charge(target, verb)\n        fate = self._fate(target)",
-           "        if not retry:\n            self._charge(target, verb)\n"
-           "            self._withdraw(target, retry)\n        fate = self._fate(target)"),
+           "controller/actuator.py",
+           '        if applied.outcome == "lost":\n            fate = self.gone(pod)',
+           '        if applied.outcome == "lost":\n            if self.ledger is not None:\n'
+           '                self.ledger.withdraw(pod.uid)\n            fate = self.gone(pod)'),
     Defect("budget-unknown-skipped", "budget known before the ledger was read", "core/policy.py",
            "        if not self.budget_known:", "        if False:"),
     Defect("warm-up-skipped", "no warm-up after a start", "core/policy.py",
@@ -88,7 +88,7 @@ DEFECTS = (
            "        changed = recheck(pod, namespace, target, require_controller=self.require_controller)",
            "        changed = None"),
     Defect("no-retry-after-lost", "a swallowed DELETE never retried", "controller/remediator.py",
-           "        self.policy.retry_later(target.uid, key)\n", ""),
+           "                self.policy.retry_later(target.uid, key)\n", ""),
     Defect("restart-no-reset", "an engine restart (counter reset) not starting a fresh record", "controller/cycle.py",
            "        if pod is not None and pod.restart_count != target.restart_count:",
            "        if False:"),

@@ -15,8 +15,11 @@ leader election the fence always holds.
 
 A pod write's answer comes back as one closed :class:`Applied` outcome (:func:`watchdog.core.policy.ambiguous`
 sorts a failed request, here alone): a definite answer (2xx, or a 4xx refusal) was applied or not; a lost one (no
-answer, 5xx) may have been applied and is charged to every rail it counts against (fail closed), then resolved by a
-read. The other writes (taints, the ledger, Events) raise as before: their callers have one way each to fail.
+answer, 5xx) may have been applied. A removal is the whole protocol in :meth:`Actuator.remove`: its ledger intent
+(write-ahead), the fence, the DELETE or eviction, a GET after a lost answer (gone, terminating or replaced: it was
+applied), the intent withdrawn on a definite "not applied"; its caller settles the outcome (charges a lost one to
+every rail it counts against: fail closed). The other writes (taints, the ledger, Events) raise as before: their
+callers have one way each to fail.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any, Protocol
 
 from watchdog.adapters.kube import DeleteResult, EvictResult, Fenced, KubeError, PatchResult
 from watchdog.core.model import FENCE_MARGIN_S, WatchedPod
-from watchdog.core.policy import ambiguous
+from watchdog.core.policy import ambiguous, fate_after_lost_answer
 from watchdog.core.vocab import RemovalAction, WriteOutcome
 
 log = logging.getLogger(__name__)
@@ -56,8 +59,8 @@ class Removal:
 @dataclass(frozen=True)
 class Applied:
     """What a pod write came to: ``outcome`` (one vocabulary for removals and gate patches) and, when it was not
-    done, ``error`` (the one-line why: the API's error or the fence's) and ``reason`` (a lost answer's: timeout,
-    503, ...)."""
+    done, ``error`` (the one-line why: the API's error, the fence's, the ledger's) and ``reason`` (a lost answer's:
+    timeout, 503, ...; on a ``done`` removal: its answer was lost and the GET after it showed it applied)."""
 
     outcome: WriteOutcome
     error: str = ""
@@ -65,6 +68,9 @@ class Applied:
 
 
 _DONE = {"deleted", "evicted", "patched"}
+#: A definite "not applied": a removal's ledger intent is withdrawn (a 429 too: a tenant's own PodDisruptionBudget
+#: never spends the budget nor fills the ledger).
+_NOT_APPLIED = {"refused", "not_found", "conflict", "blocked", "several_pdbs"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,15 @@ class GateChange:
 
     pod: WatchedPod
     condition: dict[str, Any]
+
+
+class Intents(Protocol):
+    """The deletion ledger's write-ahead record (:class:`watchdog.controller.ledger.DeletionLedger`)."""
+
+    @property
+    def ref(self) -> str: ...
+    def intend(self, namespace: str, pod: str, uid: str) -> bool: ...
+    def withdraw(self, uid: str) -> bool: ...
 
 
 class Writes(Protocol):
@@ -87,16 +102,19 @@ class Writes(Protocol):
     def replace_config_map(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
     def read_pod_log(self, namespace: str, name: str, container: str, lines: int, limit_bytes: int) -> bytes: ...
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 class Actuator:
     """Every write through ``kube`` behind ``fence``; ``write_timeout_s``: one API request's timeout
     (the setting ``apiTimeoutSeconds``), the time a write may take. Its callers say what they want done (remove
     a pod, set its gate, taint a node, save a ConfigMap, post an Event, read a log); only this class turns that
-    into the API's requests (a test holds every other module to it)."""
+    into the API's requests (a test holds every other module to it). ``ledger``: the deletion ledger every removal
+    is recorded in ahead of it (None: budgetLedger off), set once it is built (it writes through this door)."""
 
     def __init__(self, kube: Writes, *, fence: Fence = unfenced, write_timeout_s: float) -> None:
         self.kube, self.fence, self.write_timeout_s = kube, fence, write_timeout_s
+        self.ledger: Intents | None = None
 
     def may_write(self) -> bool:
         """The fence as it stands now (a cheap early check; each write checks it again right before it)."""
@@ -107,29 +125,57 @@ class Actuator:
             log.info("%s held back by the leadership fence", what)
             raise Fenced(what)
 
-    def apply(self, write: Removal | GateChange) -> Applied:
-        """Send one decided pod write, the pod's UID as its precondition, and say what it came to: a
-        :class:`Removal` as a DELETE or an eviction, a :class:`GateChange` as a ``pods/status`` patch. A removal of
-        any other action is refused before anything is sent (never a delete by default: ValueError)."""
+    def apply(self, change: GateChange) -> Applied:
+        """Set one decided readiness-gate condition through ``pods/status``, the pod's UID as its precondition."""
+        pod = change.pod
+        return self._answer(f"readiness gate of pod {pod.ref}", lambda: self.kube.patch_pod_condition(
+            pod.namespace, pod.name, pod.uid, change.condition))
+
+    def remove(self, removal: Removal, *, again: bool = False) -> Applied:
+        """The whole removal protocol for one decided :class:`Removal`, the pod's UID as its precondition: its
+        ledger intent first (none written: ``unrecorded``, nothing sent), then the fence and the DELETE or eviction;
+        after a lost answer a GET (:meth:`gone`): applied (``done``, ``reason`` the lost answer's) or not seen to be
+        (``lost``, the error saying what the GET showed); a definite "not applied" (refused, gone, replaced)
+        withdraws the intent. ``again``: sent again after a lost answer: its intent is written again (counting from
+        this send) and never withdrawn (the first request may have been applied). Any action but delete or evict
+        is refused before anything is written (never a delete by default: ValueError)."""
+        pod, verb = removal.pod, removal.action
+        if verb not in ("delete", "evict"):
+            raise ValueError(f"remove: {verb!r} is not a removal (delete or evict)")
+        if self.ledger is not None and not self.ledger.intend(pod.namespace, pod.name, pod.uid):
+            return Applied("unrecorded", f"the deletion ledger {self.ledger.ref} could not be written: nothing is "
+                           "removed without its durable record")
+        send = self.kube.evict_pod if verb == "evict" else self.kube.delete_pod
+        applied = self._answer(f"{verb} pod {pod.ref}", lambda: send(pod.namespace, pod.name, pod.uid,
+                                                                      removal.grace_period_s))
+        if applied.outcome == "lost":
+            fate = self.gone(pod)
+            if fate is True:
+                return Applied("done", reason=applied.reason)
+            seen = "the pod is still there" if fate is False else f"the pod cannot be read ({fate})"
+            return Applied("lost", f"answer lost ({applied.error}) and {seen}", applied.reason)
+        if applied.outcome in _NOT_APPLIED and not again and self.ledger is not None:
+            self.ledger.withdraw(pod.uid)
+        return applied
+
+    def gone(self, pod: WatchedPod) -> bool | KubeError:
+        """The GET after a lost answer: whether the removal took effect (:func:`fate_after_lost_answer`: gone,
+        terminating or replaced), or why the pod could not be read."""
         try:
-            result = self._send(write)
+            return fate_after_lost_answer(self.kube.get_pod(pod.namespace, pod.name), pod.uid)
+        except KubeError as exc:
+            return exc
+
+    def _answer(self, what: str, send: Callable[[], DeleteResult | EvictResult | PatchResult]) -> Applied:
+        """Send one pod write behind the fence; what it came to."""
+        try:
+            self._fenced(what)
+            result = send()
         except Fenced as exc:
             return Applied("fenced", str(exc))
         except KubeError as exc:
             return Applied("lost" if ambiguous(exc.status) else "refused", str(exc), exc.reason)
         return Applied("done" if result in _DONE else result)  # type: ignore[arg-type]  # the rest: WriteOutcome's
-
-    def _send(self, write: Removal | GateChange) -> DeleteResult | EvictResult | PatchResult:
-        pod = write.pod
-        if isinstance(write, GateChange):
-            self._fenced(f"readiness gate of pod {pod.ref}")
-            return self.kube.patch_pod_condition(pod.namespace, pod.name, pod.uid, write.condition)
-        if write.action not in ("delete", "evict"):
-            raise ValueError(f"apply: {write.action!r} is not a removal (delete or evict)")
-        self._fenced(f"{write.action} pod {pod.ref}")
-        if write.action == "evict":
-            return self.kube.evict_pod(pod.namespace, pod.name, pod.uid, write.grace_period_s)
-        return self.kube.delete_pod(pod.namespace, pod.name, pod.uid, write.grace_period_s)
 
     def taint_node(self, name: str, taints: list[dict[str, Any]], resource_version: str) -> dict[str, Any]:
         self._fenced(f"taint of node {name}")

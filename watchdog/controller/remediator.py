@@ -15,18 +15,17 @@
 5. writes the evidence (:mod:`watchdog.controller.evidence`: the episode's signal history, the confirmation
    scrape's values, the log tail when enabled; in dry-run too, with the cycle's values) — the slow read comes
    BEFORE the leadership fence, never between the fence and the write;
-6. records the removal in the deletion ledger AHEAD of it (write-ahead; a ledger that cannot be written defers
-   the removal, rule ``ledger``), then deletes (or, with ``action: evict``, evicts through the Eviction API so
-   PodDisruptionBudgets hold; a 429 is a deferral, never turned into a delete, its ledger intent withdrawn (a
-   tenant's own PDB never spends the budget nor fills the ledger) and the eviction tried again after a backoff, the
-   episode's evidence record kept once) with ``preconditions.uid`` (a
-   pod re-created under the same name is never hit) and the pod's own grace period unless configured, through
-   the actuator (:mod:`watchdog.controller.actuator`: the leadership fence is checked right before each write).
-   404 and 409 mean nothing to do and a refused request (4xx) is not retried: their ledger intent is withdrawn.
-   A LOST answer (timeout, 5xx: the server may have applied it) is charged to the budgets first (fail closed)
-   and resolved with a GET: gone or terminating means removed, with its Events; still there (or unreadable)
-   means the removal is sent again on the next cycle that still finds the stall (decision ``retry``: same UID
-   precondition, not charged again);
+6. sends the removal through the actuator's one removal protocol (:meth:`watchdog.controller.actuator.Actuator.
+   remove`: the ledger intent AHEAD of it (write-ahead; not written: deferred, rule ``ledger``), the leadership
+   fence right before the write, the DELETE (or, with ``action: evict``, the eviction, so PodDisruptionBudgets
+   hold; a 429 is a deferral, never turned into a delete, its ledger intent withdrawn (a tenant's own PDB never
+   spends the budget nor fills the ledger) and the eviction tried again after a backoff, the episode's evidence
+   record kept once) with ``preconditions.uid`` (a pod re-created under the same name is never hit) and the pod's own grace period unless configured, the GET after a lost answer, the intent
+   withdrawn on a definite "not applied"). 404 and 409 mean nothing to do and a refused request (4xx) is not
+   retried. A LOST answer (timeout, 5xx: the server may have applied it) is charged to the budgets (fail closed):
+   the GET showing it gone or terminating means removed, with its Events; still there (or unreadable) means the
+   removal is sent again on the next cycle that still finds the stall (decision ``retry``: same UID precondition,
+   not charged again);
 7. charges the budgets, records ``StalledPodDeleted`` Events (pointing to the evidence) on the pod and its top
    controller owner, and tells the node escalation (if enabled) which node the pod ran on.
 
@@ -46,9 +45,8 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
-from watchdog.controller.actuator import Actuator, Applied, Removal
+from watchdog.controller.actuator import Actuator, Removal
 from watchdog.controller.evidence import EvidenceKeeper
-from watchdog.controller.ledger import DeletionLedger
 from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.core.confirm import no_evidence, not_confirmed
 from watchdog.core.detector import Verdict
@@ -63,7 +61,6 @@ from watchdog.core.policy import (
     CycleFacts,
     Decision,
     DeletionPolicy,
-    fate_after_lost_answer,
     not_leader,
 )
 from watchdog.core.profiles import Selector
@@ -127,18 +124,18 @@ class Remediator:
     ``policies``: target name -> its policy (what is done to a stalled pod, the completion-only window);
     ``grace_period_s`` None keeps the pod's own; ``count_waiting``: the detector's setting, so the re-scrape
     judges idleness the same way; ``clock``: monotonic seconds; ``wall_clock``: Unix seconds (pod age, the Events'
-    times); ``escalation``: node escalation or None; ``ledger``: the deletion ledger or None.
+    times); ``escalation``: node escalation or None.
     """
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
                  actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
                  policies: Mapping[str, EffectivePolicy], grace_period_s: int | None, count_waiting: bool,
                  require_controller: bool, clock: Clock, wall_clock: Clock,
-                 escalation: Escalation | None, ledger: DeletionLedger | None) -> None:
+                 escalation: Escalation | None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
         self.actuator, self.events, self.evidence, self.policies = actuator, events, evidence, policies
         self.grace_period_s, self.count_waiting = grace_period_s, count_waiting
-        self.require_controller, self.ledger = require_controller, ledger
+        self.require_controller = require_controller
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
         # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
         # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
@@ -245,43 +242,40 @@ class Remediator:
         return fresh
 
     def _remove(self, stall: _Acting, verb: RemovalAction, now: float, *, retry: bool) -> Remediation:
+        """The removal, sent through the actuator's one protocol (:meth:`Actuator.remove`), then settled: charged
+        as of its answer when it was or may have been applied (a lost answer: fail closed; a retry's record counts
+        from its send, never charged twice), its Events, or the deferral or error it came to."""
         target, key = stall.target, stall.key
-        # Every send is recorded ahead of it, a retry's too: its record (and charge) counts from this send.
-        if self.ledger is not None and not self.ledger.intend(target.namespace, target.name, target.uid):
-            return self._defer(stall, Decision(
-                "defer", "ledger", f"the deletion ledger {self.ledger.ref} could not be written: nothing is removed "
-                "without its durable record", None, "once the deletion ledger can be written (tried every cycle)"),
-                now)
-        if retry:  # at the send, not at the decision: the reads and the ledger write between them take time
+        applied = self.actuator.remove(Removal(target, verb, self.grace_period_s), again=retry)
+        if retry and applied.outcome != "unrecorded":  # its ledger record was written again: it counts from now
             self.policy.recharge(self.clock(), uid=target.uid, namespace=target.namespace)
-        applied = self.actuator.apply(Removal(target, verb, self.grace_period_s))
+        elif applied.outcome in ("done", "lost"):
+            self._charge(target, verb)
         match applied.outcome:
             case "done":
-                if not retry:
-                    self._charge(target, verb)
-                return self._removed(stall, verb, "sent again after a lost answer" if retry else "")
+                note = (f"the {verb} answer was lost ({applied.reason}) and the pod is gone or terminating"
+                        if applied.reason else "sent again after a lost answer" if retry else "")
+                return self._removed(stall, verb, note)
+            case "lost":  # charged, not seen to happen: sent again next cycle while the stall lasts
+                self.policy.retry_later(target.uid, key)
+                self._unsettled[target.uid] = (stall, verb)
+                return Remediation("error", f"{verb} {target.ref}: {applied.error}: charged to the budgets (fail "
+                                   "closed), sent again next cycle with the same UID precondition")
+            case "unrecorded":
+                return self._defer(stall, Decision("defer", "ledger", applied.error, None, "once the deletion "
+                                                   "ledger can be written (tried every cycle)"), now)
             case "fenced":  # not sent; its ledger intent keeps counting (fail closed): the fence holds off writes
                 return self._defer(stall, not_leader(applied.error), now)
-            case "lost":
-                return self._lost_answer(stall, now, verb, applied, retry)
-            case "blocked" | "several_pdbs":  # a 429: not applied, its intent withdrawn; sent again after a backoff
-                self._withdraw(target, retry)  # else restored as a removal after a restart: a tenant's own PDB
+            case "blocked" | "several_pdbs":  # a 429: not applied (its intent withdrawn); sent again after a backoff
                 why = ("the Eviction API refused (a PodDisruptionBudget would be violated)"
                        if applied.outcome == "blocked" else "the Eviction API refuses pods selected by more than one "
                        "PodDisruptionBudget; fix the overlapping PDBs")
                 return self._defer(stall, self.policy.refused(target.uid, key, now, why), now)
-        self._withdraw(target, retry)  # not applied: refused, gone or replaced
-        if applied.outcome == "refused":
-            return Remediation("error", f"{verb} {target.ref} refused, not retried: {applied.error}")
+            case "refused":
+                return Remediation("error", f"{verb} {target.ref} refused, not retried: {applied.error}")
         why = "already gone" if applied.outcome == "not_found" else "UID precondition failed: the name is a new pod"
         return Remediation("not_found" if applied.outcome == "not_found" else "conflict",
                           f"nothing {_PAST[verb]} for {target.ref}: {why}")
-
-    def _withdraw(self, target: WatchedPod, retry: bool) -> None:
-        """The API said the removal was not applied: its ledger intent no longer counts. A retry's intent stays
-        (the first, lost, request may have been applied)."""
-        if not retry and self.ledger is not None:
-            self.ledger.withdraw(target.uid)
 
     def _charge(self, target: WatchedPod, verb: RemovalAction) -> None:
         """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
@@ -294,7 +288,7 @@ class Remediator:
         """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
         after all; reported as such (with its Events) instead of being sent again."""
         unsettled = self._unsettled.get(target.uid)
-        if self._fate(target) is not True or unsettled is None:
+        if unsettled is None or self.actuator.gone(target) is not True:
             return None  # still there: sent again; unreadable: the fresh GET below says why
         stall, verb = unsettled
         return self._removed(stall, verb, "its answer was lost and the pod is gone or terminating since")
@@ -306,20 +300,12 @@ class Remediator:
         without a word (its charge stays). Unreadable: asked again next cycle."""
         for uid in [uid for uid in self._unsettled if uid not in watched_uids]:
             stall, verb = self._unsettled[uid]
-            fate = self._fate(stall.target)
+            fate = self.actuator.gone(stall.target)
             if fate is False:
                 del self._unsettled[uid]
             elif fate is True:
                 self._tell(stall.target, stall.key, self._removed(stall, verb, "its answer was lost and the pod is "
                                                                   "gone since"))
-
-    def _fate(self, target: WatchedPod) -> bool | KubeError:
-        """A fresh GET after a lost answer: whether the removal took effect (:func:`fate_after_lost_answer`), or
-        why the pod could not be read."""
-        try:
-            return fate_after_lost_answer(self.kube.get_pod(target.namespace, target.name), target.uid)
-        except KubeError as exc:
-            return exc
 
     def _removed(self, stall: _Acting, verb: RemovalAction, note: str) -> Remediation:
         target, key = stall.target, stall.key
@@ -331,28 +317,6 @@ class Remediator:
         if self.escalation is not None:
             self.escalation.on_deletion(target.node, target.uid, target.ref, target.tenant)
         return Remediation(done, f"{done} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
-
-    def _lost_answer(self, stall: _Acting, now: float, verb: RemovalAction, lost: Applied, retry: bool,
-                     ) -> Remediation:
-        """The API server may have applied the removal though its answer was lost (timeout, 5xx): charge the
-        budgets first (fail closed: the next stalled pod is not "allowed" by a deletion we cannot see; a retry
-        was charged already), then look: gone or terminating means it happened, with its Event; still there or
-        unreadable means it is sent again next cycle (``retry``) while the stall lasts."""
-        target, key = stall.target, stall.key
-        if not retry:
-            self._charge(target, verb)
-        fate = self._fate(target)
-        if fate is True:
-            return self._removed(stall, verb, f"the {verb} answer was lost ({lost.reason}) and the pod is gone or "
-                                 "terminating")
-        self.policy.retry_later(target.uid, key)
-        self._unsettled[target.uid] = (stall, verb)
-        if fate is False:
-            return Remediation("error", f"{verb} {target.ref}: answer lost ({lost.error}) and the pod is still there: "
-                               "charged to the budgets (fail closed), sent again next cycle with the same UID "
-                               "precondition")
-        return Remediation("error", f"{verb} {target.ref}: answer lost ({lost.error}) and the pod cannot be read "
-                           f"({fate}): charged to the budgets (fail closed), sent again next cycle")
 
     def _defer(self, stall: _Acting, decision: Decision, now: float) -> Remediation:
         """A deferral: its Event, log line and /status (the policy's :meth:`~DeletionPolicy.held`) say why and when

@@ -109,6 +109,7 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
     ledger = DeletionLedger(kube, actuator, own_namespace, f"{config.lease_name}-ledger",
                             config.deletion_window_seconds, server_clock(kube, wall_clock),
                             ) if config.budget_ledger else None
+    actuator.ledger = ledger  # every removal is recorded there ahead of it
     events = EventRecorder(kube, actuator, metrics, clock=clock)
     evidence = EvidenceKeeper(actuator, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes,
                               clock=clock, wall_clock=wall_clock)
@@ -120,7 +121,7 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
         kube, policy, confirmations, metrics, actuator=actuator, events=events, evidence=evidence,
         policies={t.name: config.policy_of(t)[0] for t in config.targets}, grace_period_s=config.grace_period_seconds,
         count_waiting=config.count_waiting, require_controller=config.require_controller, clock=clock,
-        wall_clock=wall_clock, escalation=escalation, ledger=ledger)
+        wall_clock=wall_clock, escalation=escalation)
     quarantine = Quarantine(actuator, metrics, events, QuarantineRails(
         config.quarantine_after_seconds, config.quarantine_max_owner_fraction, config.quarantine_in_dry_run,
         config.dry_run), enabled=config.quarantine, clock=clock, wall_clock=wall_clock)
