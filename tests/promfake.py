@@ -28,7 +28,7 @@ from urllib.parse import parse_qs
 from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import PodReading, Reading, plan
+from watchdog.core.promql import Answers, PodReading, plan
 
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?")
 _AGGREGATE = re.compile(r"(sum|max|min) (by|without) \(([a-zA-Z0-9_, ]*)\) \((.*)\)")
@@ -178,10 +178,10 @@ def evaluate(query: str, at: float, items: list[Item]) -> list[tuple[dict[str, s
 def pod_reading(profile: Profile, items: list[Item], at: float, pod: tuple[str, str] = ("n", "p"),
                 ) -> PodReading | None:
     """What the Prometheus source reads for ``pod`` (namespace, name) at ``at`` from the stored ``items``: every
-    query of the profile's plan evaluated here and fed to :class:`~watchdog.core.promql.Reading`, as
+    query of the profile's plan evaluated here and fed to :class:`~watchdog.core.promql.Answers`, as
     ``fleet_reads`` feeds the answers of a real Prometheus; None when the pod has no reading."""
     queries = plan(profile, 60, "namespace", "pod")
-    reading = Reading(profile, queries)
+    reading = Answers(profile, queries)
     for query in queries.queries():
         rows = evaluate(query, at, items)
         assert rows is not None, query

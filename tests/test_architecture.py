@@ -147,18 +147,22 @@ def test_import_linter_contracts_hold() -> None:
 
 
 #: The Kubernetes API's writes (and the read between a decision and its write): only the actuator calls them. The Lease
-#: writes (create_lease, replace_lease) are left out on purpose: the campaign (adapters/leader.py) defines the fence.
+#: writes (create_lease, replace_lease) are the one write outside that door, on purpose: the campaign
+#: (adapters/leader.py) defines the fence, so it cannot sit behind it; LEASE_WRITES holds them to that one module.
 WRITES = {"delete_pod", "evict_pod", "patch_pod_condition", "patch_node_taints", "create_config_map",
           "replace_config_map", "create_event", "read_pod_log"}
 #: Where they are defined (the client) and the one module that calls them.
 WRITERS = {"watchdog.adapters.kube", "watchdog.controller.actuator"}
 
 
-def write_calls(path: Path) -> list[str]:
-    """``line: receiver.method`` for every call of one of the API's write methods in ``path``, on anything."""
+LEASE_WRITES = {"create_lease", "replace_lease"}
+
+
+def write_calls(path: Path, writes: set[str] = WRITES) -> list[str]:
+    """``line: receiver.method`` for every call of one of the API's ``writes`` methods in ``path``, on anything."""
     return [f"{node.lineno}: {ast.unparse(node.func.value)}.{node.func.attr}"
             for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in writes]
 
 
 def test_only_the_actuator_calls_the_write_methods() -> None:
@@ -171,11 +175,42 @@ def test_only_the_actuator_calls_the_write_methods() -> None:
     assert offenders == {}
 
 
+def test_the_lease_writes_are_the_campaigns_alone() -> None:
+    """The one write outside the actuator (docs/architecture.md says so): the Lease, by the leader election."""
+    assert {module_name(p) for p in PACKAGE.rglob("*.py") if write_calls(p, LEASE_WRITES)} == {
+        "watchdog.adapters.leader"}
+
+
 def test_the_write_check_sees_a_write_outside_the_actuator(tmp_path: Path) -> None:
     sneaky = tmp_path / "sneaky.py"
     sneaky.write_text("def f(self):\n    self.kube.delete_pod('ns', 'p', 'u', None)\n"
                       "    self.actuator.apply(Removal(pod, 'delete', None))\n")
     assert write_calls(sneaky) == ["2: self.kube.delete_pod"]
+
+
+def removal_sends(path: Path) -> list[str]:
+    """``line: call`` for every call in ``path`` that sends a removal: the actuator's ``remove``, on anything."""
+    return [f"{node.lineno}: {ast.unparse(node.func)}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "remove"
+            and ast.unparse(node.func.value).split(".")[-1] == "actuator"]
+
+
+def test_one_call_site_sends_removals() -> None:
+    """Issue 38: a removal is sent from one place in the controller (the remediator's ``_remove``: decided,
+    verified, then settled from the outcome the actuator's one removal protocol returns), never from a second
+    path that could skip the verification or the settling."""
+    sends = {module_name(p): calls for p in PACKAGE.rglob("*.py") if (calls := removal_sends(p))}
+    assert {name: len(calls) for name, calls in sends.items()} == {"watchdog.controller.remediator": 1}
+    remediator = (PACKAGE / "controller" / "remediator.py").read_text()
+    assert [f.name for f in ast.walk(ast.parse(remediator)) if isinstance(f, ast.FunctionDef)
+            and "self.actuator.remove(" in ast.unparse(f)] == ["_remove"]
+
+
+def test_the_removal_check_sees_a_second_send(tmp_path: Path) -> None:
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text("def f(self):\n    self.items.remove(1)\n"
+                      "    self.actuator.remove(Removal(pod, 'delete', None))\n")
+    assert removal_sends(sneaky) == ["3: self.actuator.remove"]
 
 
 TESTS = Path(__file__).resolve().parent

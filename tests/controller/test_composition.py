@@ -9,10 +9,10 @@ import dataclasses
 from pathlib import Path
 
 import watchdog
-from watchdog.controller.state import EngineState, PodRecord
+from watchdog.controller.state import EngineRecord, PodRecord
 
 PACKAGE = Path(watchdog.__file__).parent
-FIELDS = {f.name for f in dataclasses.fields(PodRecord)} | {f.name for f in dataclasses.fields(EngineState)}
+FIELDS = {f.name for f in dataclasses.fields(PodRecord)} | {f.name for f in dataclasses.fields(EngineRecord)}
 
 
 def _modules(under: Path) -> list[Path]:

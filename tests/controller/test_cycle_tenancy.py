@@ -165,9 +165,9 @@ def test_a_pod_keeps_a_bounded_number_of_series() -> None:
 
 
 def _engine(last_seen: float) -> Any:
-    from watchdog.controller.state import EngineState
+    from watchdog.controller.state import EngineRecord
 
-    return EngineState(DetectorState(5.0), last_seen=last_seen)
+    return EngineRecord(DetectorState(5.0), last_seen=last_seen)
 
 
 def test_a_body_over_the_parse_bounds_is_unknown_and_a_label_storm_is_capped(

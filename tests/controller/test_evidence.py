@@ -18,14 +18,14 @@ from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.remediator import Remediator
 from watchdog.controller.state import PodRecord
 from watchdog.core.detector import DetectorState
-from watchdog.core.evidence import Entry
+from watchdog.core.evidence import HistoryEntry
 from watchdog.core.parsing import EngineSnapshot, ParseResult
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import seed_deployment
 
 __all__ = ["api"]  # the fixture, shared
-HISTORY = (Entry(100.0, "suspect", 21.0, 0.0, (456789.0,), ("generation_tokens",)),
-           Entry(130.0, "stalled", 21.0, 0.0, (456789.0,), ("generation_tokens",)))
+HISTORY = (HistoryEntry(100.0, "suspect", 21.0, 0.0, (456789.0,), ("generation_tokens",)),
+           HistoryEntry(130.0, "stalled", 21.0, 0.0, (456789.0,), ("generation_tokens",)))
 
 
 def records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

@@ -17,7 +17,7 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
 from watchdog.adapters.metrics import Metrics, new_metrics
 from watchdog.controller.quarantine import Quarantine
-from watchdog.controller.state import EngineState, PodRecord
+from watchdog.controller.state import EngineRecord, PodRecord
 from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.model import GATE_CONDITION, OwnerRef, WatchedPod
 from watchdog.core.policy import CycleFacts, DeletionPolicy
@@ -43,7 +43,7 @@ def target(uid: str, mode: str = "enforce") -> WatchedPod:
 def record(state: str, for_s: float = 0.0) -> PodRecord:
     pod = PodRecord(0, 0.0)
     verdict = Verdict(state, for_s, state, running=21.0)  # type: ignore[arg-type]
-    pod.engines["model_name=m"] = EngineState(DetectorState(120.0), 0.0, verdict=verdict)
+    pod.engines["model_name=m"] = EngineRecord(DetectorState(120.0), 0.0, verdict=verdict)
     return pod
 
 

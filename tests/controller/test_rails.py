@@ -501,7 +501,7 @@ def test_eviction_mode_defers_on_a_pdb_and_never_falls_back_to_delete(fleet: Fle
 
 
 def test_node_escalation_taints_a_node_after_two_stalled_pods(fleet: Fleet) -> None:
-    from watchdog.adapters.nodes import NodeEscalator
+    from watchdog.controller.nodes import NodeEscalator
     from watchdog.core.escalation import NodeStallHistory
 
     fleet.api.create_object("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-7"},
@@ -530,7 +530,7 @@ def test_node_escalation_counts_one_tenants_namespaces_as_one(fleet: Fleet, tena
     (which also runs team-b's engine) tainted. With tenantLabel naming the tenant they are one tenant: no taint;
     a stalled pod of another tenant there does taint it. Without tenantLabel the two namespaces are two tenants,
     as before."""
-    from watchdog.adapters.nodes import NodeEscalator
+    from watchdog.controller.nodes import NodeEscalator
 
     gpu = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
     stalled = {"key": "vllm-watchdog.io/stalled", "value": "true", "effect": "NoSchedule"}
@@ -572,7 +572,7 @@ def test_node_escalation_needs_stalled_pods_of_two_namespaces(fleet: Fleet) -> N
     """Issue 27 item 9: two fake-wedged pods of one namespace, placed with spec.nodeName on a node that also runs
     another tenant's pod, got the shared node tainted. One namespace's pods alone never taint it now; a stalled
     pod of a second namespace there does."""
-    from watchdog.adapters.nodes import NodeEscalator
+    from watchdog.controller.nodes import NodeEscalator
     from watchdog.core.escalation import NodeStallHistory
 
     gpu = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}

@@ -13,7 +13,7 @@ from builders import rails
 from cycle_kit import NS, Rig, make_config
 
 from watchdog.controller import status
-from watchdog.controller.state import EngineState, PodRecord
+from watchdog.controller.state import EngineRecord, PodRecord
 from watchdog.core.detector import DetectorState
 from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
@@ -88,9 +88,9 @@ def target(i: int) -> WatchedPod:
                       path="/metrics", target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None)
 
 
-def engine(*, running: float, progress: tuple[float | None, ...]) -> EngineState:
+def engine(*, running: float, progress: tuple[float | None, ...]) -> EngineRecord:
     snap = EngineSnapshot(labels=(("engine", "0"),), running=running, waiting=float("inf"), progress=progress)
-    return EngineState(DetectorState(120.0, signals=VLLM.progress), last_seen=0.0, last=snap)
+    return EngineRecord(DetectorState(120.0, signals=VLLM.progress), last_seen=0.0, last=snap)
 
 
 def test_the_listing_is_bounded_the_rest_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:

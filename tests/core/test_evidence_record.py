@@ -8,7 +8,7 @@ from watchdog.core.detector import DetectorState, Sample, Verdict
 from watchdog.core.events import MAX_ENGINE_KEY
 from watchdog.core.evidence import (
     HISTORY_LEN,
-    Entry,
+    HistoryEntry,
     build_record,
     evidence_id,
     log_tail,
@@ -58,7 +58,8 @@ def test_history_is_capped_at_the_newest_samples() -> None:
         history = remember(history, sample, detector.observe(sample), SIGNALS)
     assert history is not None and len(history) == HISTORY_LEN == 32
     assert history[0].t == samples[-HISTORY_LEN].t and history[-1].t == samples[-1].t
-    assert history[-1] == Entry(samples[-1].t, "stalled", 2.0, None, (5.0, 5.0), ("generation_tokens", "prompt_tokens"))
+    assert history[-1] == HistoryEntry(samples[-1].t, "stalled", 2.0, None, (5.0, 5.0),
+                                       ("generation_tokens", "prompt_tokens"))
     assert history[-1].progress == (("generation_tokens", 5.0), ("prompt_tokens", 5.0))
     assert history[0].names is history[-1].names  # one tuple of names for every entry
 
@@ -87,8 +88,8 @@ VERDICT = Verdict("stalled", 130.0, "stalled: ...", t=130.0, running=21.0, busy_
 
 
 def test_the_record_holds_verdict_history_final_values_and_log() -> None:
-    history = [Entry(100.0, "suspect", 21.0, 3.0, (456789.0,), ("generation_tokens",)),
-               Entry(130.0, "stalled", 21.0, None, (None,), ("generation_tokens",))]
+    history = [HistoryEntry(100.0, "suspect", 21.0, 3.0, (456789.0,), ("generation_tokens",)),
+               HistoryEntry(130.0, "stalled", 21.0, None, (None,), ("generation_tokens",))]
     final = snapshot_values(EngineSnapshot((("engine", "0"),), 21.0, 3.0, (456789.0, None)), SIGNALS)
     record = build_record("b452e9f6-1796116897", pod="ml/llama-0", uid="b452e9f6-2696", engine='engine="0"',
                           outcome="delete", verdict=VERDICT, history=history, final=final, final_from="confirmation",
@@ -110,7 +111,7 @@ def test_the_record_holds_verdict_history_final_values_and_log() -> None:
 
 
 def test_the_record_is_bounded_whatever_the_pod_sends() -> None:
-    history = [Entry(float(t), "stalled", 1.0, 1.0, (1.0,), ("generation_tokens",)) for t in range(500)]
+    history = [HistoryEntry(float(t), "stalled", 1.0, 1.0, (1.0,), ("generation_tokens",)) for t in range(500)]
     text, _ = log_tail(b"\x1b" * 10_000_000, 65536)
     record = build_record("x-1", pod="ml/p", uid="u", engine="e" * 10_000, outcome="dry_run", verdict=VERDICT,
                           history=history, final=None, final_from="cycle", log=text, now=500.0, wall_now=1e9)

@@ -11,10 +11,10 @@ from tests.promfake import FakePrometheus, Item, evaluate, stored
 from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
 from watchdog.core.profiles import Profile, get_profile, label_name_problem
 from watchdog.core.promql import (
+    Answers,
     Plan,
     PodKey,
     PodReading,
-    Reading,
     Scope,
     instance_host,
     matchers,
@@ -101,7 +101,7 @@ def _values(labels: dict[str, str], queries: Plan, query: str) -> tuple[str | No
 def _read(profile: Profile, items: list[Item], at: float, scope: Scope | None = None,
           ips: dict[PodKey, str] | None = None) -> dict[PodKey, PodReading]:
     queries = plan(profile, 60, "namespace", "pod", scope.matchers("namespace", "pod") if scope else ())
-    reading = Reading(profile, queries, ips)
+    reading = Answers(profile, queries, ips)
     for query in queries.queries():
         rows = evaluate(query, at, items)
         assert rows is not None, query
@@ -145,7 +145,7 @@ def test_a_pod_scraped_by_two_jobs_reads_as_one_and_its_counters_never_fall_when
         items = list(prom.series.items())
     queries = plan(VLLM, 5, "namespace", "pod")
     for at in (1011.0, 1017.0):  # both copies in the 5 s range; then only the faster one's
-        reading = Reading(VLLM, queries)
+        reading = Answers(VLLM, queries)
         for query in queries.queries():
             rows = evaluate(query, at, items)
             assert rows is not None, query
@@ -264,7 +264,7 @@ def test_reading_outcomes() -> None:
 def test_rows_apart_only_by_a_matcher_label_are_summed_and_found_names_the_slots_with_rows() -> None:
     waiting = next(i for i, s in enumerate(signal_slots(VLLM)) if s is not None and s.metric.endswith("by_reason"))
     queries = plan(VLLM, 60, "namespace", "pod")
-    reading = Reading(VLLM, queries)
+    reading = Answers(VLLM, queries)
     pod = {"namespace": "n", "pod": "p", "engine": "0"}
 
     def add(query: str | None, rows: list[tuple[dict[str, str], float, float]]) -> None:
@@ -293,7 +293,7 @@ def test_the_documented_promql_is_what_the_vllm_profile_sends() -> None:
 
 def test_a_second_time_answer_names_the_engines_whose_time_moved_while_the_values_were_read() -> None:
     queries = plan(VLLM, 60, "namespace", "pod")
-    reading = Reading(VLLM, queries)
+    reading = Answers(VLLM, queries)
     zero, one = {"namespace": "n", "pod": "p", "engine": "0"}, {"namespace": "n", "pod": "p", "engine": "1"}
     time = queries.time
     reading.add(time, [(_values(zero, queries, time), 10.0), (_values(one, queries, time), 12.0)])
@@ -308,7 +308,7 @@ def test_a_second_time_answer_names_the_engines_whose_time_moved_while_the_value
 
 def test_rows_without_both_pod_labels_are_ignored_in_every_answer_and_up_marks_pods_down() -> None:
     queries = plan(VLLM, 60, "namespace", "pod")
-    reading = Reading(VLLM, queries)
+    reading = Answers(VLLM, queries)
     pod, orphan = {"namespace": "n", "pod": "p", "engine": "0"}, {"pod": "p", "engine": "0"}
     for slot, value in ((0, 2.0), (1, 5.0)):
         query = str(queries.slots[slot])
@@ -365,7 +365,7 @@ def test_a_row_is_evidence_only_about_the_pod_whose_ip_scraped_it_and_two_instan
                     'vllm:rl_weight_update_operations_in_flight{operation="x"} 1\n', forged, 5.0)
     items += _items("up 0", forged, 4.0)
     queries = plan(VLLM, 60, "namespace", "pod")
-    reading = Reading(VLLM, queries, {("n", "p"): "10.0.0.5"})
+    reading = Answers(VLLM, queries, {("n", "p"): "10.0.0.5"})
     for query in queries.queries():
         rows = evaluate(query, 5.0, items)
         assert rows is not None

@@ -25,7 +25,7 @@ from sim_engines import CAN, Engine, render
 
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.leader import LeaderElector
-from watchdog.adapters.nodes import NodeEscalator
+from watchdog.controller.nodes import NodeEscalator
 from watchdog.adapters.scrape_errors import ScrapeError
 from watchdog.config.settings import defaults
 from watchdog.controller.actuator import Actuator

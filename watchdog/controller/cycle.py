@@ -13,7 +13,8 @@ a window of whole intervals by one interval, at random); the prompt pods are scr
 (``fanout.order``), so a pod's body arrives at about the same moment of each. The confirmation scrape before a
 deletion reads the pod again after every stamp of its cycle. Source prometheus: Prometheus' own sample times
 moved onto it (``promsource``; a sample already fed is not fed again). Each target's pods are read by its
-:class:`~watchdog.controller.ports.Source` (``source`` per target); the cycle never asks which one it is. Every
+:class:`~watchdog.controller.ports.Source` (``source`` per target); reading and judging never ask which one it is
+(only the source-health tally is kept per kind of source: ``vllm_watchdog_source_up{source}``). Every
 collaborator is built by :mod:`watchdog.controller.wiring`.
 
 API requests: namespaces and pods from ``listing`` (``run``: the watch-based cache) cost none, else 1 + 1 LIST per
@@ -47,7 +48,7 @@ from watchdog.controller.quarantine import Quarantine
 from watchdog.controller.reading import Reading
 from watchdog.controller.remediator import Remediation, Remediator
 from watchdog.controller.signals import seconds_without_progress, watched_workloads
-from watchdog.controller.state import EngineState, PodRecord
+from watchdog.controller.state import EngineRecord, PodRecord
 from watchdog.controller.status import Snapshot, snapshot
 from watchdog.controller.tallies import BreakerTallies
 from watchdog.core.confirm import no_evidence, not_confirmed
@@ -310,7 +311,7 @@ class Watchdog:
         confirmation before a removal; once per stall episode of a series; source scrape's own read is direct). A
         series in Prometheus can carry any pod's labels, ``instance`` included (``honorLabels``): stalls forged for
         other tenants' pods would open the fleet breaker and hold back everyone's wedges, though never confirmed."""
-        def confirm(stalled: dict[str, EngineState]) -> set[str]:
+        def confirm(stalled: dict[str, EngineRecord]) -> set[str]:
             read = self.confirmations.read(target)
             if isinstance(read, str):
                 return set()

@@ -13,7 +13,7 @@ from watchdog.adapters.logs import facts
 from watchdog.controller.actuator import Actuator
 from watchdog.controller.ports import Clock
 from watchdog.core.detector import Verdict
-from watchdog.core.evidence import Entry, build_record, evidence_id, log_tail, snapshot_values
+from watchdog.core.evidence import HistoryEntry, build_record, evidence_id, log_tail, snapshot_values
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.profiles import Selector
@@ -31,7 +31,7 @@ class EvidenceKeeper:
         self.actuator, self.log_lines, self.log_bytes = actuator, log_lines, log_bytes
         self.clock, self.wall_clock = clock, wall_clock
 
-    def keep(self, target: WatchedPod, verdict: Verdict, history: Iterable[Entry], *, outcome: str,
+    def keep(self, target: WatchedPod, verdict: Verdict, history: Iterable[HistoryEntry], *, outcome: str,
              final: EngineSnapshot | None, final_from: str, engine: str, signals: tuple[Selector, ...],
              window_source: str = "global") -> str:
         """Log the evidence of ``outcome`` (delete, evict, dry_run) on ``target``'s ``engine`` series; return its

@@ -15,10 +15,9 @@ until it answers; the healthy pods, which answer in milliseconds, must not queue
   never more than the pods. 2,000 pods of which 120 are slow or hung: 136 workers; 100 healthy pods: 16.
   A fixed ``workers: N`` keeps N.
 
-The workers were threads once; on the loop the same sizing holds (64 prompt scrapes at once made the loop's GET
-cheaper, 0.62 -> 0.45 ms CPU at 400 loopback pods, but peak RSS at 2,000 pods 92 -> 111 MiB, over its goal): no
-thread per scrape, and no more bodies in memory at once than scrapes in flight (each is parsed on the loop as soon
-as it arrived).
+The same sizing holds on the loop as a cap on memory (64 prompt scrapes at once made the loop's GET cheaper,
+0.62 -> 0.45 ms CPU at 400 loopback pods, but peak RSS at 2,000 pods 92 -> 111 MiB, over its goal): no more bodies
+in memory at once than scrapes in flight (each is parsed on the loop as soon as it arrived).
 
 - **Shorter deadlines for pods that keep timing out** (on the loop, :func:`scrape_deadline`): after 2 timed-out
   scrapes in a row a pod gets 1 s (half the deadline when that is shorter) instead of the full deadline, except
@@ -106,7 +105,7 @@ class Fanout:
                ) -> Future[dict[str, R]]:
         """Run the coroutine ``scrape(target, record, deadline_s)`` of every job on ``loop``, slowest first, as many
         at once as the fan-out's size (the ``workers`` setting, or :func:`auto_workers`); ONE future, of every result
-        by pod UID (the caller wakes once, not once per pod: each wake-up of a waiting thread took the GIL from the
+        by pod UID (the cycle wakes once, not once per pod: each wake-up of the waiting cycle took the GIL from the
         loop). ``deadline_s``: this cycle's :func:`scrape_deadline` of the job's pod."""
         self.cycles += 1
         last = [record.scrape_seconds for _, record in jobs]

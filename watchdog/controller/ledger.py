@@ -20,7 +20,7 @@ from typing import Any
 from watchdog.adapters.kube import Fenced, KubeError
 from watchdog.controller.actuator import Actuator
 from watchdog.controller.ports import Clock, KubeApi
-from watchdog.core.ledger import Entry, LedgerFull, add, parse, render, without
+from watchdog.core.ledger import LedgerEntry, LedgerFull, add, parse, render, without
 from watchdog.core.model import COMPONENT
 
 log = logging.getLogger("watchdog.controller.ledger")
@@ -47,7 +47,7 @@ class DeletionLedger:
     def ref(self) -> str:
         return f"configmap {self.namespace}/{self.name}"
 
-    def read(self) -> list[Entry] | None:
+    def read(self) -> list[LedgerEntry] | None:
         """The entries ([] when the ConfigMap does not exist yet: every removal is recorded here before it is
         sent, so none happened), or None when it cannot be used (unreadable, corrupt): the budget stays unknown."""
         try:
@@ -65,8 +65,8 @@ class DeletionLedger:
     def intend(self, namespace: str, pod: str, uid: str) -> bool:
         """Record a removal about to be sent; True when written (only then may it be sent). Stamped after the
         ledger's GET, on the server's clock of that answer."""
-        def change(entries: list[Entry]) -> list[Entry]:
-            entry = Entry(self.clock(), namespace, pod, uid)
+        def change(entries: list[LedgerEntry]) -> list[LedgerEntry]:
+            entry = LedgerEntry(self.clock(), namespace, pod, uid)
             return add(entries, entry, wall_now=entry.t, window_s=self.window_s)
         return self._update(f"record the removal of {namespace}/{pod} in", change)
 
@@ -75,7 +75,7 @@ class DeletionLedger:
         the intent counting (fail closed)."""
         return self._update(f"withdraw pod uid {uid} from", lambda entries: without(entries, uid))
 
-    def _update(self, what: str, change: Callable[[list[Entry]], list[Entry]]) -> bool:
+    def _update(self, what: str, change: Callable[[list[LedgerEntry]], list[LedgerEntry]]) -> bool:
         for attempt in (1, 2):
             try:
                 self._write(change)
@@ -92,7 +92,7 @@ class DeletionLedger:
                     return False
         return False
 
-    def _write(self, change: Callable[[list[Entry]], list[Entry]]) -> None:
+    def _write(self, change: Callable[[list[LedgerEntry]], list[LedgerEntry]]) -> None:
         obj = self.kube.get_config_map(self.namespace, self.name) or {}  # none yet: created (no resourceVersion)
         entries, problem = parse(obj.get("data"))
         if problem is not None:  # never overwrite what cannot be read: the budget it held would be lost

@@ -90,6 +90,6 @@ class Querier(Protocol):
 
 
 class Escalation(Protocol):
-    """What node escalation needs from the remediator (adapters.nodes.NodeEscalator)."""
+    """What node escalation needs from the remediator (controller.nodes.NodeEscalator)."""
 
     def on_deletion(self, node_name: str | None, pod_uid: str, pod_ref: str, tenant: str) -> str: ...

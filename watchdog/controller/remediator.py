@@ -51,8 +51,15 @@ from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.core.confirm import no_evidence, not_confirmed
 from watchdog.core.detector import Verdict
 from watchdog.core.discovery import recheck
-from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN, Outcome, frees_phrase, stall_message
-from watchdog.core.evidence import Entry, pointer
+from watchdog.core.events import (
+    REASON_DEFERRED,
+    REASON_DELETED,
+    REASON_DRY_RUN,
+    StallOutcome,
+    frees_phrase,
+    stall_message,
+)
+from watchdog.core.evidence import HistoryEntry, pointer
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
@@ -88,7 +95,7 @@ class _Acting:
     window_source: WindowSource
     evidence: str = ""
 
-    def say(self, outcome: Outcome, rule: str, why: str, frees: str = "") -> str:
+    def say(self, outcome: StallOutcome, rule: str, why: str, frees: str = "") -> str:
         """The Event message for ``outcome``, with the deferral's rule and why (or a note) and, for a deferral, when
         it may proceed (:func:`~watchdog.core.events.frees_phrase`)."""
         return stall_message(outcome, self.target.ref, self.key, self.verdict, self.since, rule=rule, why=why,
@@ -143,7 +150,7 @@ class Remediator:
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
-                  history: tuple[Entry, ...] = (), window_source: WindowSource = "global",
+                  history: tuple[HistoryEntry, ...] = (), window_source: WindowSource = "global",
                   facts: CycleFacts = SOLE_REPLICA) -> Remediation:
         """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
         ``seen_for_s``: seconds (monotonic) this process has watched the pod; ``signals``: the profile's
@@ -166,7 +173,7 @@ class Remediator:
                     target, engine=key, state=state, result=outcome.result, rule=outcome.rule, reason=outcome.detail))
 
     def _remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
-                   signals: tuple[Selector, ...], history: tuple[Entry, ...], window_source: WindowSource,
+                   signals: tuple[Selector, ...], history: tuple[HistoryEntry, ...], window_source: WindowSource,
                    facts: CycleFacts) -> Remediation:
         action = self.policies[target.target_name].action
         if action == "quarantine":  # drain through the readiness gate only: nothing removed here

@@ -1,5 +1,5 @@
 """What the cycle remembers between cycles: one :class:`PodRecord` per pod UID (restart count, when this
-process first watched it, how long its last scrape took, and one :class:`EngineState` per engine series).
+process first watched it, how long its last scrape took, and one :class:`EngineRecord` per engine series).
 
 Bounds: records exist only for pods discovered this cycle (the rest are dropped); a series that stopped being
 exported is dropped after one window without it (``drop_vanished``), and a pod never keeps more than
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from watchdog.adapters.logs import facts
 from watchdog.controller.reading import Reading
 from watchdog.core.detector import DetectorState, Sample, Verdict
-from watchdog.core.evidence import Entry, remember
+from watchdog.core.evidence import HistoryEntry, remember
 from watchdog.core.lines import Labels
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
@@ -28,7 +28,7 @@ MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule,
 
 
 @dataclass(slots=True)
-class EngineState:
+class EngineRecord:
     """The detector, latest snapshot and verdict of one engine series. ``last_seen``: monotonic time the
     series was last in a successfully parsed body; ``in_episode``: a stall episode is open (it closes only when
     the detector sees the engine idle or progressing — a failed scrape in between does not end it);
@@ -45,7 +45,7 @@ class EngineState:
     last: EngineSnapshot | None = None
     verdict: Verdict | None = None
     in_episode: bool = False
-    history: tuple[Entry, ...] | None = None
+    history: tuple[HistoryEntry, ...] | None = None
 
     def follow_episode(self) -> bool | None:
         """Stall episodes follow the detector's own clock: one opens when the series turns stalled and closes only
@@ -66,7 +66,7 @@ class Observation:
     """One engine series' verdict after one scrape: ``previous`` state (None when new), ``present`` in the body."""
 
     key: str
-    engine: EngineState
+    engine: EngineRecord
     verdict: Verdict
     previous: str | None
     present: bool
@@ -81,7 +81,7 @@ class PodRecord:
     restart_count: int
     first_seen: float
     scrape_seconds: float = 0.0
-    engines: dict[str, EngineState] = field(default_factory=dict)
+    engines: dict[str, EngineRecord] = field(default_factory=dict)
     outcome: str = ""  # the last scrape's outcome ("" before the first), for logs and /status
     outcome_since: float = 0.0  # monotonic time the scrape outcome last changed between ok and failing
     scraped_at: float | None = None  # monotonic time the last reading was taken in (its sample time: Reading.t)
@@ -93,7 +93,7 @@ class PodRecord:
     confirmed: set[str] = field(default_factory=set)  # stalled series a direct read confirmed (source prometheus)
     direct: bool = True  # its engine series were read from the pod itself (source scrape), not from Prometheus
 
-    def stall_confirmed(self, confirm: Callable[[dict[str, EngineState]], set[str]]) -> bool:
+    def stall_confirmed(self, confirm: Callable[[dict[str, EngineRecord]], set[str]]) -> bool:
         """Whether a stalled engine series of this pod was confirmed by a direct read in its stall episode: one
         confirmed before that is still stalled, else one ``confirm`` (given the stalled series) confirms now."""
         stalled = {k: e for k, e in self.engines.items() if e.verdict is not None and e.verdict.state == "stalled"}
@@ -185,7 +185,7 @@ class PodRecord:
                 else:
                     own = stamp
             if engine is None:
-                engine = self.engines[key] = EngineState(new_detector(), last_seen=own)
+                engine = self.engines[key] = EngineRecord(new_detector(), last_seen=own)
             previous = engine.verdict.state if engine.verdict else None
             if snap is not None and not starved:
                 engine.fed_at = own if stamps is not None else None
@@ -221,7 +221,7 @@ class PodRecord:
         return extra
 
 
-def _starved(engine: EngineState | None, t: float, hold_s: float | None) -> str:
+def _starved(engine: EngineRecord | None, t: float, hold_s: float | None) -> str:
     """Why an engine series without a newer sample at ``t`` gets an unknown sample instead of being held, or "":
     it is new (nothing to hold), or it was last fed more than ``hold_s`` before ``t``."""
     if engine is None or engine.verdict is None or engine.fed_at is None:

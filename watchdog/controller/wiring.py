@@ -17,7 +17,7 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.leader import LeaderElector
 from watchdog.adapters.metrics import Metrics, new_metrics
-from watchdog.adapters.nodes import NodeEscalator
+from watchdog.controller.nodes import NodeEscalator
 from watchdog.adapters.podcache import PodCache
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.adapters.scrape_errors import ScrapeLimits

@@ -1,5 +1,5 @@
 """Node escalation's memory: which distinct pods, of which tenants, were deleted as stalled on which node,
-when. Pure (times are the caller's monotonic seconds); :mod:`watchdog.adapters.nodes` applies the taint it calls
+when. Pure (times are the caller's monotonic seconds); :mod:`watchdog.controller.nodes` applies the taint it calls
 for.
 
 The rule: a node is escalated once at least ``threshold`` distinct pods **from at least ``min_tenants`` (2)

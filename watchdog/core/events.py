@@ -30,11 +30,11 @@ MAX_MESSAGE = 1024
 MAX_ENGINE_KEY = 160
 __all__ = ["COMPONENT", "MAX_ENGINE_KEY", "MAX_MESSAGE", "NODE_EVENT_NAMESPACE", "REASON_DEFERRED", "REASON_DELETED",
            "REASON_DRY_RUN", "REASON_PAUSE_IGNORED", "REASON_QUARANTINED", "REASON_RELEASED",
-           "REASON_TARGETS_OVERLAP", "REASON_WINDOW_IGNORED", "Outcome",
+           "REASON_TARGETS_OVERLAP", "REASON_WINDOW_IGNORED", "StallOutcome",
            "escape_controls", "event_body", "frees_phrase", "stall_message", "utc_stamp"]
 
-Outcome = Literal["deleted", "evicted", "dry_run", "deferred"]
-_WHAT: dict[Outcome, str] = {"deleted": "Deleted pod", "evicted": "Evicted pod", "dry_run": "Would delete pod",
+StallOutcome = Literal["deleted", "evicted", "dry_run", "deferred"]
+_WHAT: dict[StallOutcome, str] = {"deleted": "Deleted pod", "evicted": "Evicted pod", "dry_run": "Would delete pod",
                              "deferred": "Deferred deletion of pod"}
 
 # Characters a pod can put into its label values, names and annotation values that would rewrite what a reader
@@ -83,7 +83,7 @@ def engine_phrase(engine: str) -> str:
     return f" engine {{{engine}}}" if engine else ""
 
 
-def stall_message(outcome: Outcome, pod: str, engine: str, verdict: Verdict, since: dt.datetime | None, *,
+def stall_message(outcome: StallOutcome, pod: str, engine: str, verdict: Verdict, since: dt.datetime | None, *,
                   rule: str = "", why: str = "", evidence: str = "", frees: str = "", window_source: str = "") -> str:
     """The Event message for a decision on a stalled engine, facts first, so the head survives the 1 KiB cut:
     what (deleted, evicted, would delete, deferred), the pod and engine series, for how long no progress, the

@@ -31,7 +31,7 @@ HISTORY_LEN = 32
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class HistoryEntry:
     """One sample of the history: ``t`` (monotonic s), the verdict's state, the gauges, the progress values
     (known, in the profile's order) and their ``names`` (one tuple shared by every entry of a profile: a history
     of 10,000 engines at start-up, when every busy engine is suspect once, holds no copy of them)."""
@@ -55,15 +55,15 @@ def _names(signals: tuple[Selector, ...], count: int) -> tuple[str, ...]:
     return tuple(signal_name(signals, i) for i in range(count))
 
 
-def remember(history: tuple[Entry, ...] | None, sample: Sample, verdict: Verdict,
-             signals: tuple[Selector, ...]) -> tuple[Entry, ...] | None:
+def remember(history: tuple[HistoryEntry, ...] | None, sample: Sample, verdict: Verdict,
+             signals: tuple[Selector, ...]) -> tuple[HistoryEntry, ...] | None:
     """The history after ``sample`` (judged ``verdict``): opened by a suspect or stalled verdict, continued by
     those and by unknown ones (a failed scrape inside the episode is evidence too), dropped (None) by any other;
     the newest :data:`HISTORY_LEN` samples. A tuple: one small object per series (a deque's first block alone is
     ~600 bytes), copied whole at each sample (at most 32 references) and never changed once handed out."""
     if verdict.state not in EPISODE_STATES and (history is None or verdict.state != "unknown"):
         return None
-    entry = Entry(sample.t, verdict.state, known(sample.running), known(sample.waiting),
+    entry = HistoryEntry(sample.t, verdict.state, known(sample.running), known(sample.waiting),
                   tuple(map(known, sample.progress)), _names(signals, len(sample.progress)))
     if history is None:
         return (entry,)
@@ -100,7 +100,7 @@ def pointer(eid: str) -> str:
 
 
 def build_record(eid: str, *, pod: str, uid: str, engine: str, outcome: str, verdict: Verdict,
-                 history: Iterable[Entry], final: dict[str, Any] | None, final_from: str, log: str,
+                 history: Iterable[HistoryEntry], final: dict[str, Any] | None, final_from: str, log: str,
                  log_cut: bool = False, now: float, wall_now: float, window_source: str = "global") -> dict[str, Any]:
     """The evidence of one decision: ``outcome`` (delete, evict, dry_run), the verdict's facts, the ``history``
     with each sample's age (s before ``now``, monotonic) and UTC time (``wall_now`` is the same instant), the

@@ -31,7 +31,7 @@ class LedgerFull(ValueError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class LedgerEntry:
     """One deletion: wall-clock time (Unix seconds), namespace, pod name and UID."""
 
     t: float
@@ -40,7 +40,7 @@ class Entry:
     uid: str
 
 
-def parse(data: Mapping[str, Any] | None) -> tuple[list[Entry], str | None]:
+def parse(data: Mapping[str, Any] | None) -> tuple[list[LedgerEntry], str | None]:
     """Entries from a ConfigMap's ``data``; the second value says why the ledger is unusable (then fall back)."""
     text = (data or {}).get(DATA_KEY, "[]")
     if not isinstance(text, str) or len(text) > MAX_TEXT:
@@ -58,17 +58,18 @@ def parse(data: Mapping[str, Any] | None) -> tuple[list[Entry], str | None]:
         t = item.get("t")
         if isinstance(t, bool) or not isinstance(t, int | float) or t != t:
             return [], "a ledger entry has no valid time"
-        out.append(Entry(float(t), str(item.get("namespace", "")), str(item.get("pod", "")), str(item.get("uid", ""))))
+        out.append(LedgerEntry(float(t), str(item.get("namespace", "")), str(item.get("pod", "")),
+                               str(item.get("uid", ""))))
     return out, None
 
 
-def render(entries: Sequence[Entry]) -> dict[str, str]:
+def render(entries: Sequence[LedgerEntry]) -> dict[str, str]:
     """The ConfigMap ``data`` for ``entries`` (oldest first)."""
     return {DATA_KEY: json.dumps([{"t": round(e.t, 3), "namespace": e.namespace, "pod": e.pod, "uid": e.uid}
                                   for e in entries], separators=(",", ":"))}
 
 
-def add(entries: Sequence[Entry], entry: Entry, *, wall_now: float, window_s: float) -> list[Entry]:
+def add(entries: Sequence[LedgerEntry], entry: LedgerEntry, *, wall_now: float, window_s: float) -> list[LedgerEntry]:
     """``entries`` plus ``entry``, without entries older than the window; raises :class:`LedgerFull` when more
     than :data:`MAX_ENTRIES` would remain (never cut: each one still counts against the budget)."""
     kept = [e for e in entries if wall_now - e.t < window_s and e.uid != entry.uid]
@@ -80,12 +81,12 @@ def add(entries: Sequence[Entry], entry: Entry, *, wall_now: float, window_s: fl
     return kept
 
 
-def without(entries: Sequence[Entry], uid: str) -> list[Entry]:
+def without(entries: Sequence[LedgerEntry], uid: str) -> list[LedgerEntry]:
     """``entries`` without the one for pod ``uid`` (an intent whose removal the API said was not applied)."""
     return [e for e in entries if e.uid != uid]
 
 
-def deletions(entries: Sequence[Entry], *, now: float, wall_now: float, window_s: float,
+def deletions(entries: Sequence[LedgerEntry], *, now: float, wall_now: float, window_s: float,
               ) -> list[tuple[float, str, str]]:
     """(monotonic time, namespace, pod UID) of each ledger entry that still counts against the budget: inside
     ``window_s`` (wall clock: ``wall_now`` minus its time, never negative), whatever namespace it names — the ledger

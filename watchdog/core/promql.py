@@ -48,7 +48,7 @@ again as fresh samples while the target's other engines go on (unknown). ``times
 Prometheus' lookback delta (5 minutes by default), hence the staleness bound's maximum of 300 s. ``up`` is
 ``min by (namespace, pod) (last_over_time(up{pod!=""}[60s]))``: one failing target of the pod makes it
 down. The confirmation before a deletion runs the same queries restricted to one pod (``restrict``).
-:class:`Reading` folds the answers per pod as they arrive; :func:`reading_outcome` says what the cycle does.
+:class:`Answers` folds the answers per pod as they arrive; :func:`reading_outcome` says what the cycle does.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ from watchdog.core.parsing import ParseResult, engine_series, escape_label_value
 from watchdog.core.profiles import Profile, Selector, label_name_problem
 
 __all__ = [
+    "Answers",
     "Plan",
     "PodKey",
     "PodReading",
-    "Reading",
     "Scope",
     "Series",
     "auth_problem",
@@ -90,7 +90,7 @@ TARGET_LABELS = ("job", "instance", "endpoint", "container", "service")
 
 #: The label naming a series' scrape identity: the ``host:port`` Prometheus scraped (Kubernetes service discovery
 #: sets it to the pod's IP and port). A row is evidence about a pod only when its host is the pod's IP from the API
-#: server (:class:`Reading`'s ``ips``), and two instances claiming one engine series of a pod are a conflict.
+#: server (:class:`Answers`'s ``ips``), and two instances claiming one engine series of a pod are a conflict.
 INSTANCE = "instance"
 
 #: The bytes of the pod-name regular expression of one scoped query (:func:`scopes`): a namespace with more watched
@@ -262,7 +262,7 @@ class Plan:
         return list(dict.fromkeys([self.up, self.time, *(q for q in self.slots if q is not None)]))
 
     def labels_of(self, query: str) -> tuple[str, ...]:
-        """The label names whose values :meth:`Reading.add` reads from ``query``'s rows: namespace, pod and instance
+        """The label names whose values :meth:`Answers.add` reads from ``query``'s rows: namespace, pod and instance
         for the ``up`` query, :attr:`identity` and instance for a slot's and the time query's."""
         return (*self.identity[:2], INSTANCE) if query == self.up else (*self.identity, INSTANCE)
 
@@ -324,7 +324,7 @@ class PodReading:
 _NO_SERIES = ParseResult((), 0, frozenset())
 
 
-class Reading:
+class Answers:
     """The answers to one profile's :class:`Plan`, folded in as they arrive (:meth:`add`; the rows can be dropped
     right after), then :meth:`pods`: per (namespace, pod) its engine series, sample time and ``up``.
 

@@ -9,7 +9,7 @@ import pytest
 from fakes import FakeKube
 
 from watchdog.adapters.kube import KubeClient
-from watchdog.adapters.nodes import NodeEscalator
+from watchdog.controller.nodes import NodeEscalator
 from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.taints import parse_taint
 from watchdog.demo.emulator import EmulatorServer

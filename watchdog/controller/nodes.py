@@ -32,9 +32,9 @@ from watchdog.core.escalation import REASON_NODE_TAINTED, NodeStallHistory
 from watchdog.core.events import NODE_EVENT_NAMESPACE, event_body
 from watchdog.core.taints import DEFAULT_TAINT, parse_taint
 
-log = logging.getLogger("watchdog.adapters.nodes")
+log = logging.getLogger("watchdog.controller.nodes")
 
-Outcome = Literal["tainted", "already_tainted", "below_threshold", "dry_run", "no_node", "error"]
+TaintOutcome = Literal["tainted", "already_tainted", "below_threshold", "dry_run", "no_node", "error"]
 
 
 class NodeWriter(EventSink, Protocol):
@@ -56,7 +56,7 @@ class NodeEscalator:
         self.taint = parse_taint(taint)
         self.instance = socket.gethostname()
 
-    def on_deletion(self, node_name: str | None, pod_uid: str, pod_ref: str, tenant: str) -> Outcome:
+    def on_deletion(self, node_name: str | None, pod_uid: str, pod_ref: str, tenant: str) -> TaintOutcome:
         """Called after the watchdog deleted ``pod_ref`` (``namespace/name``, uid ``pod_uid``, of ``tenant``)
         that ran on ``node_name``. Returns what happened; never raises."""
         if not node_name:
