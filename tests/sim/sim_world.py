@@ -25,12 +25,12 @@ from sim_engines import CAN, Engine, render
 
 from watchdog.adapters.kube import KubeError
 from watchdog.adapters.leader import LeaderElector
-from watchdog.controller.nodes import NodeEscalator
 from watchdog.adapters.scrape_errors import ScrapeError
 from watchdog.config.settings import defaults
 from watchdog.controller.actuator import Actuator
 from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog
+from watchdog.controller.nodes import NodeEscalator
 from watchdog.controller.wiring import build
 from watchdog.core.escalation import NodeStallHistory
 from watchdog.core.model import NAMESPACE_LABEL, Target

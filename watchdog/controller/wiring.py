@@ -17,7 +17,6 @@ from watchdog.adapters.events import EventRecorder
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.leader import LeaderElector
 from watchdog.adapters.metrics import Metrics, new_metrics
-from watchdog.controller.nodes import NodeEscalator
 from watchdog.adapters.podcache import PodCache
 from watchdog.adapters.prometheus import PrometheusClient, PrometheusLimits
 from watchdog.adapters.scrape_errors import ScrapeLimits
@@ -29,6 +28,7 @@ from watchdog.controller.cycle import Watchdog, rails_from
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.fanout import Fanout
 from watchdog.controller.ledger import DeletionLedger, server_clock
+from watchdog.controller.nodes import NodeEscalator
 from watchdog.controller.ports import AsyncFetcher, Clock, Cluster, Escalation, Listing, Querier, Source
 from watchdog.controller.promsource import PrometheusSource
 from watchdog.controller.quarantine import Quarantine
