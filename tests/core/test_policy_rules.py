@@ -214,3 +214,35 @@ def test_what_an_episode_kept_ends_with_it(end: str) -> None:
     p.episode_over("u1", SERIES) if end == "episode_over" else p.forget_pods(set())
     assert decide(p, now=T0 + 201).action == "delete"
     assert p.evidence("u1", SERIES) is None
+
+
+@pytest.mark.parametrize(("outcome", "charged", "then"), [
+    ("done", True, "episode"),  # applied: charged as of its answer, the episode acted on
+    ("lost", True, "retry"),  # may have been applied: charged (fail closed), sent again next cycle
+    ("not_found", False, "enforce"), ("conflict", False, "enforce"), ("refused", False, "enforce"),
+    ("fenced", False, "enforce"), ("unrecorded", False, "enforce"),  # not applied, nothing to settle
+])
+def test_settle_accounts_for_a_removal_from_its_outcome_alone(outcome: str, charged: bool, then: str) -> None:
+    """Issue 38: settle is pure: charge, retry and the episode from the actuator's outcome, nothing else read."""
+    p = policy(max_deletions=1, max_deletions_per_namespace=1)
+    p.settle(outcome, T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None, again=False,  # type: ignore[arg-type]
+             pending="what to report")
+    assert (p.view(T0 + 200)["budget"]["cluster"]["used"], decide(p, now=T0 + 201).rule) == (int(charged), then)
+    assert p.unsettled == ({"u1": "what to report"} if outcome == "lost" else {})
+    p.resolved("u1", SERIES)  # seen gone after all: acted on, nothing left unsettled
+    assert (decide(p, now=T0 + 201).rule, p.unsettled) == ("episode", {})
+
+
+@pytest.mark.parametrize("outcome", ["done", "lost", "not_found", "refused", "fenced"])
+def test_settle_moves_a_retry_to_its_own_send_and_never_charges_it_twice(outcome: str) -> None:
+    """A removal sent again after a lost answer: its ledger record was written again, so its charge moves to this
+    answer (a whole window from the last send), whatever it came to; still one charge, never two."""
+    p = policy(max_deletions=5, max_deletions_per_namespace=5)
+    p.settle("lost", T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None, again=False)
+    p.settle(outcome, T0 + 900, uid="u1", series=SERIES, namespace="llm", owner=None, again=True)  # type: ignore[arg-type]
+    assert p.view(T0 + 900)["budget"]["cluster"]["used"] == 1
+    assert p.view(T0 + 1400)["budget"]["cluster"]["used"] == 1  # the 600 s window counts from the retry
+    p = policy(max_deletions=5, max_deletions_per_namespace=5)
+    p.settle("lost", T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None, again=False)
+    p.settle("unrecorded", T0 + 900, uid="u1", series=SERIES, namespace="llm", owner=None, again=True)
+    assert p.view(T0 + 1400)["budget"]["cluster"]["used"] == 0  # no record written again: not moved

@@ -31,9 +31,9 @@ class Defect:
 
 
 DEFECTS = (
-    Defect("lost-delete-budget", "budget bypass on a lost DELETE answer (not charged)", "controller/remediator.py",
-           '        elif applied.outcome in ("done", "lost"):\n            self._charge(target, verb)',
-           '        elif applied.outcome == "done":\n            self._charge(target, verb)'),
+    Defect("lost-delete-budget", "budget bypass on a lost DELETE answer (not charged)", "core/policy.py",
+           '        elif outcome in ("done", "lost"):\n            self.record_deletion(',
+           '        elif outcome == "done":\n            self.record_deletion('),
     Defect("ledger-after-delete", "the ledger written after the DELETE", "controller/actuator.py",
            "        if self.ledger is not None and not self.ledger.intend(pod.namespace, pod.name, pod.uid):",
            "        if self.ledger is not None and False:"),
@@ -87,8 +87,8 @@ DEFECTS = (
     Defect("recheck-skipped", "no fresh GET re-check before acting (stale LIST acted on)", "controller/remediator.py",
            "        changed = recheck(pod, namespace, target, require_controller=self.require_controller)",
            "        changed = None"),
-    Defect("no-retry-after-lost", "a swallowed DELETE never retried", "controller/remediator.py",
-           "                self.policy.retry_later(target.uid, key)\n", ""),
+    Defect("no-retry-after-lost", "a swallowed DELETE never retried", "core/policy.py",
+           "            self.retry_later(uid, series)\n", ""),
     Defect("restart-no-reset", "an engine restart (counter reset) not starting a fresh record", "controller/cycle.py",
            "        if pod is not None and pod.restart_count != target.restart_count:",
            "        if False:"),

@@ -144,9 +144,6 @@ class Remediator:
         self.grace_period_s, self.count_waiting = grace_period_s, count_waiting
         self.require_controller = require_controller
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
-        # pod UID -> a removal whose answer was lost with the pod still there (or unreadable): what to report once
-        # the pod is seen gone (:meth:`settle_gone`), or sent again (decision retry)
-        self._unsettled: dict[str, tuple[_Acting, RemovalAction]] = {}
 
     def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
                   seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
@@ -254,18 +251,16 @@ class Remediator:
         from its send, never charged twice), its Events, or the deferral or error it came to."""
         target, key = stall.target, stall.key
         applied = self.actuator.remove(Removal(target, verb, self.grace_period_s), again=retry)
-        if retry and applied.outcome != "unrecorded":  # its ledger record was written again: it counts from now
-            self.policy.recharge(self.clock(), uid=target.uid, namespace=target.namespace)
-        elif applied.outcome in ("done", "lost"):
-            self._charge(target, verb)
+        self.policy.settle(applied.outcome, self.clock(), uid=target.uid, series=key, namespace=target.namespace,
+                           owner=target.owner_key, again=retry, pending=(stall, verb))
+        if applied.outcome in ("done", "lost") and not retry:
+            self.metrics.deletions.labels(verb, target.namespace, target.target_name).inc()  # as the budget counts
         match applied.outcome:
             case "done":
                 note = (f"the {verb} answer was lost ({applied.reason}) and the pod is gone or terminating"
                         if applied.reason else "sent again after a lost answer" if retry else "")
                 return self._removed(stall, verb, note)
             case "lost":  # charged, not seen to happen: sent again next cycle while the stall lasts
-                self.policy.retry_later(target.uid, key)
-                self._unsettled[target.uid] = (stall, verb)
                 return Remediation("error", f"{verb} {target.ref}: {applied.error}: charged to the budgets (fail "
                                    "closed), sent again next cycle with the same UID precondition")
             case "unrecorded":
@@ -284,17 +279,10 @@ class Remediator:
         return Remediation("not_found" if applied.outcome == "not_found" else "conflict",
                           f"nothing {_PAST[verb]} for {target.ref}: {why}")
 
-    def _charge(self, target: WatchedPod, verb: RemovalAction) -> None:
-        """Charge the budgets in memory (the ledger already holds the removal: written ahead of it) and count the
-        removal (vllm_watchdog_deletions_total{action}: what the budget counts), as of the answer: never as of the
-        decision, which the fresh read, the confirmation and the ledger write came after (seconds, at times)."""
-        self.metrics.deletions.labels(verb, target.namespace, target.target_name).inc()
-        self.policy.record_deletion(self.clock(), uid=target.uid, namespace=target.namespace, owner=target.owner_key)
-
     def _settled(self, target: WatchedPod) -> Remediation | None:
         """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
         after all; reported as such (with its Events) instead of being sent again."""
-        unsettled = self._unsettled.get(target.uid)
+        unsettled = self.policy.unsettled.get(target.uid)
         if unsettled is None or self.actuator.gone(target) is not True:
             return None  # still there: sent again; unreadable: the fresh GET below says why
         stall, verb = unsettled
@@ -305,19 +293,18 @@ class Remediator:
         Gone, terminating or replaced: the removal happened; reported as such, with its Events, once. Still
         there (unlisted by a label change, excluded, its namespace opted out): not ours to act on any more; dropped
         without a word (its charge stays). Unreadable: asked again next cycle."""
-        for uid in [uid for uid in self._unsettled if uid not in watched_uids]:
-            stall, verb = self._unsettled[uid]
+        for uid in [uid for uid in self.policy.unsettled if uid not in watched_uids]:
+            stall, verb = self.policy.unsettled[uid]
             fate = self.actuator.gone(stall.target)
             if fate is False:
-                del self._unsettled[uid]
+                del self.policy.unsettled[uid]
             elif fate is True:
                 self._tell(stall.target, stall.key, self._removed(stall, verb, "its answer was lost and the pod is "
                                                                   "gone since"))
 
     def _removed(self, stall: _Acting, verb: RemovalAction, note: str) -> Remediation:
         target, key = stall.target, stall.key
-        self._unsettled.pop(target.uid, None)
-        self.policy.record(target.uid, key)  # the episode is acted on (a retry's included)
+        self.policy.resolved(target.uid, key)  # the episode is acted on (a retry's included)
         done = _PAST[verb]
         if self.policy.first_event(target.uid, key, REASON_DELETED):
             self.events.on_pod_and_owner(target, REASON_DELETED, stall.say(done, "", note), action="Delete")

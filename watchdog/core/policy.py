@@ -69,7 +69,7 @@ from typing import Any, ClassVar
 
 from watchdog.core.detector import window_reached, window_slack
 from watchdog.core.model import WatchedPod
-from watchdog.core.vocab import DecisionAction, DecisionRule, DeferralRule
+from watchdog.core.vocab import DecisionAction, DecisionRule, DeferralRule, WriteOutcome
 
 #: A refused eviction (a PodDisruptionBudget) is tried again after one cycle interval, doubled after each refusal, at
 #: most this many intervals.
@@ -186,6 +186,9 @@ class DeletionPolicy:
         self.started = started
         # (uid, series) -> "dry_run" (announced) | "delete" | "retry" (charged, its answer lost, the pod still there)
         self._acted: dict[tuple[str, str], str] = {}
+        # pod UID -> what to report once its removal whose answer was lost is seen to happen (settle): kept whatever
+        # becomes of the episode, until resolved or the pod, still there, is no longer watched
+        self.unsettled: dict[str, Any] = {}
         self._announced: dict[str, dict[str, str]] = {}  # pod UID -> Event key -> the series whose episode wrote it
         self._deferred: dict[tuple[str, str], set[str]] = {}  # (uid, series) -> the rules already announced
         # (uid, series) -> the deferral holding it as of its last decision: (rule, frees at (monotonic) or None, when)
@@ -477,6 +480,29 @@ class DeletionPolicy:
         """A removal already charged (:meth:`record_deletion`) was not seen to happen (its answer was lost and the
         pod is still there): the next decision for this episode is ``retry``, without charging again."""
         self._acted[(uid, series)] = "retry"
+
+    def settle(self, outcome: WriteOutcome, now: float, *, uid: str, series: str, namespace: str, owner: str | None,
+               again: bool, pending: object = None) -> None:
+        """The accounting of one sent removal, from what it came to (``outcome``, at ``now``: its answer's time)
+        alone: applied or maybe applied (``done``, ``lost``) is charged (fail closed), a removal sent ``again``
+        after a lost answer only moved to this send (its ledger record was written again: never charged twice);
+        ``done`` ends the episode's action, ``lost`` makes it a ``retry`` and keeps ``pending`` (what to report
+        once the pod is seen gone: :attr:`unsettled`) until :meth:`resolved`. Every other outcome charges nothing
+        (an eviction a PDB refused: :meth:`refused`)."""
+        if again and outcome != "unrecorded":
+            self.recharge(now, uid=uid, namespace=namespace)
+        elif outcome in ("done", "lost"):
+            self.record_deletion(now, uid=uid, namespace=namespace, owner=owner)
+        if outcome == "done":
+            self.resolved(uid, series)
+        elif outcome == "lost":
+            self.retry_later(uid, series)
+            self.unsettled[uid] = pending
+
+    def resolved(self, uid: str, series: str) -> None:
+        """The episode's removal happened (answered, or seen after a lost answer): acted on, nothing unsettled."""
+        self.record(uid, series)
+        self.unsettled.pop(uid, None)
 
     def refused(self, uid: str, series: str, now: float, why: str) -> Decision:
         """This episode's eviction was refused at ``now`` (``why``: a PodDisruptionBudget, or several): it is tried
