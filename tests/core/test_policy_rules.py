@@ -34,8 +34,7 @@ def test_a_lost_answer_is_retried_only_while_every_rail_but_the_budgets_allows_i
     """Fresh-eyes finding: the retry skipped the breakers and the unknown budget (a webhook failing for an hour,
     then fixed, removed every wedged pod at once)."""
     p = policy(max_deletions=1, max_deletions_per_namespace=1)
-    p.record_deletion(T0 + 200, uid="u1", namespace="llm", owner=None)
-    p.retry_later("u1", SERIES)
+    p.settle("lost", T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None, again=False)
     assert decide(p, now=T0 + 201) == RETRY  # the budgets (used by this very removal) do not hold it
     assert decide(p, now=T0 + 201, mode="dry-run").action == "dry_run"  # flipped to dry-run: not sent again
     assert decide(p, now=T0 + 201, leader=False).rule == "not_leader"
@@ -44,8 +43,7 @@ def test_a_lost_answer_is_retried_only_while_every_rail_but_the_budgets_allows_i
     p.begin_cycle(T0 + 202, watched=10, bad=5)
     assert decide(p, now=T0 + 203).rule == "breaker"
     p = policy(max_deletions=1, max_deletions_per_namespace=1)
-    p.record_deletion(T0 + 200, uid="u1", namespace="llm", owner=None)
-    p.retry_later("u1", SERIES)
+    p.settle("lost", T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None, again=False)
     p.forget_budget()
     assert decide(p, now=T0 + 201).rule == "budget_unknown"
     p.restore([])
@@ -63,7 +61,7 @@ def test_a_retry_is_charged_from_its_own_send() -> None:
     hour later counted nowhere and other pods were removed past the budget."""
     p = policy(max_deletions=1, max_deletions_per_namespace=1, deletion_window_seconds=600.0)
     p.record_deletion(T0 + 200, uid="u1", namespace="llm", owner=None)
-    p.recharge(T0 + 3600, uid="u1", namespace="llm")  # sent again an hour later
+    p.settle("done", T0 + 3600, uid="u1", series=SERIES, namespace="llm", owner=None, again=True)  # an hour later
     assert decide(p, "u2", ns="other", now=T0 + 3700).rule == "budget"
     assert p.view(T0 + 3700)["budget"]["cluster"]["used"] == 1  # one entry per pod, never two
     assert decide(p, "u2", ns="other", now=T0 + 4200).action == "delete"

@@ -32,8 +32,8 @@ class Defect:
 
 DEFECTS = (
     Defect("lost-delete-budget", "budget bypass on a lost DELETE answer (not charged)", "core/policy.py",
-           '        elif outcome in ("done", "lost"):\n            self.record_deletion(',
-           '        elif outcome == "done":\n            self.record_deletion('),
+           '        if (again and outcome != "unrecorded") or outcome in ("done", "lost"):',
+           '        if (again and outcome != "unrecorded") or outcome == "done":'),
     Defect("ledger-after-delete", "the ledger written after the DELETE", "controller/actuator.py",
            "        if self.ledger is not None and not self.ledger.intend(pod.namespace, pod.name, pod.uid):",
            "        if self.ledger is not None and False:"),
@@ -88,7 +88,7 @@ DEFECTS = (
            "        changed = recheck(pod, namespace, target, require_controller=self.require_controller)",
            "        changed = None"),
     Defect("no-retry-after-lost", "a swallowed DELETE never retried", "core/policy.py",
-           "            self.retry_later(uid, series)\n", ""),
+           '            self._acted[(uid, series)] = "retry"\n', ""),
     Defect("restart-no-reset", "an engine restart (counter reset) not starting a fresh record", "controller/cycle.py",
            "        if pod is not None and pod.restart_count != target.restart_count:",
            "        if False:"),

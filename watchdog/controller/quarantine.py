@@ -43,7 +43,7 @@ from watchdog.core.quarantine import (
     read_fleet,
     wanted,
 )
-from watchdog.core.vocab import QuarantineChange
+from watchdog.core.vocab import QuarantineChange, WriteOutcome
 
 log = logging.getLogger("watchdog.controller.quarantine")
 
@@ -119,12 +119,12 @@ class Quarantine:
                     continue
             if change is None:
                 continue
-            written = self._write(target, change, _evidence(pod))
-            if written == "fenced":  # lost the Lease mid-cycle: write nothing more
+            outcome = self._write(target, change, _evidence(pod))
+            if outcome == "fenced":  # lost the Lease mid-cycle: write nothing more
                 break
-            if written == "written":
+            if outcome == "done":
                 changed.append(target.ref)
-            if change == "quarantined" and written in ("written", "lost"):  # a lost drain counts (fail closed)
+            if change == "quarantined" and outcome in ("done", "lost"):  # a lost drain counts (fail closed)
                 share.drain(gated.owner_key, gated.ready)
         drained_now = Counter((t.namespace, t.target_name) for t, _ in judged if t.uid in self.fleet.gated
                               and self.current(t.uid) == "False")
@@ -138,16 +138,15 @@ class Quarantine:
         self.metrics.quarantine_held.labels(rule, target.namespace, target.target_name).inc()
         log.info("quarantine of %s held back: %s", target.ref, why, extra=facts(target, rule=rule, reason=why))
 
-    def _write(self, target: WatchedPod, change: QuarantineChange, evidence: str) -> str:
-        """Patch the gate: "written", "lost" (no answer or 5xx: it may have been applied), or "not_written" (a
-        refusal, or the pod gone or replaced: not an error), or "fenced" (held back: not sent)."""
+    def _write(self, target: WatchedPod, change: QuarantineChange, evidence: str) -> WriteOutcome:
+        """Patch the gate through the actuator and say it; what it came to (a pod gone or replaced: not an error)."""
         drain = change == "quarantined"
         message = (f"Quarantined by vllm-stall-watchdog: {evidence}" if drain else
                    f"Engine idle or progressing ({evidence})")
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         applied = self.actuator.apply(GateChange(target, condition))
         if applied.outcome == "fenced":
-            return "fenced"
+            return applied.outcome
         if applied.outcome in ("lost", "refused"):
             lost = applied.outcome == "lost"
             if lost and drain:
@@ -156,11 +155,11 @@ class Quarantine:
             log.warning("could not set %s=%s on %s: %s%s", GATE_CONDITION, condition["status"], target.ref,
                         applied.error, "; the answer was lost: counted as written until the next LIST shows it "
                         "(fail closed)" if lost else "", extra=facts(target, result="error", reason=applied.error))
-            return "lost" if lost else "not_written"
+            return applied.outcome
         if applied.outcome != "done":
             log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, applied.outcome,
                      extra=facts(target, result=applied.outcome))
-            return "not_written"
+            return applied.outcome
         self.written[target.uid] = condition["status"]
         self.metrics.quarantine_changes.labels(change, target.namespace, target.target_name).inc()
         log.log(logging.INFO if change == "admitted" else logging.WARNING, "readiness gate of %s %s: %s=%s (%s)",
@@ -171,4 +170,4 @@ class Quarantine:
             self.events.on_pod_and_owner(target, REASON_QUARANTINED if drain else REASON_RELEASED, f"Pod {target.ref} "
                                          f"{what}: readiness gate {GATE_CONDITION}={condition['status']}; {evidence}.")
         self._held = {k for k in self._held if k[0] != target.uid}
-        return "written"
+        return applied.outcome

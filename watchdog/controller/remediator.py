@@ -15,19 +15,15 @@
 5. writes the evidence (:mod:`watchdog.controller.evidence`: the episode's signal history, the confirmation
    scrape's values, the log tail when enabled; in dry-run too, with the cycle's values) — the slow read comes
    BEFORE the leadership fence, never between the fence and the write;
-6. sends the removal through the actuator's one removal protocol (:meth:`watchdog.controller.actuator.Actuator.
-   remove`: the ledger intent AHEAD of it (write-ahead; not written: deferred, rule ``ledger``), the leadership
-   fence right before the write, the DELETE (or, with ``action: evict``, the eviction, so PodDisruptionBudgets
-   hold; a 429 is a deferral, never turned into a delete, its ledger intent withdrawn (a tenant's own PDB never
-   spends the budget nor fills the ledger) and the eviction tried again after a backoff, the episode's evidence
-   record kept once) with ``preconditions.uid`` (a pod re-created under the same name is never hit) and the pod's own grace period unless configured, the GET after a lost answer, the intent
-   withdrawn on a definite "not applied"). 404 and 409 mean nothing to do and a refused request (4xx) is not
-   retried. A LOST answer (timeout, 5xx: the server may have applied it) is charged to the budgets (fail closed):
-   the GET showing it gone or terminating means removed, with its Events; still there (or unreadable) means the
-   removal is sent again on the next cycle that still finds the stall (decision ``retry``: same UID precondition,
-   not charged again);
-7. charges the budgets, records ``StalledPodDeleted`` Events (pointing to the evidence) on the pod and its top
-   controller owner, and tells the node escalation (if enabled) which node the pod ran on.
+6. sends the removal (a DELETE, or with ``action: evict`` an eviction, so PodDisruptionBudgets hold) through the
+   actuator's one removal protocol (:meth:`~watchdog.controller.actuator.Actuator.remove`: ledger intent, fence,
+   UID precondition, the GET after a lost answer) with the pod's own grace period unless configured;
+7. settles its outcome: the accounting in the pure :meth:`~watchdog.core.policy.DeletionPolicy.settle` (a lost
+   answer charged, fail closed, and sent again next cycle while the stall lasts: decision ``retry``), then says it:
+   ``StalledPodDeleted`` Events (pointing to the evidence) on the pod and its top controller owner and the node
+   escalation told (done), a deferral (the ledger not written: ``ledger``; the fence: ``not_leader``; a
+   PodDisruptionBudget's 429, never turned into a delete: ``pdb``, tried again after a backoff), or nothing to do
+   (404, 409) or an error (a refusal, not retried; a lost answer).
 
 Events are best effort (:mod:`watchdog.adapters.events`): a failure is logged and counted, never raised, and never
 blocks the delete; one per pod, reason and rule per stall episode, however many engine series the pod has.

@@ -5,7 +5,7 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
 1. *One decision per stall episode and mode*: a pod+engine series already acted on is skipped until its
    engine leaves the stalled state (``episode_over``) or the pod goes; a dry-run announcement does not count
    once the namespace (or the global setting) is flipped to enforce: that is a new decision. An episode whose
-   removal was charged but not seen to happen (its answer lost, the pod still there: :meth:`retry_later`) is
+   removal was charged but not seen to happen (its answer lost, the pod still there: :meth:`settle`) is
    decided ``retry`` instead, unless paused or not the leader: sent again, never charged twice.
 2. *Not the leader* (``not_leader``, a deferral): a standby decides nothing else, so it never reaches the
    dry-run (no ``StalledPodDryRun`` Event, no evidence record, no log read) nor any other rule; the leader
@@ -465,38 +465,27 @@ class DeletionPolicy:
         self._acted[(uid, series)] = "dry_run" if action == "dry_run" else "delete"
 
     def record_deletion(self, now: float, *, uid: str, namespace: str, owner: str | None) -> None:
-        """A pod was deleted (or evicted): charge the budgets and block its owner until a replacement is Ready. The
-        episode is marked acted on (:meth:`record`) or to be sent again (:meth:`retry_later`) by the caller."""
-        self.recharge(now, uid=uid, namespace=namespace)
+        """A pod was deleted (or evicted) at ``now``: charge the budgets (one entry per pod: a removal sent again
+        after a lost answer counts for a whole window from its last send, never less) and block its owner until a
+        replacement is Ready."""
+        self._deletions = deque(sorted([d for d in self._deletions if d[2] != uid] + [(now, namespace, uid)]))
         if owner is not None:
             self._blocked_owners[owner] = now
-
-    def recharge(self, now: float, *, uid: str, namespace: str) -> None:
-        """Charge the budgets for pod ``uid`` from ``now`` on: one entry per pod, its time moved to this send (a
-        removal sent again after a lost answer counts for a whole window from its last send, never less)."""
-        self._deletions = deque(sorted([d for d in self._deletions if d[2] != uid] + [(now, namespace, uid)]))
-
-    def retry_later(self, uid: str, series: str) -> None:
-        """A removal already charged (:meth:`record_deletion`) was not seen to happen (its answer was lost and the
-        pod is still there): the next decision for this episode is ``retry``, without charging again."""
-        self._acted[(uid, series)] = "retry"
 
     def settle(self, outcome: WriteOutcome, now: float, *, uid: str, series: str, namespace: str, owner: str | None,
                again: bool, pending: object = None) -> None:
         """The accounting of one sent removal, from what it came to (``outcome``, at ``now``: its answer's time)
         alone: applied or maybe applied (``done``, ``lost``) is charged (fail closed), a removal sent ``again``
         after a lost answer only moved to this send (its ledger record was written again: never charged twice);
-        ``done`` ends the episode's action, ``lost`` makes it a ``retry`` and keeps ``pending`` (what to report
-        once the pod is seen gone: :attr:`unsettled`) until :meth:`resolved`. Every other outcome charges nothing
-        (an eviction a PDB refused: :meth:`refused`)."""
-        if again and outcome != "unrecorded":
-            self.recharge(now, uid=uid, namespace=namespace)
-        elif outcome in ("done", "lost"):
-            self.record_deletion(now, uid=uid, namespace=namespace, owner=owner)
+        ``done`` ends the episode's action, ``lost`` makes its next decision ``retry`` and keeps ``pending`` (what
+        to report once the pod is seen gone: :attr:`unsettled`) until :meth:`resolved`. Every other outcome charges
+        nothing (an eviction a PDB refused: :meth:`refused`)."""
+        if (again and outcome != "unrecorded") or outcome in ("done", "lost"):
+            self.record_deletion(now, uid=uid, namespace=namespace, owner=None if again else owner)
         if outcome == "done":
             self.resolved(uid, series)
         elif outcome == "lost":
-            self.retry_later(uid, series)
+            self._acted[(uid, series)] = "retry"
             self.unsettled[uid] = pending
 
     def resolved(self, uid: str, series: str) -> None:
