@@ -91,14 +91,12 @@ class Quarantine:
         ``facts``: the cycle's (whether this replica holds the Lease this cycle)."""
         if not self.enabled:
             return []
-        leader = facts.leader
-        if not leader:  # a standby writes nothing; once leader again it starts from the LIST, not from its memory
+        if not facts.leader:  # a standby writes nothing; once leader again it starts from the LIST, not its memory
             self.written.clear()
-        self.written = {uid: s for uid, s in self.written.items() if uid in self.fleet.gated}
-        self._held = {k for k in self._held if k[0] in self.fleet.gated}
-        if not leader:
             self.metrics.set_per_workload(self.metrics.quarantined, {})
             return []
+        self.written = {uid: s for uid, s in self.written.items() if uid in self.fleet.gated}
+        self._held = {k for k in self._held if k[0] in self.fleet.gated}
         now = self.clock()
         drained = {uid: p.owner_key for uid, p in self.fleet.gated.items() if self.current(uid) == "False"}
         share = OwnerShare(self.fleet, self.rails.quarantine_max_owner_fraction, drained)
