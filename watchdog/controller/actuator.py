@@ -15,11 +15,8 @@ leader election the fence always holds.
 
 A pod write's answer comes back as one closed :class:`Applied` outcome (:func:`watchdog.core.policy.ambiguous`
 sorts a failed request, here alone): a definite answer (2xx, or a 4xx refusal) was applied or not; a lost one (no
-answer, 5xx) may have been applied. A removal is the whole protocol in :meth:`Actuator.remove`: its ledger intent
-(write-ahead), the fence, the DELETE or eviction, a GET after a lost answer (gone, terminating or replaced: it was
-applied), the intent withdrawn on a definite "not applied"; its caller settles the outcome (charges a lost one to
-every rail it counts against: fail closed). The other writes (taints, the ledger, Events) raise as before: their
-callers have one way each to fail.
+answer, 5xx) may have been applied. A removal is the whole protocol (:meth:`Actuator.remove`). The other writes
+(taints, the ledger, Events) raise: their callers have one way each to fail.
 """
 
 from __future__ import annotations
@@ -132,13 +129,11 @@ class Actuator:
             pod.namespace, pod.name, pod.uid, change.condition))
 
     def remove(self, removal: Removal, *, again: bool = False) -> Applied:
-        """The whole removal protocol for one decided :class:`Removal`, the pod's UID as its precondition: its
-        ledger intent first (none written: ``unrecorded``, nothing sent), then the fence and the DELETE or eviction;
-        after a lost answer a GET (:meth:`gone`): applied (``done``, ``reason`` the lost answer's) or not seen to be
-        (``lost``, the error saying what the GET showed); a definite "not applied" (refused, gone, replaced)
-        withdraws the intent. ``again``: sent again after a lost answer: its intent is written again (counting from
-        this send) and never withdrawn (the first request may have been applied). Any action but delete or evict
-        is refused before anything is written (never a delete by default: ValueError)."""
+        """The whole removal protocol, the pod's UID as its precondition: the ledger intent (not written:
+        ``unrecorded``, nothing sent), the fence, the DELETE or eviction, after a lost answer a GET (:meth:`gone`:
+        applied is ``done`` with the lost ``reason``, else ``lost``), the intent withdrawn on a definite "not
+        applied" unless sent ``again`` after a lost answer (the first may have been applied). Any action but delete
+        or evict is refused before anything is written (never a delete by default: ValueError)."""
         pod, verb = removal.pod, removal.action
         if verb not in ("delete", "evict"):
             raise ValueError(f"remove: {verb!r} is not a removal (delete or evict)")

@@ -242,9 +242,7 @@ class Remediator:
         return fresh
 
     def _remove(self, stall: _Acting, verb: RemovalAction, now: float, *, retry: bool) -> Remediation:
-        """The removal, sent through the actuator's one protocol (:meth:`Actuator.remove`), then settled: charged
-        as of its answer when it was or may have been applied (a lost answer: fail closed; a retry's record counts
-        from its send, never charged twice), its Events, or the deferral or error it came to."""
+        """The removal sent (:meth:`Actuator.remove`), settled (:meth:`DeletionPolicy.settle`) and said."""
         target, key = stall.target, stall.key
         applied = self.actuator.remove(Removal(target, verb, self.grace_period_s), again=retry)
         self.policy.settle(applied.outcome, self.clock(), uid=target.uid, series=key, namespace=target.namespace,

@@ -177,8 +177,10 @@ class DeletionPolicy:
     Its state changes only through its methods: :meth:`begin_cycle` (once per cycle), :meth:`restore` and
     :meth:`forget_budget` (the deletion history read back after a restart or a leadership change; until the
     first :meth:`restore` the budget is unknown and every deletion is deferred — fail closed, unless
-    ``budget_known`` says there is nothing to read back), :meth:`record` / :meth:`record_deletion` (what the
-    remediator did), :meth:`episode_over` and :meth:`forget_pods`.
+    ``budget_known`` says there is nothing to read back), :meth:`record` / :meth:`record_deletion` /
+    :meth:`settle` / :meth:`resolved` (what the remediator did and what it came to), :meth:`episode_over` and
+    :meth:`forget_pods`; only :attr:`unsettled` is dropped by the remediator too, for a pod still there that is no
+    longer watched.
     """
 
     def __init__(self, rails: Rails, started: float = 0.0, *, budget_known: bool = True) -> None:
@@ -474,12 +476,9 @@ class DeletionPolicy:
 
     def settle(self, outcome: WriteOutcome, now: float, *, uid: str, series: str, namespace: str, owner: str | None,
                again: bool, pending: object = None) -> None:
-        """The accounting of one sent removal, from what it came to (``outcome``, at ``now``: its answer's time)
-        alone: applied or maybe applied (``done``, ``lost``) is charged (fail closed), a removal sent ``again``
-        after a lost answer only moved to this send (its ledger record was written again: never charged twice);
-        ``done`` ends the episode's action, ``lost`` makes its next decision ``retry`` and keeps ``pending`` (what
-        to report once the pod is seen gone: :attr:`unsettled`) until :meth:`resolved`. Every other outcome charges
-        nothing (an eviction a PDB refused: :meth:`refused`)."""
+        """The accounting of one sent removal from its ``outcome`` alone, at ``now`` (its answer's time): applied or
+        maybe applied is charged (fail closed), one sent ``again`` moved to this send (never charged twice); ``lost``
+        makes the next decision ``retry`` and keeps ``pending`` (:attr:`unsettled`) until :meth:`resolved`."""
         if (again and outcome != "unrecorded") or outcome in ("done", "lost"):
             self.record_deletion(now, uid=uid, namespace=namespace, owner=None if again else owner)
         if outcome == "done":
