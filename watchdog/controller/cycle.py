@@ -14,8 +14,7 @@ a window of whole intervals by one interval, at random); the prompt pods are scr
 deletion reads the pod again after every stamp of its cycle. Source prometheus: Prometheus' own sample times
 moved onto it (``promsource``; a sample already fed is not fed again). Each target's pods are read by its
 :class:`~watchdog.controller.ports.Source` (``source`` per target); reading and judging never ask which one it is
-(only the source-health tally is kept per kind of source: ``vllm_watchdog_source_up{source}``). Every
-collaborator is built by :mod:`watchdog.controller.wiring`.
+(only ``vllm_watchdog_source_up{source}`` is kept per kind). Every collaborator is built by :mod:`.wiring`.
 
 API requests: namespaces and pods from ``listing`` (``run``: the watch-based cache) cost none, else 1 + 1 LIST per
 target; plus the brake's ConfigMap GET, a few GETs/DELETE/Events per remediation, and Prometheus' queries.

@@ -143,8 +143,6 @@ class Quarantine:
                    f"Engine idle or progressing ({evidence})")
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         applied = self.actuator.apply(GateChange(target, condition))
-        if applied.outcome == "fenced":
-            return applied.outcome
         if applied.outcome in ("lost", "refused"):
             lost = applied.outcome == "lost"
             if lost and drain:
@@ -154,9 +152,10 @@ class Quarantine:
                         applied.error, "; the answer was lost: counted as written until the next LIST shows it "
                         "(fail closed)" if lost else "", extra=facts(target, result="error", reason=applied.error))
             return applied.outcome
-        if applied.outcome != "done":
+        if applied.outcome in ("not_found", "conflict"):  # fenced: the actuator said so
             log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, applied.outcome,
                      extra=facts(target, result=applied.outcome))
+        if applied.outcome != "done":
             return applied.outcome
         self.written[target.uid] = condition["status"]
         self.metrics.quarantine_changes.labels(change, target.namespace, target.target_name).inc()

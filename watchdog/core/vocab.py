@@ -30,9 +30,8 @@ DecisionAction = Literal["delete", "retry", "dry_run", "defer", "skip"]
 NamespaceMode = Literal["enforce", "dry-run"]
 #: How a stalled pod is removed (setting ``action``).
 RemovalAction = Literal["delete", "evict"]
-#: What one pod write (a removal, a readiness-gate patch) came to, from the API's answer (controller.actuator.Applied):
-#: done; not applied for a reason (the pod gone, replaced, a PDB, refused, the fence, the ledger not written:
-#: unrecorded); or lost (may have been applied).
+#: What one pod write (a removal, a readiness-gate patch) came to (controller.actuator.Applied): done; not applied
+#: (the pod gone, replaced, a PDB, refused, the fence, the ledger not written: unrecorded); or lost (may be applied).
 WriteOutcome = Literal["done", "not_found", "conflict", "blocked", "several_pdbs", "refused", "lost", "fenced",
                        "unrecorded"]
 #: The setting ``action``: a removal, or ``quarantine`` (drain through the readiness gate only, never remove).
