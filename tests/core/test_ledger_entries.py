@@ -72,3 +72,13 @@ def test_deletions_use_the_window_whatever_namespace_they_name() -> None:
     got = deletions(entries, now=50.0, wall_now=10_000.0, window_s=W)
     assert got == [(-50.0, "b", "u2"), (0.0, "c", "u3")]  # u1 is 1,000 s old
     assert json.loads(render(entries)[DATA_KEY])[0] == {"t": 9000.0, "namespace": "a", "pod": "p1", "uid": "u1"}
+
+
+def test_an_entry_counts_from_the_latest_its_removal_can_have_been_applied() -> None:
+    """An entry is stamped before its ledger PUT and its DELETE (each within apiTimeoutSeconds): it counts from
+    ``sent_within_s`` after its stamp, so a slow DELETE can never free its slot early (sim seed 6417: a DELETE
+    applied 6 s after its stamp let a third removal in 144 s of a 150 s window after a failover)."""
+    entries = [LedgerEntry(9_400.0, "a", "p1", "u1")]  # W = 600: exactly one window old at wall 10,000
+    assert deletions(entries, now=50.0, wall_now=10_000.0, window_s=W) == []
+    assert deletions(entries, now=50.0, wall_now=10_000.0, window_s=W, sent_within_s=20.0) == [(-530.0, "a", "u1")]
+    assert deletions(entries, now=50.0, wall_now=10_020.0, window_s=W, sent_within_s=20.0) == []

@@ -67,7 +67,8 @@ DEFECTS = (
            "        if s.owner is not None and s.owner in self._blocked_owners:",
            "        if False:"),
     Defect("budget-not-restored", "the budget not restored from the ledger after a restart", "controller/budget.py",
-           "    restored = ledger_deletions(entries, now=now, wall_now=ledger.clock(), window_s=window)",
+           "    restored = ledger_deletions(entries, now=now, wall_now=ledger.clock(), window_s=window,\n"
+           "                                sent_within_s=ledger.sent_within_s)",
            "    restored = []"),
     Defect("lost-answer-withdrawn", "a lost answer's ledger intent withdrawn (fail open)",
            "controller/actuator.py",

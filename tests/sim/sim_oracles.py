@@ -66,6 +66,7 @@ class Facts:
     max_deletions: int = 2
     max_per_namespace: int = 1
     deletion_window: float = 600.0
+    ledger_margin: float = 0.0  # a ledger entry counts this much past the window (written ahead of its send)
     leader_election: bool = False
     ledger: bool = True
     quiet_from: float = float("inf")
@@ -213,31 +214,35 @@ def live(f: Facts) -> list[str]:
                            *(t + pod.window for t in f.restarts)])
         if f.now - judged_from < pod.window + LIVENESS_INTERVALS * f.interval:
             continue
-        rule = last_deferral(f.writes, pod.uid)
+        rules = deferrals(f.writes, pod.uid, since)
         held = justified(f, pod)
-        if rule is None and not held:
+        if not rules and not held:
             out.append(f"t={f.now:.0f} pod {pod.namespace}/{pod.uid} wedged since {since:.0f} and neither removed "
                        f"nor held by a rail that applies")
-        elif rule is not None and rule not in held and pod.uid not in f.failed_events:
-            out.append(f"t={f.now:.0f} pod {pod.namespace}/{pod.uid} wedged since {since:.0f} held by rule {rule}, "
-                       f"which does not apply (applies: {', '.join(sorted(held)) or 'none'})")
+        elif rules and not rules & held and pod.uid not in f.failed_events:
+            applies = ", ".join(sorted(held)) or "none"
+            out.append(f"t={f.now:.0f} pod {pod.namespace}/{pod.uid} wedged since {since:.0f} held by rule "
+                       f"{', '.join(sorted(rules))}, which does not apply (applies: {applies})")
     return out
 
 
-def last_deferral(writes: Iterable[Write], uid: str) -> str | None:
-    rule = None
+def deferrals(writes: Iterable[Write], uid: str, since: float = 0.0) -> set[str]:
+    """The rules the pod's deferral Events named since ``since`` (its wedge): one Event per episode and rule, so
+    a pod held by a rule announced earlier in the episode (PDB, then budget, then PDB again) has no newer Event."""
+    rules = set()
     for w in writes:
-        if w.verb == "event" and w.key == uid and w.detail.get("reason") == "StalledPodDeletionDeferred":
+        if (w.verb == "event" and w.key == uid and w.t >= since
+                and w.detail.get("reason") == "StalledPodDeletionDeferred"):
             message = str(w.detail.get("message", ""))
             if "rule " in message:
-                rule = message.split("rule ", 1)[1].split(",", 1)[0].strip()
-    return rule
+                rules.add(message.split("rule ", 1)[1].split(",", 1)[0].strip())
+    return rules
 
 
 def justified(f: Facts, pod: PodFacts) -> set[str]:
     """The deferral rules that hold for ``pod`` at ``f.now`` from the API's side (and the ground truth)."""
     held: set[str] = set()
-    recent = [w for w in f.removals() if w.t > f.now - f.deletion_window]
+    recent = [w for w in f.removals() if w.t > f.now - f.deletion_window - f.ledger_margin]
     ledger = _ledger_uids(f)
     if len(recent) >= f.max_deletions or len(ledger) >= f.max_deletions:
         held.add("budget")
@@ -265,7 +270,7 @@ def _ledger_uids(f: Facts) -> dict[str, str]:
     if not latest:
         return {}
     entries, _ = parse(latest[-1].detail.get("data"))
-    return {e.uid: e.namespace for e in entries if e.t > f.wall0 + f.now - f.deletion_window}
+    return {e.uid: e.namespace for e in entries if e.t > f.wall0 + f.now - f.deletion_window - f.ledger_margin}
 
 
 def _recent_steps(f: Facts) -> list[dict[str, tuple[int, int, int]]]:

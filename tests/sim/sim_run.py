@@ -85,6 +85,7 @@ def facts_of(world: World) -> Facts:
         now=store.t, interval=world.plan.interval,
         dry_run_namespaces=dry, max_deletions=config.max_deletions,
         max_per_namespace=config.max_deletions_per_namespace, deletion_window=config.deletion_window_seconds,
+        ledger_margin=2 * config.api_timeout_seconds if config.budget_ledger else 0.0,
         leader_election=config.leader_election, ledger=config.budget_ledger, quiet_from=world.plan.quiet_from,
         restarts=[*world.starts, *holders], ready=world.ready,
         brake_on=bool(brake and brake["metadata"]["annotations"].get(PAUSE_ANNOTATION) == "true"),

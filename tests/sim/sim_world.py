@@ -388,6 +388,8 @@ class World:
 
     def _restart(self, replica: Replica, why: str) -> None:
         """The process is gone; a new one starts from the cluster alone (nothing remembered)."""
+        if replica not in self.replicas:
+            return  # already killed and restarted (a crash inside a call that froze while the others acted)
         self.crashes.append((self.store.t, replica.name, why))
         self.replicas.remove(replica)  # killed: it releases nothing (its Lease expires on its own)
         self.replicas.append(self._start_replica(replica.name.split("-")[0]))

@@ -17,7 +17,7 @@ CHUNK = 25
 #: (strict xfail); once fixed, it passes and the test says to move it back into the run.
 KNOWN: dict[int, str] = {}
 #: Seeds that once failed for a finding, fixed since: kept in every run as regressions (README "Findings").
-REGRESSIONS = (130, 326, 388, 2088, 3224, 4462)
+REGRESSIONS = (130, 326, 388, 2088, 3224, 4462, 6417, 6630, 6647)
 SEEDS = int(os.environ.get("SIM_SEEDS", "200"))
 FIRST = int(os.environ.get("SIM_FIRST", "0"))
 ONE = os.environ.get("SIM_SEED")

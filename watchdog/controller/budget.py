@@ -29,7 +29,8 @@ def restore_budget(policy: DeletionPolicy, now: float, ledger: DeletionLedger | 
     entries = ledger.read()
     if entries is None:
         return False
-    restored = ledger_deletions(entries, now=now, wall_now=ledger.clock(), window_s=window)
+    restored = ledger_deletions(entries, now=now, wall_now=ledger.clock(), window_s=window,
+                                sent_within_s=ledger.sent_within_s)
     policy.restore(restored)
     log.info("deletion budget restored from the ledger %s: %d removals in the last %g s (merged with this "
              "process's own)", ledger.ref, len(restored), window)

@@ -36,12 +36,14 @@ def server_clock(kube: KubeApi, wall_clock: Clock) -> Clock:
 
 class DeletionLedger:
     """``namespace``/``name``: where the ConfigMap lives; ``window_s``: the deletion budget window; ``clock``: Unix
-    seconds on the API server's clock (:func:`server_clock`)."""
+    seconds on the API server's clock (:func:`server_clock`); ``sent_within_s``: how long after its entry is
+    stamped a removal may still be applied (the write's timeout: the entry is written ahead of the send), so an
+    entry counts, and is kept, that much longer than the window."""
 
     def __init__(self, kube: KubeApi, actuator: Actuator, namespace: str, name: str, window_s: float,
-                 clock: Clock) -> None:
+                 clock: Clock, sent_within_s: float = 0.0) -> None:
         self.kube, self.actuator, self.namespace, self.name = kube, actuator, namespace, name
-        self.window_s, self.clock = window_s, clock
+        self.window_s, self.clock, self.sent_within_s = window_s, clock, sent_within_s
 
     @property
     def ref(self) -> str:
@@ -67,7 +69,7 @@ class DeletionLedger:
         ledger's GET, on the server's clock of that answer."""
         def change(entries: list[LedgerEntry]) -> list[LedgerEntry]:
             entry = LedgerEntry(self.clock(), namespace, pod, uid)
-            return add(entries, entry, wall_now=entry.t, window_s=self.window_s)
+            return add(entries, entry, wall_now=entry.t, window_s=self.window_s + self.sent_within_s)
         return self._update(f"record the removal of {namespace}/{pod} in", change)
 
     def withdraw(self, uid: str) -> bool:
