@@ -62,18 +62,23 @@ class Faults:
     until: float = float("inf")
     calls: int = 0
     taken: list[tuple[int, str, str, float]] = field(default_factory=list)  # (index, call, fault, t)
+    #: The seed's fault pattern (sim_world.PATTERNS), asked before ``draw``: (call, who sent it, what it names) ->
+    #: fault or None. It aims at one rule (a lost DELETE then a crash, a pause inside a removal); drawn, recorded
+    #: in ``schedule`` like the rest (a replay needs no pattern).
+    pattern: Callable[[str, str, str], str | None] | None = None
 
-    def next(self, call: str, choices: tuple[str, ...], t: float) -> str | None:
+    def next(self, call: str, choices: tuple[str, ...], t: float, replica: str = "", name: str = "") -> str | None:
         index, self.calls = self.calls, self.calls + 1
         if t >= self.until:
             return None
         if self.draw is not None:
-            fault = self.draw(index, call, choices)
+            fault = self.pattern(call, replica, name) if self.pattern is not None else None
+            fault = fault if fault is not None else self.draw(index, call, choices)
             if fault is not None:
                 self.schedule[index] = fault
         else:
             fault = self.schedule.get(index)
-            if fault is not None and fault not in choices:
+            if fault is not None and fault.split(":")[0] not in choices:
                 fault = None  # a shrunk schedule may move a fault onto a call it cannot apply to
         if fault is not None:
             self.taken.append((index, call, fault, t))
@@ -109,7 +114,7 @@ class Store:
         self.stale: list[tuple[dict[str, Any], dict[str, Any]]] = []  # earlier (namespaces, pods) views
         self.lease_renewed: dict[str, float] = {}  # holder identity -> truth time of its last Lease write
         self.failed_events: set[str] = set()  # pod UIDs an Event about which was lost or refused
-        self.hook: Callable[[str, str], None] | None = None  # the world's "pause" at a call (replica, call)
+        self.hook: Callable[[str, str, float | None], None] | None = None  # a "pause" (replica, call, seconds)
 
     def next_rv(self) -> str:
         self.rv += 1
@@ -162,12 +167,14 @@ class SimKube:
         return WALL0 + self.store.t
 
     # -- the fault gate ---------------------------------------------------------------------------------------
-    def _gate(self, call: str, choices: tuple[str, ...], namespace: str | None = None) -> str | None:
-        """Count the call, apply a fault that acts before the server (raise), return one that acts after it."""
+    def _gate(self, call: str, choices: tuple[str, ...], namespace: str | None = None, name: str = "") -> str | None:
+        """Count the call, apply a fault that acts before the server (raise), return one that acts after it.
+        ``pause`` freezes the process here for the world's usual time, ``pause:SECONDS`` for that long."""
         self._count += 1
-        fault = self.faults.next(call, choices, self.store.t)
-        if fault == "pause" and self.store.hook is not None:
-            self.store.hook(self.replica, call)  # the process froze here: time passes, the others act
+        fault = self.faults.next(call, choices, self.store.t, self.replica, name)
+        if fault is not None and fault.startswith("pause"):
+            if self.store.hook is not None:  # the process froze here: time passes, the others act
+                self.store.hook(self.replica, call, float(fault[6:]) if fault.startswith("pause:") else None)
             fault = None
         if fault == "crash_before":
             raise Crash(f"{self.replica} killed before {call}")
@@ -221,7 +228,7 @@ class SimKube:
         return _copy(self.store.owners.get((kind, namespace, name)))
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self._gate("get_config_map", READ_FAULTS, namespace)
+        self._gate("get_config_map", READ_FAULTS, namespace, name)
         return _copy(self.store.config_maps.get((namespace, name)))
 
     def get_node(self, name: str) -> dict[str, Any] | None:
@@ -257,7 +264,7 @@ class SimKube:
                          "it is being terminated")
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> DeleteResult:
-        fault = self._gate("delete_pod", WRITE_FAULTS, namespace)
+        fault = self._gate("delete_pod", WRITE_FAULTS, namespace, name)
         pod = self._pod_for_write("delete pod", namespace, name, uid)
         if isinstance(pod, str):
             return "not_found" if pod == "not_found" else "conflict"
@@ -266,7 +273,7 @@ class SimKube:
         return "deleted"
 
     def evict_pod(self, namespace: str, name: str, uid: str, grace_period_s: int | None) -> EvictResult:
-        fault = self._gate("evict_pod", WRITE_FAULTS, namespace)
+        fault = self._gate("evict_pod", WRITE_FAULTS, namespace, name)
         pod = self.store.pods.get((namespace, name))
         if _gone(pod) or namespace not in self.store.namespaces:
             return "not_found"
@@ -341,8 +348,8 @@ class SimKube:
     # -- ConfigMaps, Leases, Events ---------------------------------------------------------------------------
     def _create(self, call: str, table: dict[tuple[str, str], dict[str, Any]], namespace: str,
                 body: dict[str, Any]) -> dict[str, Any]:
-        fault = self._gate(call, WRITE_FAULTS, namespace)
         name = body["metadata"]["name"]
+        fault = self._gate(call, WRITE_FAULTS, namespace, name)
         self._admit_create(call, namespace)
         if (namespace, name) in table:
             raise _error(call, 409, "AlreadyExists")
@@ -350,7 +357,7 @@ class SimKube:
 
     def _replace(self, call: str, table: dict[tuple[str, str], dict[str, Any]], namespace: str, name: str,
                  body: dict[str, Any]) -> dict[str, Any]:
-        fault = self._gate(call, WRITE_FAULTS, namespace)
+        fault = self._gate(call, WRITE_FAULTS, namespace, name)
         stored = table.get((namespace, name))
         if stored is None and call.endswith("lease"):  # a Lease is created by an update (a ConfigMap is not)
             self._admit_create(call, namespace)

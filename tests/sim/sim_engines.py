@@ -11,7 +11,9 @@ An :class:`Engine` is a list of phases (start time, behaviour). Behaviours:
   pod for (or, from a hostile tenant, ``frozen``: the exposition itself frozen while busy: indistinguishable, the
   tenant's own pods only);
 - ``unreachable``: /metrics does not answer (unknown, never evidence);
-- ``restart``: the process restarted at the phase start: counters start again from zero (progressing after).
+- ``restart``: the process restarted at the phase start: counters start again from zero (progressing after);
+- ``rewedged``: the process restarted at the phase start and hangs again at once (a poisoned request replayed):
+  counters from zero, nothing moving; a new wedge, which begins at the restart (the old one ended with its process).
 
 Counters integrate the rates over the phases; ``render`` prints the exposition text the real engine would.
 """
@@ -23,7 +25,9 @@ from dataclasses import dataclass, field
 
 BEHAVIOURS = ("progressing", "idle", "prefill", "sleep", "rl_update", "wedged", "unreachable", "restart")
 #: Behaviours in which an engine is hung (what may justify a removal).
-WEDGED = ("wedged",)
+WEDGED = ("wedged", "rewedged")
+#: Phases that start a new process (the container's restartCount goes up; counters start from zero).
+RESTARTS = ("restart", "rewedged")
 
 
 @dataclass
@@ -42,7 +46,7 @@ class Engine:
     def behaviour(self, t: float) -> str:
         i = bisect.bisect_right(self._starts, t) - 1
         kind = self.phases[max(i, 0)][1]
-        return "progressing" if kind == "restart" else kind
+        return {"restart": "progressing", "rewedged": "wedged"}.get(kind, kind)
 
     def wedged_since(self, t: float) -> float | None:
         """When the wedge going on at ``t`` began (None: not wedged at ``t``), unreachable phases right before it
@@ -74,12 +78,12 @@ class Engine:
         i = bisect.bisect_right(self._starts, t) - 1
         if i < 0 or self.phases[i][1] not in WEDGED:
             return None
-        while i > 0 and self.phases[i - 1][1] in (*WEDGED, "unreachable"):
+        while i > 0 and self.phases[i][1] != "rewedged" and self.phases[i - 1][1] in (*WEDGED, "unreachable"):
             i -= 1  # nothing moves while /metrics is unreachable either: the counters read after it prove it
         return self.phases[i][0]
 
     def restarts(self, t: float) -> int:
-        return sum(1 for s, kind in self.phases if kind == "restart" and s <= t)
+        return sum(1 for s, kind in self.phases if kind in RESTARTS and s <= t)
 
     def values(self, t: float) -> dict[str, float]:
         """The engine's series at ``t`` (frozen expositions: at the moment they froze)."""
@@ -95,9 +99,9 @@ class Engine:
             if start > t:
                 break
             end = min(t, self.phases[i + 1][0]) if i + 1 < len(self.phases) else t
-            if kind == "restart":
+            if kind in RESTARTS:
                 gen = prefill = 0.0
-                kind = "progressing"
+                kind = "progressing" if kind == "restart" else "wedged"
             if kind == "progressing":
                 gen += self.rate * (end - start)
             elif kind == "prefill":

@@ -4,7 +4,9 @@ step by :func:`facts_of`, or by hand in tests/sim/test_oracles.py). Each returns
 
 Safety
 - :func:`removed_only_wedged`: a pod is removed only while one of its engines has been wedged (or its tenant froze
-  its exposition busy) for at least its window less the detector's slack, and never in a dry-run namespace;
+  its exposition busy) for at least its window less the detector's slack (a restart ends a wedge: a process that
+  hangs again after it is a new wedge), never in a dry-run namespace, never after its namespace was set to dry-run or
+  the pod excluded (however stale the LIST that still showed it);
 - :func:`paused_held`: no removal while the run-time brake is set;
 - :func:`budgets_held`: removals in any rolling deletion window <= maxDeletions, and per namespace <=
   maxDeletionsPerNamespace, across restarts, failovers and lost answers (the API's view: what was applied);
@@ -19,7 +21,8 @@ Accounting
 Liveness
 - :func:`live`: after the faults stop, a pod of an honest tenant wedged past ``window + LIVENESS_SLACK_S`` (counted
   from when it could first be judged) is removed, or its last deferral names a rule that holds on the API's side
-  (a ``budget_unknown`` or ``not_leader`` then is a failure). A hostile tenant's pods may hold back only its own.
+  (a ``budget_unknown`` or ``not_leader`` then is a failure). A hostile tenant's pods may hold back only its own;
+- :func:`announced`: such a pod in a dry-run namespace has been announced (a ``StalledPodDryRun`` Event).
 """
 
 from __future__ import annotations
@@ -83,6 +86,12 @@ class Facts:
     brake_log: list[tuple[float, bool]] = field(default_factory=list)  # (t, on): the run-time brake set/released
     unread: list[float] = field(default_factory=list)  # times a ConfigMap GET failed (the brake kept as it was)
     wall0: float = 0.0  # the wall clock at truth time 0 (the ledger's entries are wall times)
+    opt_outs: list[tuple[float, str, str]] = field(default_factory=list)  # (t, "namespace"/"pod", name/UID) opted out
+
+    def opted_out(self, pod: PodFacts, t: float) -> float | None:
+        """When ``pod`` was opted out (its namespace set to dry-run, or the pod excluded) at or before ``t``."""
+        return next((at for at, kind, key in self.opt_outs if at <= t and key == (
+            pod.namespace if kind == "namespace" else pod.uid)), None)
 
     def removals(self) -> list[Write]:
         return [w for w in self.writes if w.verb == "remove"]
@@ -97,6 +106,10 @@ def removed_only_wedged(f: Facts) -> list[str]:
             continue
         if pod.namespace in f.dry_run_namespaces:
             out.append(f"t={w.t:.0f} {w.replica} removed {w.key} in dry-run namespace {pod.namespace}")
+        opted = f.opted_out(pod, w.t)
+        if opted is not None:
+            out.append(f"t={w.t:.0f} {w.replica} removed {pod.namespace}/{w.key}, opted out (namespace to dry-run or "
+                       f"the pod excluded) at t={opted:.0f}")
         since = f.wedged_since(w.key, w.t)
         need = pod.window - window_slack(pod.window)
         if since is None or w.t - since < need:
@@ -199,20 +212,43 @@ def accounted(f: Facts) -> list[str]:
     return out
 
 
+def _overdue(f: Facts, pod: PodFacts) -> float | None:
+    """When the visible wedge of ``pod`` began, if it has lasted its window + LIVENESS_INTERVALS since it could first
+    be judged (Ready, old enough, after the faults stopped, a window after any restart or change of leader)."""
+    since = (f.visibly_wedged_since or f.wedged_since)(pod.uid, f.now)
+    if since is None:
+        return None
+    judged_from = max([since, pod.ready_at, pod.created + pod.window, f.quiet_from,
+                       *(t + pod.window for t in f.restarts)])
+    return since if f.now - judged_from >= pod.window + LIVENESS_INTERVALS * f.interval else None
+
+
+def announced(f: Facts) -> list[str]:
+    """Liveness of dry-run: an honest pod of a dry-run namespace wedged as long as :func:`live` asks has been announced
+    (a StalledPodDryRun Event), unless an Event about it was lost or refused."""
+    out = []
+    told = {w.key for w in f.writes if w.verb == "event" and w.detail.get("reason") == "StalledPodDryRun"}
+    for pod in f.pods.values():
+        if (pod.namespace not in f.dry_run_namespaces or pod.gone or not pod.honest or pod.forbidden
+                or pod.uid in told or pod.uid in f.failed_events):
+            continue
+        since = _overdue(f, pod)
+        if since is not None:
+            out.append(f"t={f.now:.0f} pod {pod.namespace}/{pod.uid} (dry-run) wedged since {since:.0f} and never "
+                       "announced (no StalledPodDryRun Event)")
+    return out
+
+
 def live(f: Facts) -> list[str]:
     """Liveness at ``f.now`` (see the module docstring)."""
     out = []
     removed = {w.key for w in f.removals()}
     for pod in f.pods.values():
         if (pod.gone or pod.uid in removed or not pod.honest or pod.forbidden
-                or pod.namespace in f.dry_run_namespaces):
+                or pod.namespace in f.dry_run_namespaces or f.opted_out(pod, f.now) is not None):
             continue
-        since = (f.visibly_wedged_since or f.wedged_since)(pod.uid, f.now)
+        since = _overdue(f, pod)
         if since is None:
-            continue
-        judged_from = max([since, pod.ready_at, pod.created + pod.window, f.quiet_from,
-                           *(t + pod.window for t in f.restarts)])
-        if f.now - judged_from < pod.window + LIVENESS_INTERVALS * f.interval:
             continue
         rules = deferrals(f.writes, pod.uid, since)
         held = justified(f, pod)
@@ -301,7 +337,7 @@ def _namespace_breaker(f: Facts, namespace: str) -> bool:
 
 
 SAFETY = (removed_only_wedged, paused_held, budgets_held, owner_share_held, writes_fenced, ledger_ahead)
-ALL = (*SAFETY, accounted, live)
+ALL = (*SAFETY, accounted, live, announced)
 
 
 def check(f: Facts, oracles: Iterable[Callable[[Facts], list[str]]] = ALL) -> list[str]:

@@ -62,8 +62,9 @@ def facts_of(world: World) -> Facts:
             holders.append(w.t)
             last = w.detail.get("holder")
     brake = store.config_maps.get((OWN_NS, "watchdog-config"))
-    dry = frozenset(ns for ns, obj in store.namespaces.items()
-                    if (obj["metadata"].get("labels") or {}).get("vllm-watchdog.io/enabled") == "dry-run")
+    flipped = {key for _, kind, key in world.opt_outs if kind == "namespace"}  # dry-run from then on: opt_outs
+    dry = frozenset(ns for ns, obj in store.namespaces.items() if ns not in flipped
+                    and (obj["metadata"].get("labels") or {}).get("vllm-watchdog.io/enabled") == "dry-run")
 
     def wedged_since(uid: str, t: float) -> float | None:
         truth = world.pods[uid]
@@ -95,7 +96,7 @@ def facts_of(world: World) -> Facts:
         failed_events=store.failed_events, brake_log=world.brake_log,
         unread=[t for _, call, fault, t in world.faults.taken if call == "get_config_map" and fault != "pause"],
         crash_times=[c[0] for c in world.crashes],
-        wall0=WALL0)
+        wall0=WALL0, opt_outs=world.opt_outs)
 
 
 def run_seed(seed: int, *, faults: dict[int, str] | None = None, steps: int | None = None,

@@ -32,8 +32,9 @@ from watchdog.controller.brake import Brake
 from watchdog.controller.cycle import Watchdog
 from watchdog.controller.nodes import NodeEscalator
 from watchdog.controller.wiring import build
+from watchdog.core.detector import window_slack
 from watchdog.core.escalation import NodeStallHistory
-from watchdog.core.model import NAMESPACE_LABEL, Target
+from watchdog.core.model import EXCLUDE_ANNOTATION, NAMESPACE_LABEL, Target
 from watchdog.core.policy import PAUSE_ANNOTATION
 
 OWN_NS = "watchdog"
@@ -47,6 +48,17 @@ HOSTILE = ("frozen", "invented", "huge", "forged_events", "odd_owner", "many_nam
 HOT_CALLS = ("delete_pod", "evict_pod", "create_config_map", "replace_config_map", "replace_lease", "get_pod")
 #: World events (chosen by the seed), at a step.
 WORLD_EVENTS = ("brake_on", "brake_off", "rbac_removed", "namespace_deleted", "skew")
+#: Patterns (one per seed, 60% of seeds, drawn from their own stream so that a seed without one is the world it always
+#: was): a combination of faults, wedges and world events that reaches one rule on purpose, where the uniform draws
+#: above would need thousands of seeds (tests/sim/README.md, "Patterns").
+PATTERNS = ("owner_wedge", "tenant_storm", "lost_then_crash", "failover_unread", "delete_fails", "removal_pause",
+            "stale_opt_out", "restart_wedged", "leaderless_dry_run")
+#: Patterns that need two replicas (leader election).
+PATTERNS_ELECTED = ("failover_unread", "removal_pause", "leaderless_dry_run")
+#: Patterns whose faults are the whole schedule (no uniform draws: their crashes would restart the warm-up past the
+#: point the pattern aims at).
+PATTERNS_ALONE = ("lost_then_crash", "failover_unread", "delete_fails", "removal_pause", "stale_opt_out",
+                  "leaderless_dry_run")
 
 
 
@@ -114,6 +126,7 @@ class Plan:
     hostile: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tenant -> behaviours
     events: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # step -> (event, argument)
     fault_rate: float = 0.0
+    pattern: str = ""  # one of PATTERNS, or none
 
 
 class World:
@@ -132,6 +145,10 @@ class World:
                          brake=rng.random() < 0.25, escalation=rng.random() < 0.25,
                          fault_rate=rng.choice((0.0, 0.01, 0.03, 0.06)))
         self.run_steps = min(n, steps) if steps is not None else n
+        self.prng = random.Random(seed * 104729 + 7)  # the pattern's own stream
+        self.plan.pattern = self.prng.choice(PATTERNS) if self.prng.random() < 0.6 else ""
+        self.plan.leader_election |= self.plan.pattern in PATTERNS_ELECTED
+        self.plan.fault_rate *= self.plan.pattern not in PATTERNS_ALONE
         self.config = replace(
             defaults(), window_seconds=rng.choice((45.0, 60.0)), scrape_interval_seconds=interval,
             leader_election=self.plan.leader_election, action=self.plan.action,  # type: ignore[arg-type]
@@ -149,7 +166,8 @@ class World:
             return None
 
         self.faults = Faults(draw=None if faults is not None else draw, schedule=dict(faults or {}),
-                             until=self.plan.quiet_from)
+                             until=self.plan.quiet_from, pattern=self._pattern_fault)
+        self._pattern_state: dict[str, Any] = {}
         self.pods: dict[str, PodTruth] = {}
         self.replica_sets: dict[str, tuple[str, str, str, int]] = {}  # rs key -> (namespace, tenant, profile, dp)
         self.ready: list[tuple[float, str, str]] = []  # (t, owner key, uid): a pod of that owner became Ready
@@ -158,6 +176,7 @@ class World:
         self.unexpected: list[str] = []  # exceptions a cycle should never raise
         self._frozen = False  # a replica is frozen at an API call (a pause): no pause nests inside it
         self.tenants: dict[str, list[str]] = {}  # tenant -> its namespaces
+        self.opt_outs: list[tuple[float, str, str]] = []  # (t, "namespace" or "pod", name or UID): no removal after
         self.bad_by_step: list[dict[str, tuple[int, int, int]]] = []  # ns -> (watched, looks stalled, looks bad)
         self.starts: list[float] = []  # truth times a replica started
         self.brake_log: list[tuple[float, bool]] = []  # (t, on) each time the brake was set or released
@@ -168,6 +187,7 @@ class World:
         self.store.hook = self._pause
         self._build_cluster()
         self._schedule_events()
+        self._apply_pattern()
         for i in range(2 if self.plan.leader_election else 1):
             self.replicas.append(self._start_replica(f"r{i}"))
 
@@ -286,6 +306,120 @@ class World:
         if plan.brake:  # a brake set during the faults is lifted before the quiet end (liveness is judged there)
             plan.events.setdefault(last, []).append(("brake_off", ""))
 
+    # -- patterns ----------------------------------------------------------------------------------------------
+    def _honest(self) -> list[PodTruth]:
+        """Honest pods in enforced namespaces, as built (the patterns' material)."""
+        return [p for p in self.pods.values() if not p.hostile and p.namespace in self.store.namespaces
+                and self.store.namespaces[p.namespace]["metadata"]["labels"].get(NAMESPACE_LABEL) == "true"]
+
+    def _wedge(self, truth: PodTruth, at: float, *phases: tuple[float, str]) -> None:
+        """Engine 0 of ``truth`` progresses until ``at``, then hangs for good (or follows ``phases`` from ``at``)."""
+        old = truth.engines[0]
+        truth.engines[0] = Engine([(truth.created, "progressing"), (max(at, truth.created), "wedged")]
+                                  if not phases else list(phases), rate=old.rate)
+
+    def _apply_pattern(self) -> None:
+        """The seed's pattern (PATTERNS): the wedges, budgets and events it needs; its faults: :meth:`_pattern_fault`."""
+        pattern, prng, plan = self.plan.pattern, self.prng, self.plan
+        honest = self._honest()
+        if not pattern or not honest:
+            plan.pattern = ""
+            return
+        early = sorted(honest, key=lambda p: (p.namespace, p.uid))
+        prng.shuffle(early)
+        if pattern == "owner_wedge":  # two pods of one owner hang together (a bad rollout): the owner rule
+            pod = early[0]
+            if sum(1 for p in self.pods.values() if p.owner == pod.owner) < 2:
+                self._pod(pod.owner, 0.0, (), ready_after=0.0)
+            at = prng.uniform(0, plan.quiet_from)
+            for p in [p for p in self.pods.values() if p.owner == pod.owner]:
+                self._wedge(p, at + prng.uniform(0, 10))
+            self.config = replace(self.config, max_deletions=max(2, self.config.max_deletions),
+                                  max_deletions_per_namespace=2)
+        elif pattern == "tenant_storm":  # every pod of one tenant hangs (its own fault), and one elsewhere: the
+            tenant = early[0].tenant     # fleet breaker must not open for one tenant
+            mine = [p for p in honest if p.tenant == tenant]
+            while len(mine) < 4:
+                mine.append(self._pod(mine[len(mine) % 2 if len(mine) > 1 else 0].owner, 0.0, (), ready_after=0.0))
+            at = prng.uniform(30, plan.quiet_from)
+            for p in mine:
+                self._wedge(p, at + prng.uniform(0, 10))
+            others = [p for p in honest if p.tenant != tenant]
+            if others:
+                self._wedge(others[0], at + prng.uniform(0, 30))
+        elif pattern in ("lost_then_crash", "failover_unread", "delete_fails", "removal_pause"):
+            for p in early[:3]:  # early wedges: their removals come while faults are still drawn
+                self._wedge(p, prng.uniform(0, 40 if pattern == "removal_pause" else 10))
+            if pattern in ("lost_then_crash", "failover_unread"):  # one removal fills the budget
+                self.config = replace(self.config, max_deletions=1, deletion_window_seconds=300.0)
+            elif pattern == "delete_fails":
+                self.config = replace(self.config, max_deletions=max(2, self.config.max_deletions),
+                                      max_deletions_per_namespace=2)
+        elif pattern == "stale_opt_out":  # opted out (namespace to dry-run, pod excluded) while LISTs lag behind
+            pod, quiet = early[0], int(plan.quiet_from / plan.interval)
+            step = prng.randint(5, max(5, quiet - 1))
+            self._wedge(pod, step * plan.interval + 10 - self.config.window_seconds - prng.uniform(0, 15))
+            kind = prng.choice(("ns_dry_run", "exclude"))
+            plan.events.setdefault(step, []).append((kind, pod.namespace if kind == "ns_dry_run" else pod.uid))
+            self._pattern_state["lag"] = (step * plan.interval, (step + 2) * plan.interval)
+            self.config = replace(self.config, max_deletions=3, max_deletions_per_namespace=2)
+        elif pattern == "leaderless_dry_run":  # a dry-run pod's stall is first seen while the leader is gone
+            pod, window = early[0], self.config.window_seconds
+            self.store.namespaces[pod.namespace]["metadata"]["labels"][NAMESPACE_LABEL] = "dry-run"
+            step = prng.randint(5, 7)  # its cycle: killed at its first call, before the faults stop (quiet_from)
+            samples = int(-(-(window - window_slack(window)) // plan.interval))  # cycles from the last progress seen
+            last = (step - samples) * plan.interval + 10  # the cycle that sees its last progress
+            self._wedge(pod, last - prng.uniform(0.5, plan.interval - 0.5))
+            self._pattern_state["kill"] = step * plan.interval + 10
+        elif pattern == "restart_wedged":  # hung from the start (counters at zero), restarted, hung again at once
+            pod = next((p for p in early if p.created == 0.0), early[0])
+            self._wedge(pod, 0.0, (pod.created, "wedged"), (pod.created + prng.uniform(20, 40), "rewedged"))
+
+    def _pattern_fault(self, call: str, replica: str, name: str) -> str | None:
+        """The faults of the seed's pattern (asked before the uniform draw; recorded in the schedule like it)."""
+        pattern, state, prng = self.plan.pattern, self._pattern_state, self.prng
+        removal = call in ("delete_pod", "evict_pod")
+        if pattern == "lost_then_crash" or pattern == "failover_unread":
+            if removal and "sent" not in state:
+                state["sent"] = replica  # the first removal's answer lost (or not), its sender killed soon after
+                state["crash_in"] = prng.randint(1, 6)
+                return "lost" if pattern == "lost_then_crash" else None
+            if "crash_in" in state and replica == state["sent"]:
+                state["crash_in"] -= 1
+                if state["crash_in"] == 0:
+                    del state["crash_in"]
+                    return "crash_before"
+            if (pattern == "failover_unread" and "sent" in state and "crash_in" not in state and "unread" not in state
+                    and call == "get_config_map" and name.endswith("-ledger") and replica == self.holder()
+                    and replica != state["sent"]):
+                state["unread"] = True  # the new leader's first read of the ledger fails
+                return "5xx"
+        elif pattern == "delete_fails" and removal and state.get("failed", 0) < 2:
+            state["failed"] = state.get("failed", 0) + 1  # sent, not applied (a 5xx): the answer is ambiguous
+            return prng.choice(("5xx", "timeout"))
+        elif pattern == "removal_pause" and state.get("pauses", 0) < 4:
+            ledger = name.endswith("-ledger")
+            # before the ledger's write: within the renew deadline but past the fence's margin, or long enough for
+            # the Lease to change hands; inside a write: up to its own timeout (the fence's promise)
+            long = call == "get_config_map" and ledger and state.get(replica) == "get_namespace"  # a removal's
+            short = removal or (ledger and call in ("create_config_map", "replace_config_map"))
+            if (long or short) and prng.random() < 0.7:
+                state["pauses"] = state.get("pauses", 0) + 1
+                seconds = (prng.choice((prng.uniform(5, 9.5), prng.uniform(15, 22))) if long
+                           else prng.uniform(5, self.config.api_timeout_seconds))
+                return f"pause:{seconds:.2f}"
+        elif pattern == "leaderless_dry_run" and call == "list_namespaces" and replica == self.holder():
+            if state["kill"] <= self.store.t < state["kill"] + 5:
+                state["kill"] = -1.0
+                return "crash_before"
+        if pattern == "removal_pause":
+            state[replica] = call  # the replica's previous call (a removal's ledger read follows its fresh GETs)
+        if pattern == "stale_opt_out" and call in ("list_namespaces", "list_pods"):
+            start, end = state["lag"]
+            if start <= self.store.t < end:
+                return "stale"
+        return None
+
     # -- the replicas ------------------------------------------------------------------------------------------
     def _start_replica(self, base: str) -> Replica:
         self._gen += 1
@@ -314,16 +448,18 @@ class World:
         self.starts.append(self.store.t)
         return replica
 
-    def _pause(self, replica: str, call: str) -> None:
-        """The process froze at an API call (a long GC, a throttled CPU): time passes and the other replicas act:
-        their electors step (the Lease may change hands mid-cycle)."""
+    def _pause(self, replica: str, call: str, seconds: float | None = None) -> None:
+        """The process froze at an API call (a long GC, a throttled CPU) for ``seconds`` (None: the world's usual):
+        time passes and the other replicas act: their electors step (the Lease may change hands mid-cycle)."""
         # inside a write no longer than its own timeout (10 s: the fence's promise is about writes that end within
         # it); before a read, long enough for the Lease to change hands
         if self._frozen:  # a pause drawn while another replica is frozen: stepping the frozen replica's elector
             return        # from here would re-enter its step (its lock held up the stack: a deadlock)
         self._frozen = True
         try:
-            self.store.t += 6.0 if call in WRITES else self.rng.choice((6.0, 12.0, 20.0))
+            if seconds is None:
+                seconds = 6.0 if call in WRITES else self.rng.choice((6.0, 12.0, 20.0))
+            self.store.t += seconds
             for other in list(self.replicas):
                 if other.name != replica and other.elector is not None and other in self.replicas:
                     self._guarded(other, other.elector.step)
@@ -434,6 +570,15 @@ class World:
                 if ns == arg and not pod["metadata"].get("deletionTimestamp"):
                     pod["metadata"]["deletionTimestamp"] = _stamp(WALL0 + store.t)
                     pod["_gone_at"] = store.t + 30
+        elif kind == "ns_dry_run" and arg in store.namespaces:
+            store.namespaces[arg]["metadata"]["labels"][NAMESPACE_LABEL] = "dry-run"
+            self.opt_outs.append((store.t, "namespace", arg))
+        elif kind == "exclude":
+            pod = next((p for p in store.pods.values() if p["metadata"]["uid"] == arg), None)
+            if pod is not None:
+                pod["metadata"].setdefault("annotations", {})[EXCLUDE_ANNOTATION] = "true"
+                pod["metadata"]["resourceVersion"] = store.next_rv()
+                self.opt_outs.append((store.t, "pod", arg))
         elif kind == "skew" and self.replicas:
             self.replicas[0].skew = self.rng.choice((-30.0, 30.0, 90.0))
         elif kind == "forged_event":

@@ -119,3 +119,31 @@ def test_live_excuses_the_breaker_only_with_any_one_tenant_left_out() -> None:
     assert "held by rule breaker, which does not apply" in fired[0]
     spread = [{"x": (4, 4, 4), "y": (4, 4, 4), "z": (4, 4, 4), "a": (2, 1, 1)}]
     assert live(facts([held], [pod("A")], {"A": 100.0}, bad_by_step=spread, **base)) == []
+
+
+def test_removed_only_wedged_fires_on_a_removal_after_an_opt_out() -> None:
+    """A namespace set to dry-run, or a pod excluded, before the removal: a violation however stale the LIST that
+    still showed it enforced (the remediator's fresh GET is what must catch it); an opt-out after it is not."""
+    ns_flip = facts([removal(100.0, "A")], [pod("A")], {"A": 0.0}, opt_outs=[(90.0, "namespace", "a")])
+    assert removed_only_wedged(ns_flip) == ["t=100 r0 removed a/A, opted out (namespace to dry-run or the pod "
+                                            "excluded) at t=90"]
+    excluded = facts([removal(100.0, "A")], [pod("A")], {"A": 0.0}, opt_outs=[(95.0, "pod", "A")])
+    assert "opted out" in removed_only_wedged(excluded)[0]
+    later = facts([removal(100.0, "A")], [pod("A")], {"A": 0.0},
+                  opt_outs=[(110.0, "namespace", "a"), (90.0, "pod", "B"), (90.0, "namespace", "b")])
+    assert removed_only_wedged(later) == []
+    assert live(facts([], [pod("A")], {"A": 100.0}, now=400.0, quiet_from=0.0, opt_outs=[(200.0, "pod", "A")])) == []
+
+
+def test_a_restart_ends_a_wedge_in_the_ground_truth() -> None:
+    """The truth the safety oracle judges by: an engine hung from the start, restarted at 30 s and hung again at once
+    has been wedged since 30 s (a new process), not since 0; the restart counts in restartCount; the counters read
+    zero after it and nothing moves."""
+    from sim_engines import Engine
+
+    engine = Engine([(0.0, "wedged"), (30.0, "rewedged")])
+    assert engine.wedged_since(20.0) == 0.0 and engine.wedged_since(50.0) == 30.0
+    assert engine.restarts(29.0) == 0 and engine.restarts(30.0) == 1
+    assert engine.behaviour(50.0) == "wedged" and engine.values(50.0)["gen"] == 0.0
+    removed_early = facts([removal(80.0, "A")], [pod("A")], {"A": engine.wedged_since(80.0) or 0.0})
+    assert "wedged for 50 s only" in removed_only_wedged(removed_early)[0]
