@@ -33,7 +33,7 @@ lint-deadcode:   ## vulture: unused code (allowlist in tests/vulture_allowlist.p
 
 .PHONY: sim
 SEEDS ?= 2000
-sim:             ## the deterministic simulation: SEEDS seeds (2,000) on 2 workers, seeds/s printed; SEED=n replays one (SIM_FAULTS, SIM_STEPS: a shrunk schedule)
+sim:             ## the deterministic simulation: SEEDS seeds (2,000) on 2 workers, seeds/s printed; SEED=n replays one (SIM_FAULTS, SIM_STEPS: a shrunk schedule; SIM_PATTERN: another pattern, or none)
 ifdef SEED
 	SIM_SEED=$(SEED) PYTHONHASHSEED=0 $(PY) -m pytest -q -m sim tests/sim/test_sim.py -k test_seeds_hold_every_oracle
 else

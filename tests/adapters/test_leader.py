@@ -148,6 +148,27 @@ def test_another_holder_ends_leadership_at_once(emulator: EmulatorServer, kube_c
     assert not a.step() and not a.is_leader()  # seen: stop acting even before the renew deadline
 
 
+def test_each_acquisition_is_a_new_term_so_a_lease_lost_and_won_back_shows(emulator: EmulatorServer,
+                                                                           kube_client: KubeClient) -> None:
+    """term() is 0 while not leader, the same number across renewals and a new one each time the Lease is acquired:
+    a replica that lost it to another (who may have removed pods) and won it back between two cycles sees a new
+    term, where is_leader() said True twice (the cycle then reads the deletion ledger back: sim seed 48)."""
+    clock = Clock()
+    a, b = elector(kube_client, clock, "a"), elector(kube_client, clock, "b")
+    assert a.term() == 0
+    assert a.step() and a.term() == 1
+    clock.t += 2
+    assert a.step() and a.term() == 1  # a renewal: the same term
+    assert not b.step() and b.term() == 0
+    clock.t += 16  # a stops renewing; b takes over
+    assert b.step() and b.term() == 1
+    assert not a.step() and a.term() == 0
+    clock.t += 16  # b stops renewing; a takes the Lease back
+    assert a.step() and a.is_leader() and a.term() == 2
+    clock.t += 11  # past the renew deadline without a renew: not leader, no term
+    assert a.term() == 0
+
+
 def test_stop_releases_so_another_takes_over_at_once(emulator: EmulatorServer, kube_client: KubeClient) -> None:
     clock = Clock()
     a, b = elector(kube_client, clock, "a"), elector(kube_client, clock, "b")

@@ -49,7 +49,7 @@ class PodFacts:
     created: float
     ready_at: float
     window: float
-    honest: bool = True
+    honest: bool = True  # its tenant is not hostile (a hostile tenant may hold back its own pods)
     gone: bool = False  # not in the API any more (or terminating) at the judged time
     pdb: bool = False
     forbidden: bool = False  # the watchdog's rights in its namespace were removed (it cannot act there)

@@ -36,11 +36,15 @@ class Outcome:
     removals: int
     digest: str = ""  # of everything the API applied: equal runs give equal digests
     taken: list[tuple[int, str, str, float]] = field(default_factory=list)
+    pattern: str | None = None  # the pattern asked for (None: the seed's own)
 
     def command(self) -> str:
         faults = ",".join(f"{i}:{f}" for i, f in sorted(self.schedule.items())) or "none"  # none: no fault at all
+        chosen = "" if self.pattern is None else self.pattern or "none"  # asked for (none: no pattern)
         return (f"make sim SEED={self.seed} SIM_STEPS={self.steps} SIM_FAULTS='{faults}'"
-                f"   # or: .venv/bin/python tests/sim/sim_run.py {self.seed} --steps {self.steps} --faults '{faults}'")
+                + (f" SIM_PATTERN={chosen}" if chosen else "")
+                + f"   # or: .venv/bin/python tests/sim/sim_run.py {self.seed} --steps {self.steps} --faults '{faults}'"
+                + (f" --pattern {chosen}" if chosen else ""))
 
 
 def facts_of(world: World) -> Facts:
@@ -53,7 +57,7 @@ def facts_of(world: World) -> Facts:
         pdb = config.action == "evict" and any(
             all(v == truth.profile for v in s.values()) for s in store.pdbs.get(truth.namespace, []))
         pods[uid] = PodFacts(uid, truth.namespace, truth.tenant, truth.owner, truth.created, truth.ready_at, window,
-                             honest=not truth.hostile, gone=gone, pdb=pdb,
+                             honest=not world.plan.hostile.get(truth.tenant), gone=gone, pdb=pdb,
                              forbidden=truth.namespace in store.forbidden)
     holders: list[float] = []
     last = None
@@ -100,12 +104,12 @@ def facts_of(world: World) -> Facts:
 
 
 def run_seed(seed: int, *, faults: dict[int, str] | None = None, steps: int | None = None,
-             oracles: Iterable[Oracle] = ALL) -> Outcome:
-    """One world, the oracles after every step; stops at the first step an oracle fires. The watchdog's log is
-    quiet meanwhile (the sim judges what was written, not what was said), and as it was afterwards: other tests in
-    the same process read it."""
+             oracles: Iterable[Oracle] = ALL, pattern: str | None = None) -> Outcome:
+    """One world, the oracles after every step; stops at the first step an oracle fires. ``pattern``: the world's
+    pattern instead of the seed's own ("": none). The watchdog's log is quiet meanwhile (the sim judges what was
+    written, not what was said), and as it was afterwards: other tests in the same process read it."""
     with _quiet():
-        return _run(seed, faults, steps, tuple(oracles))
+        return _run(seed, faults, steps, tuple(oracles), pattern)
 
 
 @contextlib.contextmanager
@@ -119,8 +123,9 @@ def _quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _run(seed: int, faults: dict[int, str] | None, steps: int | None, chosen: tuple[Oracle, ...]) -> Outcome:
-    world = World(seed, faults=faults, steps=steps)
+def _run(seed: int, faults: dict[int, str] | None, steps: int | None, chosen: tuple[Oracle, ...],
+         pattern: str | None) -> Outcome:
+    world = World(seed, faults=faults, steps=steps, pattern=pattern)
     found: list[str] = []
     at: list[int] = []
 
@@ -136,7 +141,7 @@ def _run(seed: int, faults: dict[int, str] | None, steps: int | None, chosen: tu
     digest = hashlib.sha256(repr([(w.t, w.replica, w.verb, w.key) for w in world.store.history]).encode())
     return Outcome(seed, found, at[0] if at else None, dict(world.faults.schedule), world.run_steps,
                    sum(1 for w in world.store.history if w.verb == "remove"), digest.hexdigest()[:16],
-                   list(world.faults.taken))
+                   list(world.faults.taken), pattern)
 
 
 class _Stop(Exception):  # a control-flow signal: the first violation ends the run
@@ -147,9 +152,11 @@ def shrink(outcome: Outcome, oracles: Iterable[Oracle] = ALL) -> Outcome:
     """The smallest failing variant found greedily: fewer steps (up to the failing one), then each fault of the
     schedule taken out while the run still fails (the world itself is the seed's)."""
     chosen = tuple(oracles)
-    best = run_seed(outcome.seed, faults=outcome.schedule, steps=(outcome.step or outcome.steps) + 1, oracles=chosen)
+    pattern = outcome.pattern
+    best = run_seed(outcome.seed, faults=outcome.schedule, steps=(outcome.step or outcome.steps) + 1, oracles=chosen,
+                    pattern=pattern)
     if not best.violations:
-        best = run_seed(outcome.seed, faults=outcome.schedule, steps=outcome.steps, oracles=chosen)
+        best = run_seed(outcome.seed, faults=outcome.schedule, steps=outcome.steps, oracles=chosen, pattern=pattern)
     if not best.violations:
         return outcome  # the schedule alone does not reproduce it (should not happen: runs are deterministic)
     changed = True
@@ -157,7 +164,7 @@ def shrink(outcome: Outcome, oracles: Iterable[Oracle] = ALL) -> Outcome:
         changed = False
         for index in sorted(best.schedule):
             fewer = {i: f for i, f in best.schedule.items() if i != index}
-            tried = run_seed(outcome.seed, faults=fewer, steps=best.steps, oracles=chosen)
+            tried = run_seed(outcome.seed, faults=fewer, steps=best.steps, oracles=chosen, pattern=pattern)
             if tried.violations:
                 best, changed = tried, True
                 break
@@ -173,6 +180,11 @@ def report(outcome: Outcome, oracles: Iterable[Oracle] = ALL) -> str:
                       *(f"  {v}" for v in small.violations[:3]), f"replay: {small.command()}"])
 
 
+def parse_pattern(text: str | None) -> str | None:
+    """A pattern named on the command line or in SIM_PATTERN: "none" is no pattern, unset the seed's own."""
+    return None if not text else "" if text == "none" else text
+
+
 def parse_faults(text: str | None) -> dict[int, str] | None:
     if not text:
         return None  # the seed's own faults
@@ -186,8 +198,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("seed", type=int)
     parser.add_argument("--faults", default=None, help="INDEX:FAULT,... or none (default: the seed's own)")
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--pattern", default=None, help="the world's pattern instead of the seed's own (none: none)")
     args = parser.parse_args(argv)
-    outcome = run_seed(args.seed, faults=parse_faults(args.faults), steps=args.steps)
+    outcome = run_seed(args.seed, faults=parse_faults(args.faults), steps=args.steps,
+                       pattern=parse_pattern(args.pattern))
     print(f"seed {args.seed}: {outcome.steps} steps, {outcome.removals} removals, faults {len(outcome.taken)}, "
           f"digest {outcome.digest}")
     for index, call, fault, t in outcome.taken:

@@ -52,13 +52,13 @@ WORLD_EVENTS = ("brake_on", "brake_off", "rbac_removed", "namespace_deleted", "s
 #: was): a combination of faults, wedges and world events that reaches one rule on purpose, where the uniform draws
 #: above would need thousands of seeds (tests/sim/README.md, "Patterns").
 PATTERNS = ("owner_wedge", "tenant_storm", "lost_then_crash", "failover_unread", "delete_fails", "removal_pause",
-            "stale_opt_out", "restart_wedged", "leaderless_dry_run")
+            "stale_opt_out", "restart_wedged", "leaderless_dry_run", "leader_blink")
 #: Patterns that need two replicas (leader election).
-PATTERNS_ELECTED = ("failover_unread", "removal_pause", "leaderless_dry_run")
+PATTERNS_ELECTED = ("failover_unread", "removal_pause", "leaderless_dry_run", "leader_blink")
 #: Patterns whose faults are the whole schedule (no uniform draws: their crashes would restart the warm-up past the
 #: point the pattern aims at).
 PATTERNS_ALONE = ("lost_then_crash", "failover_unread", "delete_fails", "removal_pause", "stale_opt_out",
-                  "leaderless_dry_run")
+                  "leaderless_dry_run", "leader_blink")
 
 
 
@@ -130,9 +130,11 @@ class Plan:
 
 
 class World:
-    """One seed's world. ``faults``: a fixed schedule (call index -> fault) to replay or shrink, else drawn."""
+    """One seed's world. ``faults``: a fixed schedule (call index -> fault) to replay or shrink, else drawn;
+    ``pattern``: the seed's pattern (None: its own draw; "": none, the world as it was before patterns)."""
 
-    def __init__(self, seed: int, *, faults: dict[int, str] | None = None, steps: int | None = None) -> None:
+    def __init__(self, seed: int, *, faults: dict[int, str] | None = None, steps: int | None = None,
+                 pattern: str | None = None) -> None:
         self.seed = seed
         rng = random.Random(seed)
         self.rng = rng
@@ -146,7 +148,8 @@ class World:
                          fault_rate=rng.choice((0.0, 0.01, 0.03, 0.06)))
         self.run_steps = min(n, steps) if steps is not None else n
         self.prng = random.Random(seed * 104729 + 7)  # the pattern's own stream
-        self.plan.pattern = self.prng.choice(PATTERNS) if self.prng.random() < 0.6 else ""
+        drawn = self.prng.choice(PATTERNS) if self.prng.random() < 0.6 else ""
+        self.plan.pattern = drawn if pattern is None else pattern
         self.plan.leader_election |= self.plan.pattern in PATTERNS_ELECTED
         self.plan.fault_rate *= self.plan.pattern not in PATTERNS_ALONE
         self.config = replace(
@@ -308,9 +311,10 @@ class World:
 
     # -- patterns ----------------------------------------------------------------------------------------------
     def _honest(self) -> list[PodTruth]:
-        """Honest pods in enforced namespaces, as built (the patterns' material)."""
-        return [p for p in self.pods.values() if not p.hostile and p.namespace in self.store.namespaces
-                and self.store.namespaces[p.namespace]["metadata"]["labels"].get(NAMESPACE_LABEL) == "true"]
+        """The pods of honest tenants in enforced namespaces, as built (the patterns' material)."""
+        spaces = self.store.namespaces
+        return [p for p in self.pods.values() if p.tenant not in self.plan.hostile and p.namespace in spaces
+                and spaces[p.namespace]["metadata"]["labels"].get(NAMESPACE_LABEL) == "true"]
 
     def _wedge(self, truth: PodTruth, at: float, *phases: tuple[float, str]) -> None:
         """Engine 0 of ``truth`` progresses until ``at``, then hangs for good (or follows ``phases`` from ``at``)."""
@@ -319,7 +323,7 @@ class World:
                                   if not phases else list(phases), rate=old.rate)
 
     def _apply_pattern(self) -> None:
-        """The seed's pattern (PATTERNS): the wedges, budgets and events it needs; its faults: :meth:`_pattern_fault`."""
+        """The seed's pattern (PATTERNS): its wedges, budgets and events; its faults: :meth:`_pattern_fault`."""
         pattern, prng, plan = self.plan.pattern, self.prng, self.plan
         honest = self._honest()
         if not pattern or not honest:
@@ -347,11 +351,12 @@ class World:
             others = [p for p in honest if p.tenant != tenant]
             if others:
                 self._wedge(others[0], at + prng.uniform(0, 30))
-        elif pattern in ("lost_then_crash", "failover_unread", "delete_fails", "removal_pause"):
-            for p in early[:3]:  # early wedges: their removals come while faults are still drawn
+        elif pattern in ("lost_then_crash", "failover_unread", "delete_fails", "removal_pause", "leader_blink"):
+            spread = sorted(early, key=lambda p: sum(q.namespace == p.namespace for q in early[:early.index(p)]))
+            for p in spread[:3]:  # early wedges, in several namespaces: their removals come while faults are drawn
                 self._wedge(p, prng.uniform(0, 40 if pattern == "removal_pause" else 10))
-            if pattern in ("lost_then_crash", "failover_unread"):  # one removal fills the budget
-                self.config = replace(self.config, max_deletions=1, deletion_window_seconds=300.0)
+            if pattern in ("lost_then_crash", "failover_unread", "leader_blink"):  # one removal (a DELETE) fills it
+                self.config = replace(self.config, max_deletions=1, deletion_window_seconds=300.0, action="delete")
             elif pattern == "delete_fails":
                 self.config = replace(self.config, max_deletions=max(2, self.config.max_deletions),
                                       max_deletions_per_namespace=2)
@@ -382,7 +387,7 @@ class World:
         if pattern == "lost_then_crash" or pattern == "failover_unread":
             if removal and "sent" not in state:
                 state["sent"] = replica  # the first removal's answer lost (or not), its sender killed soon after
-                state["crash_in"] = prng.randint(1, 6)
+                state["crash_in"] = prng.randint(3, 8)  # after the answer is handled (charged, recorded)
                 return "lost" if pattern == "lost_then_crash" else None
             if "crash_in" in state and replica == state["sent"]:
                 state["crash_in"] -= 1
@@ -408,16 +413,37 @@ class World:
                 seconds = (prng.choice((prng.uniform(5, 9.5), prng.uniform(15, 22))) if long
                            else prng.uniform(5, self.config.api_timeout_seconds))
                 return f"pause:{seconds:.2f}"
-        elif pattern == "leaderless_dry_run" and call == "list_namespaces" and replica == self.holder():
-            if state["kill"] <= self.store.t < state["kill"] + 5:
-                state["kill"] = -1.0
-                return "crash_before"
+        elif pattern == "leader_blink":  # the leader loses the Lease and wins it back between two of its cycles
+            return self._blink(call, replica)
+        elif (pattern == "leaderless_dry_run" and call == "list_namespaces" and replica == self.holder()
+              and state["kill"] <= self.store.t < state["kill"] + 5):
+            state["kill"] = -1.0
+            return "crash_before"
         if pattern == "removal_pause":
             state[replica] = call  # the replica's previous call (a removal's ledger read follows its fresh GETs)
         if pattern == "stale_opt_out" and call in ("list_namespaces", "list_pods"):
             start, end = state["lag"]
             if start <= self.store.t < end:
                 return "stale"
+        return None
+
+    def _blink(self, call: str, replica: str) -> str | None:
+        """``leader_blink``: the leader freezes at its first fresh GET of a pod (20 s: the other takes the Lease and
+        removes a pod), its cycles fail at their LIST while it does not hold the Lease, the other is killed after its
+        removal: the first leads again without having finished a cycle as a standby."""
+        state = self._pattern_state
+        if "first" not in state:
+            if call == "get_pod" and replica == self.holder():
+                state["first"] = replica
+                return "pause:20"
+            return None
+        if replica == state["first"]:
+            return "5xx" if call == "list_namespaces" and self.holder() != replica else None
+        if call == "delete_pod" and "kill_in" not in state:
+            state["kill_in"] = 2
+        elif state.get("kill_in", 0) > 0:
+            state["kill_in"] -= 1
+            return "crash_before" if state["kill_in"] == 0 else None
         return None
 
     # -- the replicas ------------------------------------------------------------------------------------------
@@ -442,7 +468,7 @@ class World:
                 taint=self.config.node_taint, dry_run=self.config.dry_run)
         brake = Brake(kube, OWN_NS, self.config.pause_config_map) if self.config.pause_config_map else None  # type: ignore[arg-type]
         watchdog = build(self.config, kube, scraper=self.scraper, clock=mono, wall_clock=wall,
-                         leader=elector.is_leader if elector else lambda: True, actuator=actuator,
+                         leader=elector.term if elector else lambda: True, actuator=actuator,
                          escalation=escalation, own_namespace=OWN_NS, brake=brake)
         replica = Replica(name, kube, watchdog, elector, self.store.t, skew)
         self.starts.append(self.store.t)

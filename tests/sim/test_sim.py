@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from sim_run import parse_faults, report, run_seed
+from sim_run import parse_faults, parse_pattern, report, run_seed
 
 pytestmark = pytest.mark.sim
 
@@ -16,8 +16,9 @@ CHUNK = 25
 #: Seeds that fail on the current code for a listed finding (tests/sim/README.md "Findings"): each must still fail
 #: (strict xfail); once fixed, it passes and the test says to move it back into the run.
 KNOWN: dict[int, str] = {}
-#: Seeds that once failed for a finding, fixed since: kept in every run as regressions (README "Findings").
-REGRESSIONS = (130, 326, 388, 2088, 3224, 4462, 6417, 6630, 6647)
+#: Seeds that once failed for a finding, fixed since: kept in every run as regressions (README "Findings"), with the
+#: pattern they failed with ("": none: the seeds found before patterns, whose worlds stay as they were then).
+REGRESSIONS = {130: "", 326: "", 388: "", 2088: "", 3224: "", 4462: "", 6417: "", 6630: "", 6647: "", 48: "leader_blink"}
 SEEDS = int(os.environ.get("SIM_SEEDS", "200"))
 FIRST = int(os.environ.get("SIM_FIRST", "0"))
 ONE = os.environ.get("SIM_SEED")
@@ -33,10 +34,11 @@ def _chunks() -> list[range]:
 def test_seeds_hold_every_oracle(seeds: range) -> None:
     faults = parse_faults(os.environ.get("SIM_FAULTS")) if ONE is not None else None
     steps = int(os.environ["SIM_STEPS"]) if ONE is not None and os.environ.get("SIM_STEPS") else None
+    pattern = parse_pattern(os.environ.get("SIM_PATTERN")) if ONE is not None else None
     for seed in seeds:
         if seed in KNOWN and ONE is None:
             continue
-        outcome = run_seed(seed, faults=faults, steps=steps)
+        outcome = run_seed(seed, faults=faults, steps=steps, pattern=pattern)
         if outcome.violations:
             pytest.fail(report(outcome), pytrace=False)
 
@@ -75,10 +77,10 @@ def test_known_findings_still_fail(seed: int) -> None:
     assert outcome.violations, f"seed {seed} passes now ({KNOWN[seed]} fixed?): remove it from KNOWN"
 
 
-@pytest.mark.parametrize("seed", REGRESSIONS)
+@pytest.mark.parametrize("seed", sorted(REGRESSIONS))
 def test_fixed_findings_stay_fixed(seed: int) -> None:
     """The seeds of the findings fixed since (README "Findings"), whatever SIM_SEEDS the run asks for."""
-    outcome = run_seed(seed)
+    outcome = run_seed(seed, pattern=REGRESSIONS[seed])
     assert not outcome.violations, report(outcome)
 
 

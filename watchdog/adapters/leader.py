@@ -85,6 +85,7 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None  # the other's record as last seen ...
         self._observed_at = 0.0  # ... and when (our clock) we first saw it unchanged
         self._renewed_at: float | None = None  # start of our last successful acquire/renew; None: not leader
+        self._term = 0  # how many times we acquired the Lease (each acquisition starts a new term)
         self._state_lock = threading.Lock()  # guards the three fields above
         self._step_lock = threading.Lock()  # one attempt at a time (thread, step(), stop())
         self._stop = threading.Event()
@@ -97,6 +98,14 @@ class LeaderElector:
         with self._state_lock:
             renewed = self._renewed_at
         return renewed is not None and not self._stop.is_set() and self.clock() - renewed < self.renew_deadline_s
+
+    def term(self) -> int:
+        """Our leadership term while :meth:`is_leader` (1 after the first acquisition of the Lease, 2 after the next,
+        ...), 0 while not: a Lease lost and won back between two looks shows as a new number, where :meth:`is_leader`
+        shows True twice (another leader may have acted in between: its deletions must be read back)."""
+        with self._state_lock:
+            term = self._term
+        return term if self.is_leader() else 0
 
     def holds_for(self, seconds: float) -> bool:
         """The leadership fence: True only while :meth:`is_leader` and the Lease stays ours for more than
@@ -134,7 +143,7 @@ class LeaderElector:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": self._spec(transitions=0, acquire_time=None)}
-            return self._won(started, self.kube.create_lease(self.namespace, body))
+            return self._won(started, self.kube.create_lease(self.namespace, body), acquired=True)
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         with self._state_lock:
@@ -149,16 +158,18 @@ class LeaderElector:
         body = {"apiVersion": lease.get("apiVersion", "coordination.k8s.io/v1"), "kind": "Lease",
                 "metadata": lease.get("metadata") or {},
                 "spec": self._spec(transitions, spec.get("acquireTime") if ours else None)}
-        return self._won(started, self.kube.replace_lease(self.namespace, self.name, body))
+        return self._won(started, self.kube.replace_lease(self.namespace, self.name, body), acquired=not ours)
 
     def _spec(self, transitions: int, acquire_time: str | None) -> dict[str, Any]:
         stamp = micro_time()
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, math.ceil(self.lease_duration_s)),
                 "acquireTime": acquire_time or stamp, "renewTime": stamp, "leaseTransitions": transitions}
 
-    def _won(self, started: float, lease: dict[str, Any]) -> bool:
+    def _won(self, started: float, lease: dict[str, Any], *, acquired: bool) -> bool:
+        """Our write went through: a renew, or an acquisition (the Lease was not ours: a new term)."""
         with self._state_lock:
             self._observed, self._observed_at, self._renewed_at = _record(lease), started, started
+            self._term += acquired
         return True
 
     def start(self) -> None:

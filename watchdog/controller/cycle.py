@@ -116,7 +116,7 @@ class Watchdog:
     def __init__(self, config: Settings, kube: KubeApi, *, metrics: Metrics, policy: DeletionPolicy,
                  remediator: Remediator, quarantine: Quarantine, sources: Mapping[str, Source],
                  profiles: Mapping[str, Profile], fanout: Fanout, clock: Clock, wall_clock: Clock,
-                 leader: Callable[[], bool], confirmations: Confirmations, ledger: DeletionLedger | None = None,
+                 leader: Callable[[], int], confirmations: Confirmations, ledger: DeletionLedger | None = None,
                  brake: Brake | None = None, listing: Listing | None = None) -> None:
         self.config, self.kube, self.clock, self.wall_clock, self.leader = config, kube, clock, wall_clock, leader
         self.listing = listing  # the watch-based cache (closed with the watchdog), when set
@@ -129,7 +129,7 @@ class Watchdog:
         self.namespace_selector = ",".join(filter(None, [NAMESPACE_LABEL, config.namespace_selector]))
         self.pods: dict[str, PodRecord] = {}  # pod UID -> everything remembered about it
         self.ever_ready: set[str] = set()  # pod UIDs seen Ready (discovery judges pods once Ready)
-        self._was_leader = False
+        self._term = 0  # the leadership term the last cycle ran in (0: not leader)
         self.clock_skew_s: float | None = None  # this wall clock minus the API server's, as of the last cycle
         self._warned: set[tuple[str, str]] = set()  # (namespace, label value) already warned about
         self._targets = {t.name: t for t in config.targets}
@@ -142,7 +142,7 @@ class Watchdog:
         self.last_failure: tuple[float, str] | None = None  # (monotonic time, one line) of the last failed cycle
         self.status: Snapshot | None = None  # what the last completed cycle saw (GET /status)
         self.brake = brake  # the run-time brake (pauseConfigMap), read every cycle
-        self.metrics.leader.set(int(leader()))  # from the start: without election always 1, even before a cycle
+        self.metrics.leader.set(int(bool(leader())))  # from the start: without election always 1, before a cycle
         if brake is not None:
             self.policy.set_brake(brake.why)
         self.metrics.paused.set(int(self.policy.paused_by is not None))
@@ -343,11 +343,12 @@ class Watchdog:
         """This cycle's facts (leadership read here, once) and the rails brought up to date for it."""
         self._check_clock()
         now = self.clock()
-        leader = self.leader()
+        term = self.leader()
+        leader = bool(term)
         this_cycle = CycleFacts(leader)
-        if leader and not self._was_leader:
-            self.policy.forget_budget()  # a new leader reads the deletions of the previous one back
-        self._was_leader = leader
+        if leader and term != self._term:  # a new term (won, or lost and won back since the last cycle that ran):
+            self.policy.forget_budget()   # the deletions of the leaders in between are read back
+        self._term = term
         if not self.policy.budget_known:  # until it is read back: the policy's rule budget_unknown
             restore_budget(self.policy, now, self.ledger)
         if self.brake is not None:

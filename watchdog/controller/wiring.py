@@ -66,7 +66,7 @@ def wire(config: Settings, kube: KubeClient, pod_namespace: str | None, *,
     if prometheus:
         log.info("source prometheus for targets %s: %s", ", ".join(prometheus), config.prometheus_url)
     listing = PodCache(kube, first_sync_wait_s=config.api_timeout_seconds) if cache else None
-    watchdog = build(config, kube, leader=elector.is_leader if elector else lambda: True,
+    watchdog = build(config, kube, leader=elector.term if elector else lambda: True,
                      actuator=actuator, escalation=escalation,
                      own_namespace=pod_namespace or "default", brake=brake, listing=listing)
     if watchdog.ledger is not None:
@@ -95,12 +95,14 @@ def _elector(config: Settings, kube: KubeClient, pod_namespace: str | None) -> L
 
 def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, scraper: AsyncFetcher | None = None,
           prometheus: Querier | None = None, clock: Clock = time.monotonic, wall_clock: Clock = time.time,
-          leader: Callable[[], bool] = lambda: True, actuator: Actuator | None = None,
+          leader: Callable[[], int] = lambda: True, actuator: Actuator | None = None,
           escalation: Escalation | None = None, own_namespace: str = "default", brake: Brake | None = None,
           listing: Listing | None = None) -> Watchdog:
     """The watchdog of ``config`` on ``kube`` and every collaborator it holds. What is not given is built from the
     settings: ``scraper`` the bounded scraper, ``prometheus`` the Prometheus client (when a target reads from it),
-    ``actuator`` an unfenced one (no leader election), ``metrics`` a fresh registry."""
+    ``actuator`` an unfenced one (no leader election), ``metrics`` a fresh registry. ``leader``: this replica's
+    leadership term while it holds the Lease, 0 (or False) while not (:meth:`LeaderElector.term`; True: always
+    leading, one term)."""
     metrics = metrics or new_metrics()
     actuator = actuator or Actuator(kube, write_timeout_s=config.api_timeout_seconds)
     policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
