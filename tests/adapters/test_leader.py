@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fakes import FakeKube
 
-from watchdog.adapters.kube import KubeClient
+from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.leader import LeaderElector, default_identity
 from watchdog.demo.emulator import EmulatorServer
 
@@ -167,6 +167,32 @@ def test_each_acquisition_is_a_new_term_so_a_lease_lost_and_won_back_shows(emula
     assert a.step() and a.is_leader() and a.term() == 2
     clock.t += 11  # past the renew deadline without a renew: not leader, no term
     assert a.term() == 0
+
+
+def test_an_acquisition_whose_answer_was_lost_is_a_term_once_seen(emulator: EmulatorServer,
+                                                                 kube_client: KubeClient) -> None:
+    """The create that won the Lease timed out on its way back: the next attempt reads the Lease as ours (a renew for
+    the API) and that is where our term begins (sim seed 76 found a replica that led with term 0, deciding nothing)."""
+
+    class LosesFirstAnswer:
+        def __init__(self) -> None:
+            self.lost = False
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(kube_client, name)
+
+        def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+            created = kube_client.create_lease(namespace, body)
+            if not self.lost:
+                self.lost = True
+                raise KubeError("create lease", 0, "ReadTimeoutError: timed out")
+            return created
+
+    clock = Clock()
+    a = elector(LosesFirstAnswer(), clock, "a")
+    assert not a.step() and a.term() == 0 and lease(emulator)["holderIdentity"] == "a"
+    clock.t += 2
+    assert a.step() and a.is_leader() and a.term() == 1
 
 
 def test_stop_releases_so_another_takes_over_at_once(emulator: EmulatorServer, kube_client: KubeClient) -> None:

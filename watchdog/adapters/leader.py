@@ -166,10 +166,11 @@ class LeaderElector:
                 "acquireTime": acquire_time or stamp, "renewTime": stamp, "leaseTransitions": transitions}
 
     def _won(self, started: float, lease: dict[str, Any], *, acquired: bool) -> bool:
-        """Our write went through: a renew, or an acquisition (the Lease was not ours: a new term)."""
+        """Our write went through: a renew, or an acquisition: a new term when the Lease was not ours, or when we
+        did not count ourselves leader (an acquisition whose answer was lost shows as ours at the next read)."""
         with self._state_lock:
+            self._term += acquired or self._renewed_at is None
             self._observed, self._observed_at, self._renewed_at = _record(lease), started, started
-            self._term += acquired
         return True
 
     def start(self) -> None:
