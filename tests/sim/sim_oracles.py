@@ -83,7 +83,9 @@ class Facts:
     tenant_of: dict[str, str] = field(default_factory=dict)  # namespace -> tenant
     failed_events: set[str] = field(default_factory=set)
     crash_times: list[float] = field(default_factory=list)
-    brake_log: list[tuple[float, bool]] = field(default_factory=list)  # (t, on): the run-time brake set/released
+    # (t, on, writes applied before): the run-time brake set or released (the order decides, not the time: a cycle
+    # frozen past the next step's start removes at the very time the world sets the brake, before it)
+    brake_log: list[tuple[float, bool, int]] = field(default_factory=list)
     unread: list[float] = field(default_factory=list)  # times a ConfigMap GET failed (the brake kept as it was)
     wall0: float = 0.0  # the wall clock at truth time 0 (the ledger's entries are wall times)
     opt_outs: list[tuple[float, str, str]] = field(default_factory=list)  # (t, "namespace"/"pod", name/UID) opted out
@@ -123,9 +125,9 @@ def paused_held(f: Facts) -> list[str]:
     """No removal while the run-time brake is set (it is read at the start of every cycle; the world sets it
     between cycles), unless a read of it failed since it was set (documented: kept as it was until a read works)."""
     out = []
-    for w in f.removals():
-        states = [(t, on) for t, on in f.brake_log if t <= w.t]
-        if states and states[-1][1] and not any(states[-1][0] <= t <= w.t for t in f.unread):
+    for i, w in enumerate(f.writes):
+        states = [(t, on) for t, on, before in f.brake_log if before <= i]
+        if w.verb == "remove" and states and states[-1][1] and not any(states[-1][0] <= t <= w.t for t in f.unread):
             out.append(f"t={w.t:.0f} {w.replica} removed {w.key} while the brake was set")
     return out
 
@@ -250,28 +252,28 @@ def live(f: Facts) -> list[str]:
         since = _overdue(f, pod)
         if since is None:
             continue
+        # one deferral Event per episode and rule: the rule holding it now may be any announced since its wedge
         rules = deferrals(f.writes, pod.uid, since)
+        rule = rules[-1] if rules else None
         held = justified(f, pod)
         if not rules and not held:
             out.append(f"t={f.now:.0f} pod {pod.namespace}/{pod.uid} wedged since {since:.0f} and neither removed "
                        f"nor held by a rail that applies")
-        elif rules and not rules & held and pod.uid not in f.failed_events:
-            applies = ", ".join(sorted(held)) or "none"
-            out.append(f"t={f.now:.0f} pod {pod.namespace}/{pod.uid} wedged since {since:.0f} held by rule "
-                       f"{', '.join(sorted(rules))}, which does not apply (applies: {applies})")
+        elif rule is not None and not held & set(rules) and pod.uid not in f.failed_events:
+            out.append(f"t={f.now:.0f} pod {pod.namespace}/{pod.uid} wedged since {since:.0f} held by rule {rule}, "
+                       f"which does not apply (applies: {', '.join(sorted(held)) or 'none'})")
     return out
 
 
-def deferrals(writes: Iterable[Write], uid: str, since: float = 0.0) -> set[str]:
-    """The rules the pod's deferral Events named since ``since`` (its wedge): one Event per episode and rule, so
-    a pod held by a rule announced earlier in the episode (PDB, then budget, then PDB again) has no newer Event."""
-    rules = set()
+def deferrals(writes: Iterable[Write], uid: str, since: float = 0.0) -> list[str]:
+    """The rules the deferral Events about pod ``uid`` named from ``since`` on, in order."""
+    rules = []
     for w in writes:
         if (w.verb == "event" and w.key == uid and w.t >= since
                 and w.detail.get("reason") == "StalledPodDeletionDeferred"):
             message = str(w.detail.get("message", ""))
             if "rule " in message:
-                rules.add(message.split("rule ", 1)[1].split(",", 1)[0].strip())
+                rules.append(message.split("rule ", 1)[1].split(",", 1)[0].strip())
     return rules
 
 

@@ -182,7 +182,7 @@ class World:
         self.opt_outs: list[tuple[float, str, str]] = []  # (t, "namespace" or "pod", name or UID): no removal after
         self.bad_by_step: list[dict[str, tuple[int, int, int]]] = []  # ns -> (watched, looks stalled, looks bad)
         self.starts: list[float] = []  # truth times a replica started
-        self.brake_log: list[tuple[float, bool]] = []  # (t, on) each time the brake was set or released
+        self.brake_log: list[tuple[float, bool, int]] = []  # (t, on, writes applied before) each brake change
         self.scraper = SimScraper(self)
         self._uid = 0
         self._ip = 10
@@ -583,7 +583,7 @@ class World:
     def _event(self, kind: str, arg: str) -> None:
         store = self.store
         if kind in ("brake_on", "brake_off") and self.plan.brake:
-            self.brake_log.append((store.t, kind == "brake_on"))
+            self.brake_log.append((store.t, kind == "brake_on", len(store.history)))
             cm = store.config_maps[(OWN_NS, "watchdog-config")]
             cm["metadata"]["annotations"][PAUSE_ANNOTATION] = "true" if kind == "brake_on" else "false"
             cm["metadata"]["resourceVersion"] = store.next_rv()

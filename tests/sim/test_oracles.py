@@ -100,11 +100,19 @@ def test_live_fires_on_a_wedged_pod_left_alone_or_held_by_a_rule_that_does_not_a
     pods = [pod("A"), pod("X", "x", "x/rs"), pod("Y", "y", "y/rs")]
     assert live(facts([*used, budget], pods, {"A": 100.0, "X": 0.0, "Y": 0.0}, **base)) == []
     assert live(facts([], [pod("A")], {"A": 350.0}, **base)) == []  # not wedged long enough yet
+    # one deferral Event per episode and rule: budget announced first, then paused; the brake released, the budget
+    # holds it again without a second Event: held by a rule it announced
+    paused = Write(310.0, "r0", "event", "A", {"reason": "StalledPodDeletionDeferred",
+                                               "message": "Deferred ... Why: rule paused, brake"})
+    assert live(facts([*used, budget, paused], pods, {"A": 100.0, "X": 0.0, "Y": 0.0}, **base)) == []
+    assert "held by rule paused" in live(facts([paused], [pod("A")], {"A": 100.0}, **base))[0]
 
 
 def test_paused_held_fires_on_a_removal_while_the_brake_is_set() -> None:
-    log = [(50.0, True), (150.0, False)]
+    log = [(50.0, True, 0), (150.0, False, 1)]
     fired = paused_held(facts([removal(100.0, "A"), removal(200.0, "B")], [pod("A"), pod("B")], {}, brake_log=log))
+    before = [(100.0, True, 1)]  # set at the very time of the removal, after it was applied: not held by it
+    assert paused_held(facts([removal(100.0, "A")], [pod("A")], {}, brake_log=before)) == []
     assert fired == ["t=100 r0 removed A while the brake was set"]
 
 
