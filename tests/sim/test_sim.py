@@ -15,7 +15,7 @@ pytestmark = pytest.mark.sim
 CHUNK = 25
 #: Seeds that fail on the current code for a listed finding (tests/sim/README.md "Findings"): each must still fail
 #: (strict xfail); once fixed, it passes and the test says to move it back into the run.
-KNOWN: dict[int, str] = {406: "the owner share is forgotten across a restart (README Findings 6)"}
+KNOWN: dict[int, str] = {406: "the owner share is forgotten across a restart (README Findings 7)"}
 #: Seeds that once failed for a finding, fixed since: kept in every run as regressions (README "Findings"), with the
 #: pattern they failed with ("": none: the seeds found before patterns, whose worlds stay as they were then).
 REGRESSIONS = {130: "", 326: "", 388: "", 2088: "", 3224: "", 4462: "", 6417: "", 6630: "", 6647: "", 48: "leader_blink"}
