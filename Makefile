@@ -73,8 +73,11 @@ control-plane:   ## build etcd, kube-apiserver, kube-controller-manager from the
 test-cluster:    ## the cluster tier: the watchdog against a real control plane on loopback (needs `make control-plane`)
 	$(PY) -m pytest -m cluster tests/cluster tests/demo
 
-.PHONY: test-prometheus bench-prometheus
-test-prometheus: ## the prometheus tier: source: prometheus against a real Prometheus on loopback (/usr/bin/prometheus)
+.PHONY: prometheus-builds test-prometheus bench-prometheus
+prometheus-builds: ## build Prometheus 3.x and Thanos from the official Go modules (cached by version)
+	bash tests/prometheus/build_prometheus.sh
+
+test-prometheus: ## the prometheus tier: source: prometheus against Debian's 2.42, Prometheus 3.x and an HA pair behind Thanos Query
 	$(PY) -m pytest -m prometheus tests/prometheus
 
 bench-prometheus: ## CPU per cycle and RSS, source: prometheus vs direct scraping, as engine series grow (~3 min)

@@ -38,6 +38,12 @@ Side by side: the exec liveness probe of the original proposal (``exec_probe.py`
 times against a 1-engine and an 8-engine pod; its CPU per check over the watchdog's CPU per pod-scrape.
 
 ``--py-spy DIR`` records the watchdog side of the first run of the largest size with py-spy (if installed).
+
+The anchor (``--prometheus [BINARY]``, Debian's ``/usr/bin/prometheus`` by default): a real Prometheus scrapes the
+same fleet at the same interval during the runs (gzip, as Prometheus always asks; its own timeout 0.8 x the
+interval), and each run prints its CPU per pod-scrape over the same minutes (``utime + stime`` of its process
+over the scrapes it made: ``sum(count_over_time(up[...]))``) beside the watchdog's, and their ratio. It shares
+the two cores with the watchdog, so the cycle durations of such a run are not the figures of a run without it.
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ GOAL_CPU_SHARE = 0.30  # of one core at the production interval
 GOAL_RSS_MIB = 100.0
 GOAL_API_PER_CYCLE = 1  # steady state: 0 (the watch-based cache) or 1
 GOAL_LATENCY_SLACK_S = 2.0  # detection latency - window <= interval + this
+GOAL_PROMETHEUS_SHARE = 1 / 3  # issue 40: the watchdog's CPU per pod-scrape <= a third of Prometheus' (--prometheus)
 RAILS_LIFTED = {"max_deletions": 1000, "max_deletions_per_namespace": 1000, "min_pod_age_seconds": 0}
 LOOPBACK_PODS = {"allow_loopback_pod_ips": True}  # the simulated pods' IPs are 127.x addresses (tests only)
 
@@ -415,6 +422,7 @@ class RunResult:
     latency_s: float | None
     false_deletions: list[str]
     scrapes: dict[str, int] = field(default_factory=dict)
+    prometheus_ms: float | None = None  # the anchor's CPU per pod-scrape over the same run (--prometheus)
 
 
 def run_once(args: argparse.Namespace, url: str, plans: list[PodPlan], size: int, run: int, tmp: Path,
@@ -477,6 +485,41 @@ def run_once(args: argparse.Namespace, url: str, plans: list[PodPlan], size: int
     )
 
 
+# -- the anchor: a real Prometheus scraping the same fleet ----------------------------------------------------------
+class Anchor:
+    """A Prometheus (``binary``) scraping the fleet every ``interval_s`` through file_sd; :meth:`mark` and
+    :meth:`ms_per_scrape` give its CPU per pod-scrape between two moments."""
+
+    def __init__(self, binary: str, interval_s: float, tmp: Path) -> None:
+        sys.path.insert(0, str(HERE.parents[1] / "prometheus"))
+        from prom_kit import PrometheusServer
+
+        (tmp / "anchor").mkdir()
+        self.server = PrometheusServer(tmp / "anchor", binary=binary, scrape_interval_s=interval_s)
+        self.server.start()
+
+    def scrape(self, plans: list[PodPlan]) -> None:
+        from prom_kit import FileTarget
+
+        self.server.set_targets([FileTarget(f"{p.address}:{p.port}", p.namespace, p.name) for p in plans])
+
+    def mark(self) -> tuple[float, float]:
+        """(wall clock, CPU seconds of the Prometheus process so far)."""
+        assert self.server.proc is not None
+        fields = Path(f"/proc/{self.server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return time.time(), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def ms_per_scrape(self, start: tuple[float, float], end: tuple[float, float]) -> tuple[float, int]:
+        """(CPU ms per pod-scrape, scrapes) between two :meth:`mark` s."""
+        window = max(1, round(end[0] - start[0]))
+        rows = self.server.query(f'sum(count_over_time(up{{job="vllm"}}[{window}s]))', time=f"{end[0]:.3f}")
+        scrapes = int(float(rows[0]["value"][1])) if rows else 0
+        return (1000 * (end[1] - start[1]) / scrapes if scrapes else float("nan")), scrapes
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
 # -- report --------------------------------------------------------------------------------------------------
 def fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
@@ -503,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lean-pods", action="store_true", help="~1 KiB pod objects instead of ~6 KiB real-looking")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--py-spy", type=Path, metavar="DIR", help="record the largest size's first run")
+    parser.add_argument("--prometheus", nargs="?", const="/usr/bin/prometheus", metavar="BINARY",
+                        help="the anchor: a real Prometheus scraping the same fleet (default binary: %(const)s)")
     parser.add_argument("--side", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.side:
@@ -521,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.eight_engine:.0%} with 8 engines", flush=True)
     procs = Processes()
     tmp = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    anchor = None
     try:
         plans = plan_fleet(max(sizes), args.slow, args.hung, args.eight_engine, args.seed)
         start_pod_servers(procs, plans, args.servers, args.keepalive, 2.0, tmp)
@@ -535,6 +581,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{probe8.cpu_s_per_check * 1000:.1f} ms (8 engines); wall {probe1.wall_s_per_check * 1000:.0f} / "
               f"{probe8.wall_s_per_check * 1000:.0f} ms", flush=True)
 
+        if args.prometheus:
+            anchor = Anchor(args.prometheus, args.interval, tmp)
         results: dict[int, list[RunResult]] = {}
         print(f"{'pods':>5} {'run':>3} {'cold s':>7} {'cycle med':>9} {'max':>6} {'every s':>7} {'LISTs s':>7} "
               f"{'CPU ms/pod':>10} {'RSS MiB':>7} {'API/cyc':>7} {'latency':>7} {'-window':>7}  scrapes/cycle",
@@ -543,11 +591,20 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             seeder.ensure(plans, size)
             print(f"seeded {size} pods in {time.monotonic() - t:.1f} s", flush=True)
+            if anchor is not None:
+                anchor.scrape(plans[:size])
+                time.sleep(2 * args.interval)  # every target scraped before the first mark
             for run in range(args.runs):
                 spy = args.py_spy if (args.py_spy and size == sizes[-1] and run == 0) else None
                 if spy is not None:
                     spy.mkdir(parents=True, exist_ok=True)
+                mark = None if anchor is None else anchor.mark()
                 r = run_once(args, url, plans, size, run, tmp, seeder, spy)
+                if anchor is not None and mark is not None:
+                    r.prometheus_ms, scrapes = anchor.ms_per_scrape(mark, anchor.mark())
+                    print(f"      Prometheus {r.prometheus_ms:.3f} ms CPU per pod-scrape over the same minutes "
+                          f"({scrapes} scrapes); watchdog / Prometheus {r.cpu_ms_per_scrape / r.prometheus_ms:.2f}",
+                          flush=True)
                 results.setdefault(size, []).append(r)
                 excess = None if r.latency_s is None else r.latency_s - args.window
                 print(f"{size:>5} {run + 1:>3} {r.cold_cycle_s:>7.2f} {r.cycle_median_s:>9.2f} {r.cycle_max_s:>6.2f} "
@@ -559,6 +616,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nload average {os.getloadavg()[0]:.2f} at the end; total {time.monotonic() - started:.0f} s; "
               f"logs in {tmp}")
     finally:
+        if anchor is not None:
+            anchor.stop()
         procs.stop()
     return 0
 
@@ -585,6 +644,12 @@ def print_table(args: argparse.Namespace, sizes: list[int], results: dict[int, l
         row(f"{size} pods: CPU share at 15 s interval", [100 * r.cpu_cycle_s / PRODUCTION_INTERVAL_S for r in rs],
             ".1f", "% core", 100 * GOAL_CPU_SHARE, f"< {GOAL_CPU_SHARE:.0%} of a core")
         row(f"{size} pods: peak RSS", [r.rss_mib for r in rs], ".1f", "MiB", GOAL_RSS_MIB, f"<= {GOAL_RSS_MIB:g} MiB")
+        if any(r.prometheus_ms for r in rs):
+            row(f"{size} pods: Prometheus CPU per pod-scrape", [r.prometheus_ms for r in rs], ".3f", "ms", None,
+                "(the anchor, same runs)")
+            row(f"{size} pods: watchdog / Prometheus CPU", [r.cpu_ms_per_scrape / r.prometheus_ms for r in rs
+                                                            if r.prometheus_ms], ".2f", "", GOAL_PROMETHEUS_SHARE,
+                f"<= {GOAL_PROMETHEUS_SHARE:.2f} (a third)")
         row(f"{size} pods: RSS before the first cycle", [r.rss_start_mib for r in rs], ".1f", "MiB", None,
             "(imports + setup)")
         row(f"{size} pods: API requests per cycle", [statistics.median(r.api_per_cycle) for r in rs], "g", "",

@@ -16,23 +16,15 @@ if [ -z "$etcd_version" ] || [ -z "$kube_version" ]; then  # an empty version wo
 fi
 dir="${CONTROL_PLANE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-stall-watchdog/control-plane/etcd-$etcd_version+kubernetes-$kube_version}"
 if [ "${1:-}" = "--print-dir" ]; then echo "$dir"; exit 0; fi
-command -v go >/dev/null || { echo "control-plane: 'go' is not on PATH (Go >= 1.25 is needed to build it)" >&2; exit 2; }
-mkdir -p "$dir"
-start=$(date +%s)
+# shellcheck source=tests/go_build.sh
+. "$here/../go_build.sh"
+go_build_name=control-plane go_build_dir="$dir"
+go_build_need_go
 # The version the binaries report (kubectl and helm read it from /version); a plain `go build` would say v0.0.0.
 v="k8s.io/component-base/version"
 kube_ldflags="-s -X $v.gitVersion=$kube_version -X $v.gitMajor=$(cut -d. -f1 <<<"${kube_version#v}")"
 kube_ldflags="$kube_ldflags -X $v.gitMinor=$(cut -d. -f2 <<<"$kube_version") -X $v.gitTreeState=clean"
-build() {  # build MODULE_DIR PACKAGE NAME LDFLAGS
-    local out="$dir/$3"
-    if [ -x "$out" ]; then echo "control-plane: $3 is built ($out)"; return; fi
-    echo "control-plane: building $3 from $2 ($(( $(date +%s) - start ))s so far; the first build takes many minutes on 2 cores)"
-    local t0; t0=$(date +%s)
-    (cd "$here/controlplane/$1" && go build -trimpath -ldflags="$4" -o "$out.tmp" "$2")
-    mv "$out.tmp" "$out"
-    echo "control-plane: $3 built in $(( $(date +%s) - t0 ))s"
-}
-build etcd go.etcd.io/etcd/server/v3 etcd -s
-build kube k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$kube_ldflags"
-build kube k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$kube_ldflags"
-echo "control-plane: ready in $dir ($(( $(date +%s) - start ))s)"
+go_build "$here/controlplane/etcd" go.etcd.io/etcd/server/v3 etcd -s
+go_build "$here/controlplane/kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$kube_ldflags"
+go_build "$here/controlplane/kube" k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$kube_ldflags"
+go_build_done

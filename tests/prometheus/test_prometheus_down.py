@@ -51,10 +51,10 @@ class Down:
 
 
 @pytest.fixture(scope="module")
-def down(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Down]:
+def down(flavour: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Down]:
     tmp: Path = tmp_path_factory.mktemp("prometheus-down")
     (tmp / "prom").mkdir()
-    prom = new_prometheus(tmp / "prom")
+    prom = new_prometheus(tmp / "prom", flavour)
     result, sims, run = Down(), [SimPod("127.0.0.40", 0, "wedged"), SimPod("127.0.0.41", 0, "progressing")], None
     try:
         with EmulatorServer() as api:

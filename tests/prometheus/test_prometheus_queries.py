@@ -5,7 +5,7 @@ namespace's pods as one regular expression with the extra matchers (a cycle's)."
 from __future__ import annotations
 
 import pytest
-from prom_kit import PrometheusServer
+from prom_kit import Server
 
 from watchdog.core.profiles import PROFILES
 from watchdog.core.promql import Scope, matchers, plan
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.prometheus
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
-def test_every_query_of_every_profile_is_accepted_by_prometheus(prometheus: PrometheusServer, name: str) -> None:
+def test_every_query_of_every_profile_is_accepted_by_prometheus(prometheus: Server, name: str) -> None:
     profile = PROFILES[name]
     one = Scope("ns", ('a"b\\c',)).matchers("kubernetes_namespace", "kubernetes_pod_name")
     several = Scope("ns", ("llama.x-0", "a(b)|c*", 'q"\\')).matchers("namespace", "pod")  # escaped as RE2 literals

@@ -25,7 +25,7 @@ from prom_kit import (
     OPEN_RAILS,
     PROMETHEUS_SETTINGS,
     FileTarget,
-    PrometheusServer,
+    Server,
     WatchdogRun,
     engine_states,
     free_port,
@@ -71,7 +71,7 @@ class UpdatingPod(SimPod):
 @dataclass
 class World:
     api: EmulatorServer
-    prom: PrometheusServer
+    prom: Server
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     sims: dict[str, SimPod] = field(default_factory=dict)
     marks: dict[str, float] = field(default_factory=dict)  # time.monotonic() of each action
@@ -113,7 +113,7 @@ def _restart_with_lower_counters(world: World, key: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def world(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(prometheus: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("prometheus-source")
     with EmulatorServer() as api:
         world = World(api, prometheus)
