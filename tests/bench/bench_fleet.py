@@ -149,13 +149,13 @@ class Processes:
 
 
 def start_pod_servers(procs: Processes, plans: list[PodPlan], servers: int, keepalive_s: float, slow_s: float,
-                      tmp: Path) -> None:
+                      tmp: Path, honour_names: bool = True) -> None:
     """Start ``servers`` fleet_server.py processes, pods dealt round-robin; fill in each plan's port."""
     children = []
     for s in range(servers):
         mine = plans[s::servers]
         spec = tmp / f"fleet-{s}.json"
-        spec.write_text(json.dumps({"keepalive_s": keepalive_s, "slow_s": slow_s,
+        spec.write_text(json.dumps({"keepalive_s": keepalive_s, "slow_s": slow_s, "honour_names": honour_names,
                                     "pods": [[p.address, p.port, p.kind, p.engines] for p in mine]}))
         child = procs.start([sys.executable, str(HERE.parent / "fleet_server.py"), str(spec)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -544,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keepalive", type=float, default=2.0, help="pod servers' idle keep-alive, s (2)")
     parser.add_argument("--probe-checks", type=int, default=20, help="exec probe runs per body (default: 20)")
     parser.add_argument("--lean-pods", action="store_true", help="~1 KiB pod objects instead of ~6 KiB real-looking")
+    parser.add_argument("--ignore-names", action="store_true",
+                        help="the pods ignore ?name[]= and send every series (older vLLM releases)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--py-spy", type=Path, metavar="DIR", help="record the largest size's first run")
     parser.add_argument("--prometheus", nargs="?", const="/usr/bin/prometheus", metavar="BINARY",
@@ -563,13 +565,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python "
           f"{sys.version.split()[0]}; workers {workers}; interval {args.interval:g} s, window {args.window:g} s, "
           f"deadline 3 s; fleet mix: {args.slow:.0%} slow (2 s), {args.hung:.0%} hung, "
-          f"{args.eight_engine:.0%} with 8 engines", flush=True)
+          f"{args.eight_engine:.0%} with 8 engines; the pods {'ignore' if args.ignore_names else 'honour'} "
+          f"?name[]=", flush=True)
     procs = Processes()
     tmp = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     anchor = None
     try:
         plans = plan_fleet(max(sizes), args.slow, args.hung, args.eight_engine, args.seed)
-        start_pod_servers(procs, plans, args.servers, args.keepalive, 2.0, tmp)
+        start_pod_servers(procs, plans, args.servers, args.keepalive, 2.0, tmp, not args.ignore_names)
         url = start_emulator(procs, tmp)
         seeder = Seeder(url, lean=args.lean_pods)
 

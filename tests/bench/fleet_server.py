@@ -9,8 +9,9 @@ What a pod answers, like vLLM's uvicorn + prometheus_client:
 
 - ``GET /metrics``: a real-size vLLM V1 exposition from ``expositions.build_vllm_v1_exposition`` (1 or 8
   engines; running 20), gzip-compressed when the request accepts gzip (compressed once per body, not per
-  request). The counters (prompt/generation tokens, the iteration heartbeat) rise once per second of
-  ``time.monotonic()``, the same values for every pod of the same engine count, so healthy pods progress.
+  request); ``?name[]=...`` restricts it to those samples as a current vLLM's prometheus_client does (spec
+  ``"honour_names": false``: ignored, the whole body, as older vLLM releases answer). The counters
+  (prompt/generation tokens, the iteration heartbeat) rise once per second of ``time.monotonic()``, the same values for every pod of the same engine count, so healthy pods progress.
   A healthy pod answers after ``render_s`` x sqrt(engines) (5 ms, 14 ms with 8 engines: the time vLLM's
   API server takes to render and compress the exposition; the server spends no CPU on it here),
   ``slow`` pods after ``slow_s`` (2 s); ``hung`` pods accept the connection and never answer.
@@ -34,10 +35,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> "bench" package
 
 from bench.expositions import build_vllm_v1_exposition
+from watchdog.demo.simpod.server import restrict
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 RATES = {"iterations": 40.0, "generation_tokens": 400.0, "prompt_tokens": 1200.0}  # per engine, per second
@@ -61,17 +64,31 @@ def response(status: bytes, body: bytes, content_type: bytes, gzipped: bool) -> 
 
 @dataclass
 class Exposition:
-    """One body in both encodings, as complete responses."""
+    """One body in both encodings, as complete responses; and its restrictions to the samples a request names
+    (``?name[]=``, as prometheus_client's filter in a current vLLM renders them), made once per query."""
 
     plain: bytes
     gzipped: bytes
+    body: bytes = b""
+    restricted: dict[tuple[bytes, bool], bytes] = field(default_factory=dict)
 
     @classmethod
     def build(cls, engines: int, running: float, values: dict[str, list[float]]) -> Exposition:
         body = build_vllm_v1_exposition(engines=engines, running=running, waiting=5 if running == 20 else 0,
                                         seed=engines, **values)
         return cls(response(b"200 OK", body, CONTENT_TYPE, False),
-                   response(b"200 OK", gzip.compress(body), CONTENT_TYPE, True))
+                   response(b"200 OK", gzip.compress(body), CONTENT_TYPE, True), body)
+
+    def answer(self, query: bytes, gz: bool) -> bytes:
+        names = parse_qs(query.decode(errors="replace")).get("name[]") if self.body else None
+        if not names:
+            return self.gzipped if gz else self.plain
+        cached = self.restricted.get((query, gz))
+        if cached is None:
+            lean = restrict(self.body, set(names))
+            cached = self.restricted[(query, gz)] = response(b"200 OK", gzip.compress(lean) if gz else lean,
+                                                             CONTENT_TYPE, gz)
+        return cached
 
 
 class Bodies:
@@ -107,14 +124,15 @@ class Pod:
 
 
 class Fleet:
-    def __init__(self, keepalive_s: float, slow_s: float, render_s: float) -> None:
+    def __init__(self, keepalive_s: float, slow_s: float, render_s: float, honour_names: bool = True) -> None:
         self.keepalive_s, self.slow_s, self.render_s = keepalive_s, slow_s, render_s
+        self.honour_names = honour_names  # False: an older vLLM, whose /metrics ignores ?name[]=
         self.bodies = Bodies()
 
-    def metrics(self, pod: Pod, gz: bool) -> bytes:
+    def metrics(self, pod: Pod, query: bytes, gz: bool) -> bytes:
         pod.scrapes += 1
         exposition = pod.wedged or self.bodies.current(pod.engines)
-        return exposition.gzipped if gz else exposition.plain
+        return exposition.answer(query, gz) if self.honour_names else (exposition.gzipped if gz else exposition.plain)
 
     def control(self, pod: Pod, method: bytes, path: bytes) -> bytes:
         if method == b"POST" and path == b"/sim/wedge":
@@ -174,10 +192,11 @@ class PodProtocol(asyncio.Protocol):
             if len(self.buffer) < end + 4 + length:
                 return
             self.buffer = self.buffer[end + 4 + length:]
-            method, path, _ = (head[0].split(b" ", 2) + [b"", b""])[:3]
-            self._handle(method, path.split(b"?", 1)[0], gz)
+            method, target, _ = (head[0].split(b" ", 2) + [b"", b""])[:3]
+            path, _, query = target.partition(b"?")
+            self._handle(method, path, query, gz)
 
-    def _handle(self, method: bytes, path: bytes, gz: bool) -> None:
+    def _handle(self, method: bytes, path: bytes, query: bytes, gz: bool) -> None:
         assert self.transport is not None
         if self.idle is not None:
             self.idle.cancel()
@@ -190,12 +209,12 @@ class PodProtocol(asyncio.Protocol):
         else:
             self.busy = True
             delay = self.fleet.slow_s if self.pod.kind == "slow" else self.fleet.render_s * self.pod.engines ** 0.5
-            asyncio.get_running_loop().call_later(delay, self._answer, gz)
+            asyncio.get_running_loop().call_later(delay, self._answer, query, gz)
 
-    def _answer(self, gz: bool) -> None:
+    def _answer(self, query: bytes, gz: bool) -> None:
         self.busy = False
         if self.transport is not None:
-            self._send(self.fleet.metrics(self.pod, gz))
+            self._send(self.fleet.metrics(self.pod, query, gz))
             self.data_received(b"")  # a request that arrived meanwhile
 
     def _send(self, data: bytes) -> None:
@@ -207,7 +226,7 @@ class PodProtocol(asyncio.Protocol):
 async def serve(spec: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     fleet = Fleet(float(spec.get("keepalive_s", 2.0)), float(spec.get("slow_s", 2.0)),
-                  float(spec.get("render_s", 0.005)))
+                  float(spec.get("render_s", 0.005)), bool(spec.get("honour_names", True)))
     pods = [Pod(a, int(p), k, int(e)) for a, p, k, e in spec["pods"]]
     for pod in pods:
         if not ipaddress.ip_address(pod.address).is_loopback:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -27,9 +28,11 @@ class Loop:
     def __init__(self, outcome: bytes | BaseException) -> None:
         self.outcome = outcome
         self.deadlines: list[float | None] = []
+        self.urls: list[str] = []
 
     async def fetch_async(self, url: str, deadline_s: float | None = None) -> bytes:
         self.deadlines.append(deadline_s)
+        self.urls.append(url)
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
@@ -81,3 +84,16 @@ def test_a_pods_reading_is_timed_when_its_body_arrived() -> None:
 
     reading = asyncio.run(source(Late(BODY), clock=lambda: now[0]).read(TARGET, PodRecord(0, 0.0), None))
     assert reading.outcome == "ok" and reading.t == 102.5
+
+
+def test_a_scrape_asks_for_the_profiles_sample_names_only() -> None:
+    loop = Loop(BODY)
+    asyncio.run(source(loop).read(TARGET, PodRecord(0, 0.0), None))
+    (url,) = loop.urls
+    path, _, query = url.partition("?")
+    assert path == "http://10.0.0.1:8000/metrics"
+    names = parse_qs(query)["name[]"]
+    assert names == sorted(names) and len(names) == len(set(names))
+    assert {"vllm:num_requests_running", "vllm:generation_tokens_total", "vllm:iteration_tokens_total_count",
+            'vllm:engine_sleep_state'} <= set(names)
+    assert "vllm:iteration_tokens_total_bucket" not in names  # nothing the parser does not read

@@ -24,6 +24,7 @@ from watchdog.controller.fanout import FULL_EVERY, Fanout
 from watchdog.controller.ports import AsyncFetcher, Clock
 from watchdog.controller.reading import Reading
 from watchdog.controller.state import PodRecord
+from watchdog.core.lines import scrape_url
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import parse_exposition
 from watchdog.core.profiles import Profile
@@ -46,7 +47,7 @@ class ScrapeSource:
 
     def confirm(self, pod: WatchedPod) -> Reading:
         try:
-            return self._parse(pod, self.scraper.fetch(pod.url))
+            return self._parse(pod, self.scraper.fetch(self._url(pod)))
         except ScrapeError as exc:
             return self._failed(pod, exc)
 
@@ -61,8 +62,9 @@ class ScrapeSource:
         """One pod's reading on the loop; ``deadline_s``: this cycle's shortened deadline, or None."""
         start = time.perf_counter()
         try:  # the body is parsed as soon as it arrived and freed with the parse
-            reading = self._parse(pod, await (self.scraper.fetch_async(pod.url) if deadline_s is None
-                                              else self.scraper.fetch_async(pod.url, deadline_s=deadline_s)))
+            url = self._url(pod)
+            reading = self._parse(pod, await (self.scraper.fetch_async(url) if deadline_s is None
+                                              else self.scraper.fetch_async(url, deadline_s=deadline_s)))
         except ScrapeError as exc:
             reading = self._failed(pod, exc, record.timeouts if deadline_s is not None else None)
         except Exception as exc:  # one pod's unexpected trouble is its own unknown, never the others' (one batch)
@@ -70,6 +72,10 @@ class ScrapeSource:
             reading = self._failed(pod, ScrapeError("connection", f"scrape failed unexpectedly: "
                                                                   f"{type(exc).__name__}: {exc}"[:300]))
         return replace(reading, t=self.clock(), seconds=time.perf_counter() - start)
+
+    def _url(self, pod: WatchedPod) -> str:
+        """The pod's /metrics asking for its profile's series only (:func:`watchdog.core.lines.scrape_url`)."""
+        return scrape_url(pod.url, self.profiles[pod.target_name])
 
     def _failed(self, pod: WatchedPod, exc: ScrapeError, shortened_after: int | None = None) -> Reading:
         """``shortened_after``: the timeouts in a row that shortened this scrape's deadline (None: the full one)."""

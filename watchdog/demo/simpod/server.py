@@ -1,5 +1,6 @@
-"""The HTTP side of a simulated pod: uvicorn-like keep-alive, gzip on request, /metrics, /health, and the
-simulation-only /sim/mode control endpoint; "hang" mode holds requests unanswered."""
+"""The HTTP side of a simulated pod: uvicorn-like keep-alive, gzip on request, /metrics (``?name[]=`` renders only
+those samples, as prometheus_client's filter in a current vLLM does), /health, and the simulation-only /sim/mode
+control endpoint; "hang" mode holds requests unanswered."""
 
 from __future__ import annotations
 
@@ -25,6 +26,22 @@ class _Pod(Protocol):
     def exposition(self) -> bytes: ...
     def state(self) -> dict[str, Any]: ...
     def set_mode(self, mode: str, *, wedge_after_s: float | None = None) -> None: ...
+
+
+def restrict(body: bytes, names: set[str]) -> bytes:
+    """``body`` (text format 0.0.4) with only the samples named ``names`` and the HELP/TYPE lines of their families,
+    as prometheus_client renders ``/metrics?name[]=...`` (a current vLLM's filter)."""
+    out: list[bytes] = []
+    header: list[bytes] = []  # the HELP/TYPE lines of the family being read, written before its first kept sample
+    for line in body.split(b"\n"):
+        if line.startswith(b"#"):
+            header = [] if line.startswith(b"# HELP ") else header
+            header.append(line)
+        elif line and line.split(b"{", 1)[0].split(b" ", 1)[0].decode(errors="replace") in names:
+            out.extend(header)
+            header = []
+            out.append(line)
+    return b"\n".join(out) + b"\n" if out else b""
 
 
 class SimServer(ThreadingHTTPServer):
@@ -88,7 +105,8 @@ class SimHandler(BaseHTTPRequestHandler):
         if self._stopped() or self._hung():
             return
         if path == "/metrics":
-            body = pod.exposition()
+            names = parse_qs(urlsplit(self.path).query).get("name[]")
+            body = pod.exposition() if not names else restrict(pod.exposition(), set(names))
             pod.scrapes += 1
             self._send(200, body, CONTENT_TYPE_PLAIN_0_0_4)
         elif path == "/health":
