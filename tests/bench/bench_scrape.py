@@ -6,7 +6,9 @@ One ``fleet_server.py`` process serves ``--pods`` healthy simulated pods on 127.
 real bodies: ``expositions.py``, 65 KB, or 380 KB for every tenth pod with 8 engines; a new TCP connection per
 scrape; answering after ``--render`` s x sqrt(engines) like vLLM). This process scrapes them with the
 watchdog's own :class:`~watchdog.adapters.scrape.Scraper` and parser, once per encoding the scraper can ask for
-(``Accept-Encoding: identity``, its default, and ``gzip``: the ``scrapeEncoding`` setting):
+(``Accept-Encoding: identity``, its default, and ``gzip``: the ``scrapeEncoding`` setting), asking for the profile's
+sample names only (``?name[]=``, as the cycle does; the server renders only those, as a current vLLM does) and not
+(``--names``):
 
 - **sequential** (one thread): ``time.thread_time`` around each section, per pod-scrape: ``fetch`` (the whole
   ``Scraper.fetch``: connect, request, response, read, inflate), of which ``inflate`` (the same bodies' gzip
@@ -46,6 +48,7 @@ import builders
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.inflate import Inflater
 from watchdog.adapters.scrape import ENCODINGS
+from watchdog.core.lines import scrape_url
 from watchdog.core.parsing import parse_exposition
 from watchdog.core.profiles import get_profile
 
@@ -157,29 +160,34 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per figure; the median is printed (3)")
     parser.add_argument("--render", type=float, default=0.005, help="pod answer delay, s x sqrt(engines) (0.005)")
     parser.add_argument("--encodings", default=",".join(ENCODINGS), help="Accept-Encoding values to measure")
+    parser.add_argument("--names", default="yes,no",
+                        help="ask for the profile's sample names only (?name[]=, as the cycle does), or not: "
+                             "each measured (%(default)s)")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"python {sys.version.split()[0]}; {args.pods} pods (10% with 8 engines), answer after {args.render:g} s; "
           f"pid {os.getpid()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-scrape-") as tmp:
-        child, urls = start_server(args.pods, args.render, Path(tmp))
+        child, base = start_server(args.pods, args.render, Path(tmp))
         try:
-            for encoding in args.encodings.split(","):
+            for names, encoding in ((n, e) for n in args.names.split(",") for e in args.encodings.split(",")):
+                urls = [scrape_url(u, get_profile("vllm")) if names == "yes" else u for u in base]
                 scraper = Scraper(builders.scrape_limits(), encoding=encoding)
                 scraper.fetch(urls[0])  # warm-up: imports, the deadline thread
-                print(f"\nAccept-Encoding: {encoding}")
+                print(f"\nAccept-Encoding: {encoding}; {'only the profile' if names == 'yes' else 'every'} series "
+                      f"({len(scraper.fetch(urls[0]))} bytes for a 1-engine pod)")
                 if 1 in threads:
-                    r = median_of(args.rounds, lambda s=scraper, e=encoding: sequential(s, urls, e))
+                    r = median_of(args.rounds, lambda s=scraper, e=encoding, u=urls: sequential(s, u, e))
                     print("  sequential, thread CPU ms per pod-scrape: "
                           + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
                 for n in (t for t in threads if t > 1):
-                    at_once(args.rounds, f"{n:>3} threads", lambda p, n=n, s=scraper: concurrent(s, urls, n, p))
+                    at_once(args.rounds, f"{n:>3} threads", lambda p, n=n, s=scraper, u=urls: concurrent(s, u, n, p))
                 looped = AsyncScraper(builders.scrape_limits(), encoding=encoding)
                 looped.fetch(urls[0])  # warm-up: the loop's thread
                 for n in (int(x) for x in args.limits.split(",") if x):
                     at_once(args.rounds, f"async, {n:>3} at once",
-                            lambda p, n=n, s=looped: concurrent_async(s, urls, n, p))
+                            lambda p, n=n, s=looped, u=urls: concurrent_async(s, u, n, p))
                 looped.close()
         finally:
             child.stdin.close()  # type: ignore[union-attr]

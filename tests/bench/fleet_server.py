@@ -11,7 +11,8 @@ What a pod answers, like vLLM's uvicorn + prometheus_client:
   engines; running 20), gzip-compressed when the request accepts gzip (compressed once per body, not per
   request); ``?name[]=...`` restricts it to those samples as a current vLLM's prometheus_client does (spec
   ``"honour_names": false``: ignored, the whole body, as older vLLM releases answer). The counters
-  (prompt/generation tokens, the iteration heartbeat) rise once per second of ``time.monotonic()``, the same values for every pod of the same engine count, so healthy pods progress.
+  (prompt/generation tokens, the iteration heartbeat) rise once per second of ``time.monotonic()``, the same
+  values for every pod of the same engine count, so healthy pods progress.
   A healthy pod answers after ``render_s`` x sqrt(engines) (5 ms, 14 ms with 8 engines: the time vLLM's
   API server takes to render and compress the exposition; the server spends no CPU on it here),
   ``slow`` pods after ``slow_s`` (2 s); ``hung`` pods accept the connection and never answer.

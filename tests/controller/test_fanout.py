@@ -32,7 +32,9 @@ def test_auto_size_counts_the_pods_that_held_a_worker_long() -> None:
     assert auto_workers(healthy, deadline_s=3.0) == AUTO_BASE
     assert auto_workers([0.01] * 5, deadline_s=3.0) == 5  # never more workers than pods
     assert auto_workers([], deadline_s=3.0) == 1
-    assert auto_workers([3.0] * 1000, deadline_s=3.0) == AUTO_MAX == 256  # bounded, even when everything hangs
+    assert auto_workers([3.0] * 1000, deadline_s=3.0) == AUTO_MAX == 768  # bounded, even when everything hangs
+    # 10,000 pods of which 600 slow or hung: every one of those in flight at once, and 16 for the prompt ones
+    assert auto_workers([0.01] * 9400 + [2.0] * 500 + [3.0] * 100, deadline_s=3.0) == AUTO_BASE + 600
 
 
 def test_auto_size_before_anything_is_known() -> None:

@@ -13,7 +13,9 @@ until it answers; the healthy pods, which answer in milliseconds, must not queue
   least :func:`slow_seconds` (slow, hung or timing out: known from last cycle), and one per
   :data:`NEW_PER_WORKER` pods never scraped yet (at start-up nothing is known) -- at most :data:`AUTO_MAX` and
   never more than the pods. 2,000 pods of which 120 are slow or hung: 136 workers; 100 healthy pods: 16.
-  A fixed ``workers: N`` keeps N.
+  A fixed ``workers: N`` keeps N. A slow pod's scrape mostly waits, holding a socket and a coroutine: the bound is
+  the open files, not the CPU. When it was 256 (a thread each, once), 10,000 pods of which 600 were slow queued
+  the prompt pods behind three waves of slow ones (cycle 7.7 s; docs/scaling.md).
 
 The same sizing holds on the loop as a cap on memory (64 prompt scrapes at once made the loop's GET cheaper,
 0.62 -> 0.45 ms CPU at 400 loopback pods, but peak RSS at 2,000 pods 92 -> 111 MiB, over its goal): no more bodies
@@ -41,7 +43,7 @@ from watchdog.controller.state import PodRecord
 from watchdog.core.model import WatchedPod
 
 AUTO_BASE = 16  # scrapes at once for the prompt pods: keeps the one core busy while each waits ~5-15 ms
-AUTO_MAX = 256  # past this, more scrapes at once cost the loop more than they wait (docs/scaling.md)
+AUTO_MAX = 768  # a socket each: well under the usual soft limit of 1,024 open files (docs/scaling.md)
 NEW_PER_WORKER = 16  # pods never scraped: assume 1 in 16 may be slow (the first cycle, a new rollout)
 
 R = TypeVar("R")
