@@ -77,11 +77,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_body_bytes", "int", 8 * 1024 * 1024, "largest /metrics body accepted, after gzip",
             minimum=1024, maximum=1024 ** 3),
     Setting("scrape_encoding", "choice", "identity", "what a scrape asks pods for (Accept-Encoding): identity (a "
-            "plain body: no compressing in the pod, no inflating here; ~8x the bytes on the wire) or gzip (for a "
-            "slow or metered network to the pods); a gzip answer is inflated either way",
+            "plain body: no compressing in the pod, no inflating here; ~3 KB per engine, a scrape asking for the "
+            "profile's series only) or gzip (for a slow or metered network to the pods); a gzip answer is inflated "
+            "either way",
             choices=("identity", "gzip")),
     Setting("workers", "int", 0, "concurrent scrapes; 0: sized each cycle by the fleet (16 + the pods whose last "
-            "scrape was slow or timed out, at most 256)", minimum=0, maximum=1024),
+            "scrape was slow or timed out, at most 768)", minimum=0, maximum=1024),
     # -- where the signals come from (docs/scaling.md "source: prometheus") --
     Setting("source", "choice", "scrape", "where the engine signals come from: scrape (GET each pod's /metrics) or "
             "prometheus (instant queries to prometheusUrl per watched namespace; removals still confirmed by the "
