@@ -136,6 +136,7 @@ class ServedAnswers:
 
     def __init__(self, pods: list[list[Any]], interval: float) -> None:
         self.interval = interval
+        self._cache: dict[str, tuple[list[str], str | tuple[list[float], float]]] = {}
         self.pods: dict[tuple[str, str], tuple[str, int]] = {}
         for namespace, name, address, port, engines in pods:
             labels = f'"namespace":"{namespace}","pod":"{name}","instance":"{address}:{port}"'
@@ -154,29 +155,48 @@ class ServedAnswers:
                 if (namespace is None or ns == namespace) and (names is None or name in names)]
 
     def answer(self, query: str, at: float) -> bytes:
-        matchers = [(m.group(1), m.group(2), m.group(3)) for m in _MATCHER.finditer(query)]
+        heads, value = self._rows(query)
         tick = math.floor(at / self.interval) * self.interval
+        now = f"{at:.3f}"
+        if isinstance(value, str):
+            tail = f',"{tick:.3f}"]}}' if value == "time" else f',"{value}"]}}'
+            rows = [head + now + tail for head in heads]
+        else:
+            base, rate = value
+            rows = [f'{head}{now},"{start + rate * tick:.1f}"]}}' for head, start in zip(heads, base, strict=True)]
+        return ('{"status":"success","data":{"resultType":"vector","result":[' + ",".join(rows) + "]}}").encode()
+
+    def _rows(self, query: str) -> tuple[list[str], str | tuple[list[float], float]]:
+        """The rows of ``query`` up to their value (made once per query text: the watchdog sends the same ones
+        every cycle), and what their value is: a constant, "time" (the scrape time), or (bases, rate) counters."""
+        cached = self._cache.get(query)
+        if cached is not None:
+            return cached
+        matchers = [(m.group(1), m.group(2), m.group(3)) for m in _MATCHER.finditer(query)]
         pods = self.select(matchers)
-        rows: list[str] = []
+        value: str | tuple[list[float], float] = ""
+        heads: list[str] = []
         if "timestamp(" in query:
-            rows = [f'{{"metric":{{{labels},{self._engine(e)}}},"value":[{at:.3f},"{tick:.3f}"]}}'
-                    for labels, engines, _ in pods for e in range(engines)]
+            heads = [f'{{"metric":{{{labels},{self._engine(e)}}},"value":[' for labels, engines, _ in pods
+                     for e in range(engines)]
+            value = "time"
         elif "(up{" in query:
-            rows = [f'{{"metric":{{{labels}}},"value":[{at:.3f},"1"]}}' for labels, _, _ in pods]
+            heads = [f'{{"metric":{{{labels}}},"value":[' for labels, _, _ in pods]
+            value = "1"
         else:
             metric = re.search(r"last_over_time\(([a-zA-Z_:][a-zA-Z0-9_:]*)", query)
             name = metric.group(1) if metric else ""
             extra = "".join(f',"{n}":"{v}"' for n, op, v in matchers if op == "=" and n not in ("namespace", "pod"))
-            if name in _GAUGES and 'reason="deferred"' not in query:
-                value = str(_GAUGES[name])
-                rows = [f'{{"metric":{{{labels},{self._engine(e)}{extra}}},"value":[{at:.3f},"{value}"]}}'
-                        for labels, engines, _ in pods for e in range(engines)]
+            if name in _GAUGES or name in _COUNTERS:
+                heads = [f'{{"metric":{{{labels},{self._engine(e)}{extra}}},"value":[' for labels, engines, _ in pods
+                         for e in range(engines)]
+            if name in _GAUGES:
+                value = "0.0" if 'reason="deferred"' in query else str(_GAUGES[name])
             elif name in _COUNTERS:
-                rate = _COUNTERS[name]
-                rows = [f'{{"metric":{{{labels},{self._engine(e)}{extra}}},'
-                        f'"value":[{at:.3f},"{1e6 + 1000 * (index % 97) + e + rate * tick:.1f}"]}}'
-                        for labels, engines, index in pods for e in range(engines)]
-        return ('{"status":"success","data":{"resultType":"vector","result":[' + ",".join(rows) + "]}}").encode()
+                value = ([1e6 + 1000 * (index % 97) + e for _, engines, index in pods for e in range(engines)],
+                         _COUNTERS[name])
+        self._cache[query] = heads, value
+        return heads, value
 
     @staticmethod
     def _engine(e: int) -> str:
