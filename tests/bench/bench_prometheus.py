@@ -311,7 +311,8 @@ def measure(args: argparse.Namespace, emulator: str, source: str, prom_url: str,
         "allow_loopback_pod_ips": True, "dry_run": True, "source": source,
     }
     if source == "prometheus":
-        settings.update(prometheus_url=prom_url, prometheus_timeout_seconds=min(5.0, args.interval * 0.6))
+        settings.update(prometheus_url=prom_url,
+                        prometheus_timeout_seconds=args.query_timeout or min(5.0, args.interval * 0.6))
     spec = {"emulator": emulator, "settings": settings, "interval": args.interval, "cycles": args.cycles,
             "profile": args.profile, "sections": args.sections}
     spec_path, out_path = tmp / f"side-{source}.json", tmp / f"side-{source}.out.json"
@@ -331,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="engine series measured against a served answer of that size (no Prometheus runs: its "
                              "side is NOT A MEASUREMENT), comma-separated (%(default)s; '' for none)")
     parser.add_argument("--prometheus", default=PROMETHEUS_BINARY, help="the Prometheus binary (%(default)s)")
+    parser.add_argument("--query-timeout", type=float, default=0.0,
+                        help="prometheusTimeoutSeconds (default: the production 5 s, at most 60%% of --interval); "
+                             "longer when the machine, not the design, is too slow to answer in time")
     parser.add_argument("--engines-per-pod", type=int, default=50,
                         help="data-parallel engines per pod (<= 64, the parser's series bound; default 50)")
     parser.add_argument("--cycles", type=int, default=5, help="measured cycles per measurement (default 5)")
