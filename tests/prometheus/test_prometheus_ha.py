@@ -38,7 +38,7 @@ pytestmark = pytest.mark.prometheus
 NS = "prom-ha"
 WINDOW_S = 10.0
 DOWN_AT_S = 3.0  # replica a goes down this long after the watchdog starts: before the wedge is judged
-SETTLE_S = 6.0  # the querier stops asking a replica that is gone within this (its endpoint health checks)
+SETTLE_S = 8.0  # the querier stops asking a replica that is gone within this (its endpoint checks run every 5 s)
 ADDRESSES = {"wedged": "127.0.0.50", "busy": "127.0.0.51", "dp": "127.0.0.52"}
 ENGINES = {"wedged": 1, "busy": 1, "dp": 2}
 
