@@ -224,13 +224,19 @@ class HaPair(QueryApi):
     def start_replica(self, name: str, timeout_s: float = 30.0) -> None:
         next(r for r in self.replicas if r.name == name).start(timeout_s)
 
+    def healthy(self) -> set[str]:
+        """The replicas the querier reads now: its healthy stores' ``replica`` labels (``/api/v1/stores``)."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/stores", timeout=5) as answer:
+            stores = [store for group in (json.load(answer).get("data") or {}).values() for store in group or []]
+        return {labels[REPLICA_LABEL] for store in stores if not store.get("lastError")
+                for labels in store.get("labelSets") or [] if REPLICA_LABEL in labels}
+
     def wait_replicas(self, names: set[str], timeout_s: float = 30.0) -> None:
-        """Wait until the querier reads from exactly the replicas ``names`` (``dedup=false`` keeps the label)."""
+        """Wait until the querier reads from exactly the replicas ``names``."""
         deadline = time.monotonic() + timeout_s
         seen: set[str] = set()
         while time.monotonic() < deadline:
-            seen = {r["metric"].get(REPLICA_LABEL, "")
-                    for r in self.query(f"count by ({REPLICA_LABEL}) (up)", dedup="false")}
+            seen = self.healthy()
             if seen == names:
                 return
             time.sleep(0.3)
