@@ -42,8 +42,8 @@ go_build "$here/modules/prometheus" github.com/prometheus/prometheus/cmd/prometh
     "-s -w -X $v.Version=$p3 -X $v.Revision=$prometheus_version -X $v.Branch=module" remove_all_sd
 go_build_name=thanos go_build_dir="$thanos_dir"
 go_build_need_go
-# Thanos' own build tags (its .promu.yml): slicelabels is not optional -- its gRPC code casts Prometheus' labels
-# as a slice, and without the tag the sidecar crashes on the querier's first Info call.
+# Thanos' own build tag slicelabels (its .promu.yml; its netgo only picks the DNS resolver): not optional -- its gRPC
+# code casts Prometheus' labels as a slice, and without the tag the sidecar crashes on the querier's first Info call.
 go_build "$here/modules/thanos" github.com/thanos-io/thanos/cmd/thanos thanos \
-    "-s -w -X $v.Version=${thanos_version#v} -X $v.Revision=$thanos_version -X $v.Branch=module" netgo,slicelabels
+    "-s -w -X $v.Version=${thanos_version#v} -X $v.Revision=$thanos_version -X $v.Branch=module" slicelabels
 go_build_done
