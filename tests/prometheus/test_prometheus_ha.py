@@ -39,6 +39,7 @@ NS = "prom-ha"
 WINDOW_S = 10.0
 DOWN_AT_S = 3.0  # replica a goes down this long after the watchdog starts: before the wedge is judged
 SETTLE_S = 8.0  # the querier stops asking a replica that is gone within this (its endpoint checks run every 5 s)
+QUERY_TIMEOUT_S = 2.0  # a cycle's queries go querier -> 2 sidecars -> 2 Prometheus: 0.5 s timed out on a busy machine
 ADDRESSES = {"wedged": "127.0.0.50", "busy": "127.0.0.51", "dp": "127.0.0.52"}
 ENGINES = {"wedged": 1, "busy": 1, "dp": 2}
 
@@ -87,6 +88,7 @@ def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ha]:
             status_port = free_port()
             config = write_config(tmp / "config.yaml", **{
                 **FAST_SETTINGS, **OPEN_RAILS, **PROMETHEUS_SETTINGS, "windowSeconds": WINDOW_S,
+                "prometheusTimeoutSeconds": QUERY_TIMEOUT_S, "scrapeIntervalSeconds": QUERY_TIMEOUT_S + 1,
                 "prometheusUrl": pair.url, "listenAddress": f"127.0.0.1:{status_port}"})
             run = WatchdogRun(config, write_kubeconfig(tmp / "kubeconfig", api.base_url), tmp / "watchdog.log",
                               status_port).start()
