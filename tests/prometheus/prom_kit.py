@@ -279,7 +279,11 @@ def new_prometheus(workdir: Path, flavour: str = "2.42", honor_job: bool = False
         pytest.skip(f"{', '.join(missing)} not found: {hint}")
     server: Server = (HaPair(workdir, *binaries, honor_job=honor_job) if flavour == "ha-thanos"
                       else PrometheusServer(workdir, binary=binaries[0], honor_job=honor_job))
-    server.start()
+    try:
+        server.start()
+    except BaseException:  # what did start (a replica, a sidecar) must not outlive the test
+        server.stop()
+        raise
     return server
 
 
