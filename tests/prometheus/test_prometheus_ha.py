@@ -38,7 +38,8 @@ pytestmark = pytest.mark.prometheus
 NS = "prom-ha"
 WINDOW_S = 10.0
 DOWN_AT_S = 3.0  # replica a goes down this long after the watchdog starts: before the wedge is judged
-SETTLE_S = 8.0  # the querier stops asking a replica that is gone within this (its endpoint checks run every 5 s)
+SETTLE_S = 12.0  # the querier stops asking a replica that is gone within this: its endpoint checks run every 5 s,
+#                 and one failed check may not be enough (8.5 s seen at load 9; a partial answer until then)
 QUERY_TIMEOUT_S = 2.0  # a cycle's queries go querier -> 2 sidecars -> 2 Prometheus: 0.5 s timed out on a busy machine
 ADDRESSES = {"wedged": "127.0.0.50", "busy": "127.0.0.51", "dp": "127.0.0.52"}
 ENGINES = {"wedged": 1, "busy": 1, "dp": 2}

@@ -101,6 +101,13 @@ class World:
     def views(self, key: str, since: float = 0.0, until: float = float("inf")) -> list[dict[str, Any]]:
         return [v for v in pod_views([h for h in self.history if h[0] < until], self.name(key), since)]
 
+    def settled(self, key: str) -> float:
+        """When the pod's engines have had two samples: 3 s after the start, or 2 cycles after the pod's first view
+        when the watchdog's start was slower (a first busy sample is always suspect: no progress seen yet)."""
+        first = min((at for at, doc in self.history for p in doc.get("pods") or [] if p.get("pod") == self.name(key)),
+                    default=self.marks["start"])
+        return max(self.marks["start"] + 3, first + 2 * SETTINGS["scrapeIntervalSeconds"])
+
 
 def _restart_with_lower_counters(world: World, key: str) -> None:
     """The engine restarts in place (same address and port): its counters start again from the warm start,
@@ -275,7 +282,7 @@ def test_the_engines_of_a_pod_on_two_scrape_targets_are_each_read_and_the_wedged
     assert world.name("pair") not in world.alive, world.log[-3000:]
     message = _pod_event(world, "pair")["message"]
     assert 'model_name="model-b"' in message and "model-a" not in message, message
-    views = world.views("pair", since=world.marks["start"] + 3)
+    views = world.views("pair", since=world.settled("pair"))
     assert views, world.marks
     for view in views:
         states = {str(e["labels"].get("model_name")): e["state"] for e in view.get("engines") or []}
@@ -286,7 +293,7 @@ def test_a_pod_scoped_pause_pauses_every_engine_of_the_pod_and_it_is_never_delet
     # Both engines run 21 requests with frozen counters far longer than the window, while the pod-scoped weight
     # update gauge (one series of the pod, no engine label) reads 1: applied to every engine, never a stall.
     assert world.name("updating") in world.alive, world.log[-3000:]
-    views = world.views("updating", since=world.marks["start"] + 3)
+    views = world.views("updating", since=world.settled("updating"))
     assert views, world.marks
     for view in views:
         states = {str(e["labels"].get("engine")): e["state"] for e in view.get("engines") or []}

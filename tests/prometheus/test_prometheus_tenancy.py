@@ -84,22 +84,23 @@ def _hog(series: int = 300) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def forgery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenancy]:
+def forgery(flavour: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenancy]:
     """The forging exporter alone (so that nothing else can hide what it does)."""
-    yield from _run(tmp_path_factory.mktemp("prometheus-forgery"), forger=True)
+    yield from _run(tmp_path_factory.mktemp("prometheus-forgery"), flavour, forger=True)
 
 
 @pytest.fixture(scope="module")
-def blinding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenancy]:
+def blinding(flavour: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenancy]:
     """The pod of huge series alone."""
-    yield from _run(tmp_path_factory.mktemp("prometheus-blinding"), forger=False)
+    yield from _run(tmp_path_factory.mktemp("prometheus-blinding"), flavour, forger=False)
 
 
-def _run(tmp: Path, forger: bool) -> Iterator[Tenancy]:
-    """One Prometheus and one watchdog run over team-a/c/d's pods and team-b's exporter (``forger``) or its pod of
-    huge series (else), until team-c's and team-d's wedges are gone (at most 40 s), then one window more."""
+def _run(tmp: Path, flavour: str, forger: bool) -> Iterator[Tenancy]:
+    """One server of ``flavour`` and one watchdog run over team-a/c/d's pods and team-b's exporter (``forger``) or
+    its pod of huge series (else), until team-c's and team-d's wedges are gone (at most 40 s), then one window
+    more."""
     (tmp / "prom").mkdir()
-    prom = new_prometheus(tmp / "prom", honor_job=True)
+    prom = new_prometheus(tmp / "prom", flavour, honor_job=True)
     result, sims, run = Tenancy(), [], None
     try:
         with EmulatorServer() as api:
