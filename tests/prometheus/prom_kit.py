@@ -77,7 +77,10 @@ class QueryApi:
         deadline = time.monotonic() + timeout_s
         seen: dict[str, float] = {}
         while time.monotonic() < deadline:
-            seen = self.up()
+            try:
+                seen = self.up()
+            except OSError:  # a Prometheus busy ingesting hundreds of new targets can miss the 5 s: ask again
+                continue
             if all(seen.get(pod) == value for pod, value in expected.items()):
                 return
             time.sleep(0.3)
