@@ -154,7 +154,9 @@ def world(prometheus: Server, tmp_path_factory: pytest.TempPathFactory) -> Itera
             run = WatchdogRun(config, write_kubeconfig(tmp / "kubeconfig", api.base_url), tmp / "watchdog.log",
                               status_port).start()
             t0 = world.marks["start"] = time.monotonic()
-            steps = [(2.0, "unscraped", lambda: prometheus.remove_target(world.target("unscraped").address)),
+            # the target leaves at once: an HA pair's replicas each apply it within ~5-8 s (Prometheus' SD cadence;
+            # the querier answers from the later one), which must stay inside the wedged pod's 8 s window
+            steps = [(0.0, "unscraped", lambda: prometheus.remove_target(world.target("unscraped").address)),
                      (2.0, "stopped", lambda: world.sims["stopped"].stop()),
                      (1.0, "reset_wedged", lambda: world.sims["reset"].set_mode("wedged")),
                      (1.0, "shrink", lambda: world.sims["shrink"].keep_engines(1)),
