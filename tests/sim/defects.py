@@ -96,6 +96,13 @@ DEFECTS = (
     Defect("events-every-cycle", "the deletion Event posted for every engine series", "controller/remediator.py",
            "        if self.policy.first_event(target.uid, key, REASON_DELETED):",
            "        if True:"),
+    Defect("lease-seen-at-send", "another's Lease record aged from when the GET was sent (two leaders after a "
+           "frozen GET: the hour-long run's seed 4462)", "adapters/leader.py",
+           "                self._observed, self._observed_at = _record(lease), seen",
+           "                self._observed, self._observed_at = _record(lease), started"),
+    Defect("ledger-at-stamp", "a restored ledger entry counted from its stamp, before its DELETE was applied (the "
+           "hour-long run's seed 6417)", "controller/wiring.py",
+           "sent_within_s=2 * config.api_timeout_seconds)", "sent_within_s=0.0)"),
 )
 
 RUNNER = """
