@@ -109,7 +109,10 @@ RUNNER = """
 import json, sys
 sys.path[:0] = [{tests!r}]
 from sim_run import run_seed
+from test_sim import KNOWN  # the seeds of listed findings fail on the current code too: no evidence
 for seed in range({seeds}):
+    if seed in KNOWN:
+        continue
     o = run_seed(seed)
     if o.violations:
         print(json.dumps({{"seed": seed, "step": o.step, "violation": o.violations[0][:300]}}))
