@@ -247,11 +247,13 @@ def test_two_slots_generating_are_one_engine_progressing(llama: Start, tmp_path:
             stream.close()
 
 
-# A multimodal (mtmd) prompt: text, one image of 1,024 image tokens (the random projector, model.py), text. The
-# image is encoded by the vision encoder and its tokens decoded into the text model outside metrics_post_decode:
-# 4-8 s here on one CPU thread (load average 6-14), during which /metrics answers and no signal moves. The window
-# costs no test time (nothing waits for it): wide, so that a loaded machine does not fail the test.
-MM_WINDOW = 20.0
+# A multimodal (mtmd) prompt: text, three images of 1,024 image tokens each back to back (the random projector,
+# model.py), text. The images are encoded by the vision encoder and their tokens decoded into the text model outside
+# metrics_post_decode: about 1.3 s per image on one CPU thread of a quiet machine (CI), 4-8 s at load average 6-14,
+# during which /metrics answers and no signal moves (one image was too short to measure on the quiet machine: 1.0 s
+# flat). The window costs no test time (nothing waits for it): wide, so that a loaded machine does not fail the test.
+MM_WINDOW = 60.0
+MM_IMAGES = 3
 MM_SIGNALS = ("n_decode_total", "tokens_predicted_total", "prompt_tokens_total")
 
 
@@ -259,14 +261,14 @@ def test_multimodal_encode_moves_no_signal_and_is_kept_when_the_window_exceeds_i
         llama: Start, mmproj: Path, tmp_path: Path) -> None:
     server = llama("127.0.0.47", mmproj=mmproj)
     recorded = tmp_path / "recorded"
-    prompt = media_prompt(server, "the engine ", [png_image(64)], " is")
+    prompt = media_prompt(server, "the engine ", [png_image(64, seed=i + 1) for i in range(MM_IMAGES)], " is")
     with watch(server, tmp_path / "watch", windowSeconds=MM_WINDOW) as w, \
             Recorder(server, recorded, interval_s=0.25) as rec:
         w.wait_state("idle", 15)
         answer = complete(server, prompt, 2)
         time.sleep(2 * INTERVAL)
         kept = w.pod_exists()
-    timings, image_tokens = answer["timings"], (V_IMAGE // V_PATCH) ** 2
+    timings, image_tokens = answer["timings"], MM_IMAGES * (V_IMAGE // V_PATCH) ** 2
     assert timings["prompt_n"] >= image_tokens, timings
     # During the encode: a request processing, every signal of the profile flat, /metrics answering throughout.
     flat = rec.longest_flat_busy_s(MM_SIGNALS)
@@ -287,7 +289,7 @@ def test_multimodal_encode_moves_no_signal_and_is_kept_when_the_window_exceeds_i
     assert not any(v["stalled"] for v in replay(recorded, "--window", str(MM_WINDOW)))
     short = replay(recorded, "--window", f"{max(1.0, flat - 0.5):.1f}", "--min-samples", "3")
     assert any(v["stalled"] for v in short), [(v["t"], v["state"]) for v in short]
-    print(f"one image of {image_tokens} tokens (prompt {timings['prompt_n']} tokens in "
+    print(f"{MM_IMAGES} images of {image_tokens} tokens (prompt {timings['prompt_n']} tokens in "
           f"{timings['prompt_ms'] / 1000:.1f}s): every signal flat for {flat:.1f}s with a request processing; "
           f"window {MM_WINDOW}s: {states}")
 
