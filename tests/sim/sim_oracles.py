@@ -83,6 +83,7 @@ class Facts:
     tenant_of: dict[str, str] = field(default_factory=dict)  # namespace -> tenant
     failed_events: set[str] = field(default_factory=set)
     crash_times: list[float] = field(default_factory=list)
+    lost_removals: list[float] = field(default_factory=list)  # times a removal was applied but its answer lost
     # (t, on, writes applied before): the run-time brake set or released (the order decides, not the time: a cycle
     # frozen past the next step's start removes at the very time the world sets the brake, before it)
     brake_log: list[tuple[float, bool, int]] = field(default_factory=list)
@@ -202,7 +203,10 @@ def accounted(f: Facts) -> list[str]:
     out += [f"{n} StalledPodDeleted Events for pod {uid}" for uid, n in events.items() if n > 1]
     removed = {w.key: w for w in f.removals()}
     for uid, w in removed.items():
-        disturbed = (f.leader_election or uid in f.failed_events
+        # A removal whose answer was lost is known only once a cycle reads the pod gone: its Event may wait for the
+        # faults to stop (a failing LIST delays that cycle), then LIVENESS_INTERVALS cycles.
+        unanswered = w.t in f.lost_removals and f.now < max(w.t, f.quiet_from) + LIVENESS_INTERVALS * f.interval
+        disturbed = (f.leader_election or uid in f.failed_events or unanswered
                      or any(w.t - f.interval <= c <= w.t + f.interval for c in f.crash_times))
         if not events[uid] and not disturbed and w.t < f.now:
             out.append(f"pod {uid} removed at t={w.t:.0f} without a StalledPodDeleted Event")

@@ -99,6 +99,8 @@ def facts_of(world: World) -> Facts:
         tenant_of={ns: t for t, spaces in world.tenants.items() for ns in spaces} if TENANTS else {},
         failed_events=store.failed_events, brake_log=world.brake_log,
         unread=[t for _, call, fault, t in world.faults.taken if call == "get_config_map" and fault != "pause"],
+        lost_removals=[t for _, call, fault, t in world.faults.taken if call in ("delete_pod", "evict_pod")
+                       and fault == "lost"],
         crash_times=[c[0] for c in world.crashes],
         wall0=WALL0, opt_outs=world.opt_outs)
 

@@ -85,6 +85,12 @@ def test_accounted_fires_on_two_events_and_on_a_removal_without_one() -> None:
     silent = facts([removal(100.0, "A")], [pod("A")], {}, now=200.0)
     assert accounted(silent) == ["pod A removed at t=100 without a StalledPodDeleted Event"]
     assert accounted(facts([removal(100.0, "A"), event], [pod("A")], {}, now=200.0)) == []
+    # An unanswered removal (hour-long run, seed 16849): its Event waits for a cycle that reads the pod gone, at most
+    # LIVENESS_INTERVALS cycles after the faults stop; later, silence fires again.
+    lost = {"lost_removals": [100.0], "quiet_from": 150.0, "interval": 15.0}
+    assert accounted(facts([removal(100.0, "A")], [pod("A")], {}, now=200.0, **lost)) == []
+    assert accounted(facts([removal(100.0, "A")], [pod("A")], {}, now=210.0, **lost)) == [
+        "pod A removed at t=100 without a StalledPodDeleted Event"]
 
 
 def test_live_fires_on_a_wedged_pod_left_alone_or_held_by_a_rule_that_does_not_apply() -> None:
