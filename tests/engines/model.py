@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,16 @@ SEED = 31  # the same file every time: the weights are random, not arbitrary
 MODEL_VERSION = 1
 WORDS = ["the", "a", "and", "of", "to", "in", "is", "it", "that", "for", "on", "with", "as", "was", "at", "by",
          "engine", "token", "stall", "watch", "dog", "pod", "metric", "decode", "prompt", "slot", "server", "loop"]
+
+
+def _finish(writer: Any, tmp: Path, path: Path) -> Path:  # a gguf.GGUFWriter (gguf is imported where used)
+    """Write the file ``writer`` holds (header, metadata, tensors) and move it into place at ``path`` at once."""
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(path)
+    return path
 
 
 def model_name() -> str:
@@ -96,12 +107,7 @@ def write_model(path: Path) -> Path:
         writer.add_tensor(f"blk.{i}.ffn_gate.weight", w(N_FF, N_EMBD))
         writer.add_tensor(f"blk.{i}.ffn_up.weight", w(N_FF, N_EMBD))
         writer.add_tensor(f"blk.{i}.ffn_down.weight", w(N_EMBD, N_FF))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    tmp.replace(path)
-    return path
+    return _finish(writer, tmp, path)
 
 
 # The projector: vision encoder width and layers (feed-forward 4 x width, heads of 64, as CLIP's), image side and
@@ -167,12 +173,7 @@ def write_mmproj(path: Path, image_size: int = V_IMAGE, embd: int = V_EMBD, laye
     writer.add_tensor("mm.0.bias", zeros(N_EMBD))
     writer.add_tensor("mm.2.weight", w(N_EMBD, N_EMBD))
     writer.add_tensor("mm.2.bias", zeros(N_EMBD))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    tmp.replace(path)
-    return path
+    return _finish(writer, tmp, path)
 
 
 def cached_mmproj(directory: Path, image_size: int = V_IMAGE, embd: int = V_EMBD, layers: int = V_LAYER) -> Path:
