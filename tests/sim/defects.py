@@ -101,8 +101,8 @@ DEFECTS = (
            "                self._observed, self._observed_at = _record(lease), seen",
            "                self._observed, self._observed_at = _record(lease), started"),
     Defect("ledger-at-stamp", "a restored ledger entry counted from its stamp, before its DELETE was applied (the "
-           "hour-long run's seed 6417)", "controller/wiring.py",
-           "sent_within_s=2 * config.api_timeout_seconds)", "sent_within_s=0.0)"),
+           "hour-long run's seed 6417)", "controller/ledger.py",
+           "        return 2 * self.actuator.write_timeout_s", "        return 0.0"),
 )
 
 RUNNER = """

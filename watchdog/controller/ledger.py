@@ -36,14 +36,18 @@ def server_clock(kube: KubeApi, wall_clock: Clock) -> Clock:
 
 class DeletionLedger:
     """``namespace``/``name``: where the ConfigMap lives; ``window_s``: the deletion budget window; ``clock``: Unix
-    seconds on the API server's clock (:func:`server_clock`); ``sent_within_s``: how long after its entry is
-    stamped a removal may still be applied (the write's timeout: the entry is written ahead of the send), so an
-    entry counts, and is kept, that much longer than the window."""
+    seconds on the API server's clock (:func:`server_clock`)."""
 
     def __init__(self, kube: KubeApi, actuator: Actuator, namespace: str, name: str, window_s: float,
-                 clock: Clock, sent_within_s: float = 0.0) -> None:
+                 clock: Clock) -> None:
         self.kube, self.actuator, self.namespace, self.name = kube, actuator, namespace, name
-        self.window_s, self.clock, self.sent_within_s = window_s, clock, sent_within_s
+        self.window_s, self.clock = window_s, clock
+
+    @property
+    def sent_within_s(self) -> float:
+        """How long after its stamp an entry's removal may still be applied: two of the actuator's requests (this
+        ledger's PUT, then the DELETE or eviction). An entry counts, and is kept, that much past the window."""
+        return 2 * self.actuator.write_timeout_s
 
     @property
     def ref(self) -> str:

@@ -107,11 +107,10 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
     actuator = actuator or Actuator(kube, write_timeout_s=config.api_timeout_seconds)
     policy = DeletionPolicy(rails_from(config), started=clock(), budget_known=False)
     # The deletion ledger (budgetLedger): ConfigMap <leaseName>-ledger in the watchdog's own namespace, on the API
-    # server's clock. An entry's removal is applied at most two requests after its stamp (the ledger's PUT, then
-    # the DELETE or eviction, each within apiTimeoutSeconds).
+    # server's clock.
     ledger = DeletionLedger(kube, actuator, own_namespace, f"{config.lease_name}-ledger",
                             config.deletion_window_seconds, server_clock(kube, wall_clock),
-                            sent_within_s=2 * config.api_timeout_seconds) if config.budget_ledger else None
+                            ) if config.budget_ledger else None
     actuator.ledger = ledger  # every removal is recorded there ahead of it
     events = EventRecorder(kube, actuator, metrics, clock=clock)
     evidence = EvidenceKeeper(actuator, log_lines=config.evidence_log_lines, log_bytes=config.evidence_log_bytes,
