@@ -10,7 +10,8 @@ sample in ``(time - range, time]``, staleness markers skipped), the instant sele
 anything else is a ``bad_data`` error. :meth:`FakePrometheus.feed` writes a staleness marker (a None value) for a
 series its target no longer exposes, as a scrape does.
 ``fail`` makes every answer an HTTP status / body of the test's choosing; ``delay_s``
-holds each answer back. Every query is recorded (``queries``: (query, time), ``headers``). The real
+holds each answer back, ``slow`` (text -> seconds) each answer to a query containing that text. Every query
+is recorded (``queries``: (query, time), ``headers``). The real
 Prometheus tier is tests/prometheus/.
 """
 
@@ -48,6 +49,7 @@ class FakePrometheus:
         self.headers: list[dict[str, str]] = []
         self.fail: tuple[int, bytes] | None = None
         self.delay_s = 0.0
+        self.slow: dict[str, float] = {}
         self.lock = threading.Lock()
         fake = self
 
@@ -62,8 +64,9 @@ class FakePrometheus:
                 with fake.lock:
                     fake.queries.append((query, at))
                     fake.headers.append(dict(self.headers))
-                if fake.delay_s:
-                    time.sleep(fake.delay_s)
+                delay = max([fake.delay_s, *(s for text, s in fake.slow.items() if text in query)])
+                if delay:
+                    time.sleep(delay)
                 status, body = fake.fail or fake.answer(query, at)
                 try:
                     self.send_response(status)

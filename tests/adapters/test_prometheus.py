@@ -185,3 +185,26 @@ def test_a_missing_or_bad_ca_file_is_named_as_such(tmp_path: Path) -> None:
             PrometheusClient(limits).query(UP, 1.0)
         assert str(info.value).startswith(f"prometheusCaFile {ca_file!r} is not a readable CA bundle: ")
         assert why in str(info.value)
+
+
+def test_queries_are_pulled_one_per_free_slot_after_the_answers_before_them(prom: FakePrometheus) -> None:
+    # The caller decides what to send next from what came back (promsource's schedule): a query is pulled only for
+    # a free slot, after every answer so far was yielded; None means "nothing until another answer".
+    prom.delay_s = 0.1
+    seen: list[str] = []
+
+    def queries() -> Iterator[tuple[str, tuple[str, ...]] | None]:
+        for i in range(6):
+            seen.append(f"pull {i}")
+            yield f"sum by (x) (last_over_time(m{i}[60s]))", ("x",)
+        seen.append("pull none")
+        yield None  # nothing more until the last answers: query_each waits for them, then pulls again
+        seen.append("pull 6")
+        yield "sum by (x) (last_over_time(m6[60s]))", ("x",)
+
+    for index, rows in client(prom, timeout_s=5.0).query_each(queries(), 1.0):
+        assert not isinstance(rows, PrometheusError)
+        seen.append(f"answer {index}")
+    assert seen[:4] == ["pull 0", "pull 1", "pull 2", "pull 3"]  # 4 in flight, then one pull per answer
+    assert seen.index("pull 4") > seen.index("answer 0") and seen.index("pull 6") > seen.index("answer 1")
+    assert sorted(s for s in seen if s.startswith("answer")) == [f"answer {i}" for i in range(7)]

@@ -591,6 +591,35 @@ def test_one_namespaces_huge_series_make_only_its_own_pods_unknown(emulator: Emu
         rig.close()
 
 
+def test_one_tenants_slow_namespaces_never_make_another_tenants_pods_unknown(emulator: EmulatorServer,
+                                                                            tmp_path: Path, prom: FakePrometheus,
+                                                                            ) -> None:
+    # A tenant (tenantLabel team=hog) owns five namespaces whose series make every query of theirs take longer than
+    # prometheusTimeoutSeconds. On main one deadline was shared by every namespace's queries in three phases (all
+    # time queries, then all value queries, then the time queries again): the hog's time queries held the slots
+    # and the phases until the deadline and team-a's pods were unknown every cycle, its wedge never deleted. Each
+    # namespace's queries now go on on their own, a free slot to the tenant with the fewest in flight.
+    for i in range(5):
+        emulator.create_namespace(f"a-hog-{i}", {NAMESPACE_LABEL: "true", "team": "hog"})
+    emulator.create_namespace(NS, {NAMESPACE_LABEL: "true", "team": "a"})
+    rig = PromRig(emulator, tmp_path, prom, tenantLabel="team")
+    try:
+        rig.deploy("wedged", "127.0.0.2")
+        hogs = [rig.deploy(f"hog{i}", f"10.1.1.{i + 1}", f"a-hog-{i}") for i in range(5)]
+        prom.slow = {f'namespace="a-hog-{i}"': 3.0 for i in range(5)}
+        reports = []
+        for _ in range(3):
+            rig.engine("wedged", running=4, tokens=500)
+            for i in range(5):
+                rig.engine(f"hog{i}", running=1, tokens=7)
+            reports.append(rig.cycle())
+        assert remediated(reports[2]) == [(f"{NS}/{rig.pods['wedged']['metadata']['name']}", "deleted")]
+        assert reports[2].scrapes == {"ok": 1, "prometheus_error": 5}, reports[2].scrapes
+        assert len(hogs) == 5
+    finally:
+        rig.close()
+
+
 def test_a_removal_is_confirmed_on_each_declared_port_the_pods_engines_were_scraped_from(prom: FakePrometheus,
                                                                                        ) -> None:
     # Two containers on two ports (both declared), each scraped by Prometheus from the pod's IP; a third port only

@@ -24,11 +24,12 @@ Decoding: :mod:`watchdog.adapters.promdecode`.
 from __future__ import annotations
 
 import base64
+import itertools
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from http.client import HTTPException
 
@@ -76,34 +77,51 @@ class PrometheusClient:
         self._scheme, self._host, self._path = parts.scheme, str(parts.hostname), parts.path
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
 
-    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float, deadline: float | None = None,
-                   ) -> Iterator[tuple[int, list[Series] | PrometheusError]]:
+    def query_each(self, queries: Iterable[tuple[str, tuple[str, ...]] | None], at: float,
+                   deadline: float | None = None) -> Iterator[tuple[int, list[Series] | PrometheusError]]:
         """``(index, rows)`` of each of ``queries`` -- (PromQL, the label names whose values its rows carry) --
         as its answer arrives (at most 4 in flight), so the caller can fold one answer in and drop it before the
-        next; a failed query's ``rows`` is its :class:`PrometheusError` (the others go on: one namespace's
-        oversized answer is that namespace's). All of them together get ``timeout_s`` (one deadline for the batch,
-        not one per query), or until ``deadline`` (monotonic) when given, which several batches can share; the
-        credential files are read once per batch (unreadable: every query fails with that)."""
+        next; ``index``: the query's place among those pulled. ``queries`` is pulled lazily, one query per free
+        slot, after the caller has seen every answer that came before (so what it yields next may depend on
+        them); ``None`` from it: nothing to send until another answer arrives. A failed query's ``rows`` is its
+        :class:`PrometheusError` (the others go on: one namespace's oversized answer is that namespace's). All of
+        them together get ``timeout_s`` (one deadline for the batch, not one per query), or until ``deadline``
+        (monotonic) when given, which several batches can share; the credential files are read once per batch
+        (unreadable: every query fails with that)."""
         deadline = time.monotonic() + self.limits.timeout_s if deadline is None else deadline
+        pulled = iter(queries)
         try:
             headers = self._headers()
         except PrometheusError as exc:
-            yield from ((index, exc) for index in range(len(queries)))
+            yield from enumerate(exc for query in iter(lambda: next(pulled, None), None) if query is not None)
             return
-        with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, max(1, len(queries))),
-                                thread_name_prefix="prometheus") as pool:
-            futures = {pool.submit(self._post, q, at, deadline, headers): i for i, (q, _) in enumerate(queries)}
+        with ThreadPoolExecutor(max_workers=_MAX_PARALLEL, thread_name_prefix="prometheus") as pool:
+            futures: dict[Future[bytes], tuple[int, tuple[str, ...]]] = {}
+            numbers = itertools.count()
             try:
-                for future in as_completed(futures):  # decoded here, one at a time: at most one answer's rows
-                    index = futures[future]            # live besides the bodies in flight (memory, not speed)
-                    try:
-                        rows: list[Series] | PrometheusError = decode_values(future.result(), queries[index][1])
-                    except PrometheusError as exc:
-                        rows = exc
-                    yield index, rows
+                while self._fill(futures, pulled, numbers, pool, at, deadline, headers):
+                    done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for future in done:  # decoded here, one at a time: at most one answer's rows live besides
+                        index, names = futures.pop(future)  # the bodies in flight (memory, not speed)
+                        try:
+                            rows: list[Series] | PrometheusError = decode_values(future.result(), names)
+                        except PrometheusError as exc:
+                            rows = exc
+                        yield index, rows
             finally:
                 for future in futures:
                     future.cancel()
+
+    def _fill(self, futures: dict[Future[bytes], tuple[int, tuple[str, ...]]],
+              pulled: Iterator[tuple[str, tuple[str, ...]] | None], numbers: Iterator[int],
+              pool: ThreadPoolExecutor, at: float, deadline: float, headers: dict[str, str]) -> bool:
+        """Send queries pulled from ``pulled`` into the free slots; whether any is in flight."""
+        while len(futures) < _MAX_PARALLEL:
+            query = next(pulled, None)
+            if query is None:  # none to send until an answer arrives (or none left)
+                break
+            futures[pool.submit(self._post, query[0], at, deadline, headers)] = (next(numbers), query[1])
+        return bool(futures)
 
     def query(self, promql: str, at: float) -> list[tuple[dict[str, str], float, float]]:
         """Run ``promql`` alone as an instant query at ``at`` (Unix seconds); the rows with all their labels."""

@@ -5,7 +5,7 @@ same Protocols."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
@@ -85,8 +85,8 @@ class Querier(Protocol):
     """Instant queries to Prometheus (adapters.prometheus.PrometheusClient): per (query, label names) the decoded
     rows, each with the values of those labels, or that query's PrometheusError."""
 
-    def query_each(self, queries: Sequence[tuple[str, tuple[str, ...]]], at: float, deadline: float | None = None,
-                   ) -> Iterator[tuple[int, list[Series] | PrometheusError]]: ...
+    def query_each(self, queries: Iterable[tuple[str, tuple[str, ...]] | None], at: float,
+                   deadline: float | None = None) -> Iterator[tuple[int, list[Series] | PrometheusError]]: ...
 
 
 class Escalation(Protocol):

@@ -6,12 +6,14 @@ query per signal slot of the profile plus the pods' sample times and ``up``, eac
 (``namespace="ns",pod=~"a|b"``) and the configured ``prometheusExtraMatchers``. An answer thus grows with the
 pods of one scope, never with what else Prometheus holds, and a failed one (unreachable, HTTP error, timeout, body
 over ``prometheusMaxBytes``, ``status: error``, ``warnings``) makes only its scope's pods unknown that cycle: one
-tenant's huge or slow series blind that tenant's namespace alone. The queries of every scope run at once (4 in
-flight, one deadline for the cycle's reading). The time queries run before the others and again after them: an
-engine series whose time differs between the two (Prometheus appended a scrape of its target while the values
-were being read, so the values may be newer than the time) is held that cycle, never fed values under an older
-time (:mod:`watchdog.core.promql` writes the queries and groups the answers per pod, keeping only the rows whose
-``instance`` is the pod's IP from the API server, and calling two instances claiming one engine series a
+tenant's huge or slow series blind that tenant's namespace alone. The queries run 4 in flight under one deadline
+for the cycle's reading (:class:`_Schedule`): each scope's in turn -- its time query, its value queries, its time
+query again -- on its own, so a slow or failing scope delays only itself, and a free slot goes to the tenant with
+the fewest queries in flight, so a tenant whose namespaces' queries hang holds at most its share of the slots. An
+engine series whose time differs between its scope's two time queries (Prometheus appended a scrape of its target
+while the values were being read, so the values may be newer than the time) is held that cycle, never fed values
+under an older time (:mod:`watchdog.core.promql` writes the queries and groups the answers per pod, keeping only the
+rows whose ``instance`` is the pod's IP from the API server, and calling two instances claiming one engine series a
 conflict). :meth:`PrometheusSource.read_pod` runs one pod's queries (``check --prometheus``).
 
 The confirmation right before a removal (:meth:`PrometheusSource.confirm`) never reads Prometheus: a series can
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -39,7 +42,7 @@ from watchdog.controller.reading import Reading
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import Answers, PodKey, PodReading, Scope, plan, reading_outcome, scopes
+from watchdog.core.promql import Answers, Plan, PodKey, PodReading, Scope, Series, plan, reading_outcome, scopes
 
 if TYPE_CHECKING:  # types only: `check --prometheus` must not import the Kubernetes client
     from watchdog.controller.ports import Clock, Querier
@@ -81,30 +84,22 @@ class PrometheusSource:
         matchers = [*scope.matchers(self.namespace_label, self.pod_label), *self.extra]
         return Answers(profile, plan(profile, self.staleness_s, self.namespace_label, self.pod_label, matchers), ips)
 
-    def _read(self, jobs: list[Answers], at: float, bracket: bool = True) -> list[str]:
-        """Run the queries of ``jobs`` (one per profile and scope), folding each answer into its job; per job, why
-        it failed (one line) or ``""``. ``bracket``: the time queries before and after the others (module
-        docstring), else every query at once."""
-        errors = [""] * len(jobs)
-        phases = ("time", "values", "time") if bracket else ("all",)
+    def _read(self, jobs: list[Answers], at: float, tenants: Sequence[str] | None = None,
+              bracket: bool = True) -> list[str]:
+        """Run the queries of ``jobs`` (one per profile and scope; ``tenants``: each one's tenant), folding each
+        answer into its job (:class:`_Schedule` says in what order); per job, why it failed (one line) or ``""``.
+        ``bracket``: a job's time query before and after its others (module docstring), else all at once."""
+        schedule = _Schedule(jobs, tenants or [""] * len(jobs), bracket)
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        for phase in phases:
-            batch = [(i, q) for i, job in enumerate(jobs) if not errors[i] for q in job.plan.queries()
-                     if phase == "all" or (q == job.plan.time) == (phase == "time")]
-            try:
-                answers = self.client.query_each([(q, jobs[i].plan.labels_of(q)) for i, q in batch], at, deadline)
-                for index, rows in answers:  # each answer folded in, then dropped
-                    i, query = batch[index]
-                    if isinstance(rows, PrometheusError):
-                        errors[i] = errors[i] or str(rows)
-                    elif not errors[i]:
-                        jobs[i].add(query, rows)
-                    del rows
-            except Exception as exc:  # a bug reading one answer must not stop the cycle of every other pod: unknown
-                log.exception("reading Prometheus' answers failed unexpectedly")
-                why = f"unexpected {type(exc).__name__} reading Prometheus' answers: {exc}"[:400]
-                errors = [e or why for e in errors]
-        return errors
+        try:
+            for index, rows in self.client.query_each(schedule, at, deadline):  # each answer folded in, dropped
+                schedule.answered(index, rows)
+                del rows
+        except Exception as exc:  # a bug reading one answer must not stop the cycle of every other pod: unknown
+            log.exception("reading Prometheus' answers failed unexpectedly")
+            why = f"unexpected {type(exc).__name__} reading Prometheus' answers: {exc}"[:400]
+            schedule.errors = [e or why for e in schedule.errors]
+        return schedule.errors
 
     # -- the Source ---------------------------------------------------------------------------------------------
     def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]:
@@ -121,7 +116,8 @@ class PrometheusSource:
         scoped = [(scope, self._job(profile, scope, own if self.instance_check else None))
                   for profile, own in sorted(ips.items(), key=lambda item: item[0].name) for scope in scopes(own)]
         jobs = [job for _, job in scoped]
-        errors = self._read(jobs, at)
+        tenants = {target.namespace: target.tenant for target, _ in pods}
+        errors = self._read(jobs, at, [tenants[scope.namespace] for scope, _ in scoped])
         readings: dict[tuple[Profile, PodKey], PodReading | str | None] = {}
         for (scope, job), error in zip(scoped, errors, strict=True):
             if error:
@@ -183,3 +179,61 @@ class PrometheusSource:
 
     def close(self) -> None:
         """Nothing to release: every query opens and closes its own connection."""
+
+
+class _Schedule:
+    """The order of one reading's queries, as an iterator pulled once per free slot (``PrometheusClient.
+    query_each``). Each job goes through its stages in turn -- its time query, its value queries, its time query
+    again -- a stage once every query of the one before was answered, independently of the other jobs: a slow or
+    failing namespace delays only its own reading, never another's (one failed query ends its job: the rest of
+    its queries are not sent). A free slot goes to a ready query of the tenant with the fewest queries in flight
+    (then the fewest sent): one tenant's slow queries hold at most its share of the slots while others have
+    queries to send. ``None``: nothing to send until an answer arrives."""
+
+    def __init__(self, jobs: Sequence[Answers], tenants: Sequence[str], bracket: bool) -> None:
+        self.jobs, self.tenants = jobs, tenants
+        self.errors = [""] * len(jobs)
+        self._stages = [deque(deque(stage) for stage in _stages(job.plan, bracket)) for job in jobs]
+        self._flying = [0] * len(jobs)
+        self._tenant_flying: Counter[str] = Counter()
+        self._tenant_sent: Counter[str] = Counter()
+        self._sent: list[tuple[int, str]] = []  # by query_each's index: (job, query)
+
+    def _ready(self, i: int) -> bool:
+        stages = self._stages[i]
+        while stages and not stages[0] and not self._flying[i]:  # a stage answered in full: the next one
+            stages.popleft()
+        return not self.errors[i] and bool(stages) and bool(stages[0])
+
+    def __iter__(self) -> Iterator[tuple[str, tuple[str, ...]] | None]:
+        while True:
+            ready = [i for i in range(len(self.jobs)) if self._ready(i)]
+            if not ready:
+                if not any(self._flying):
+                    return
+                yield None
+                continue
+            i = min(ready, key=lambda j: (self._tenant_flying[self.tenants[j]], self._tenant_sent[self.tenants[j]]))
+            query = self._stages[i][0].popleft()
+            self._flying[i] += 1
+            self._tenant_flying[self.tenants[i]] += 1
+            self._tenant_sent[self.tenants[i]] += 1
+            self._sent.append((i, query))
+            yield query, self.jobs[i].plan.labels_of(query)
+
+    def answered(self, index: int, rows: list[Series] | PrometheusError) -> None:
+        """Fold the answer to the ``index``-th query sent into its job (or end the job with its error)."""
+        i, query = self._sent[index]
+        self._flying[i] -= 1
+        self._tenant_flying[self.tenants[i]] -= 1
+        if isinstance(rows, PrometheusError):
+            self.errors[i] = self.errors[i] or str(rows)
+        elif not self.errors[i]:
+            self.jobs[i].add(query, rows)
+
+
+def _stages(plan: Plan, bracket: bool) -> list[list[str]]:
+    """A job's queries in the order they are sent: with ``bracket`` the time query, the others, the time query."""
+    if not bracket:
+        return [plan.queries()]
+    return [[plan.time], [q for q in plan.queries() if q != plan.time], [plan.time]]
