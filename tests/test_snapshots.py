@@ -32,7 +32,7 @@ def run_help() -> str:
 def metric_names() -> str:
     m = new_metrics()
     m.watch_workloads({("ns", "target")})  # the per-workload series exist for watched (namespace, target) pairs
-    m.publish_engines({("ns", "pod", "target", 'engine="0"'): 0.0})  # perEngineMetrics
+    m.publish_engines({("ns", "pod", "target", 'engine="0"'): 0.0}, {})  # perEngineMetrics
     return "\n".join(sorted({s.name for f in m.registry.collect() for s in f.samples})) + "\n"
 
 

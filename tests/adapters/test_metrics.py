@@ -139,7 +139,7 @@ def test_source_health_has_a_series_only_for_the_sources_a_watchdog_uses() -> No
 def test_the_per_workload_metrics_carry_namespace_and_target() -> None:
     m = new_metrics()
     m.watch_workloads({("team-a", "vllm")})
-    m.publish_engines({("team-a", "llama-0", "vllm", 'engine="0"'): 12.0})
+    m.publish_engines({("team-a", "llama-0", "vllm", 'engine="0"'): 12.0}, {})
     for family in m.registry.collect():
         if family.name in LABELS:
             assert family.samples, family.name
@@ -192,19 +192,19 @@ def test_per_engine_series_go_with_their_pod_or_engine_and_are_capped() -> None:
     m = new_metrics()
     a0, a1, b0 = (("ns", "pod-a", "vllm", 'engine="0"'), ("ns", "pod-a", "vllm", 'engine="1"'),
                   ("ns", "pod-b", "vllm", 'engine="0"'))
-    assert m.publish_engines({a0: 30.0, a1: 0.0, b0: 5.0}) == 0
+    assert m.publish_engines({a0: 30.0, a1: 0.0, b0: 5.0}, {}) == 0
     get = m.registry.get_sample_value
     name = "vllm_watchdog_engine_seconds_without_progress"
     assert get(name, dict(zip(LABELS[name], a0, strict=True))) == 30.0
-    m.publish_engines({a0: 45.0})  # engine 1 of pod-a and pod-b gone
+    m.publish_engines({a0: 45.0}, {})  # engine 1 of pod-a and pod-b gone
     assert [tuple(s.values()) for s in series_of(m)] == [a0]
     many = {("ns", f"pod-{i}", "vllm", ""): float(i % 100) for i in range(MAX_ENGINE_SERIES + 500)}
-    assert m.publish_engines(many) == 500
+    assert m.publish_engines(many, {}) == 500
     kept = [s.value for f in m.registry.collect() if f.name == name for s in f.samples]
     assert len(kept) == MAX_ENGINE_SERIES and a0 not in [tuple(s.values()) for s in series_of(m)]
     # those longest without progress are kept: the 500 left out are 105 at 0, 1, 2 and 3 each and 80 of the 4s
     assert min(kept) == 4.0 and kept.count(4.0) == 105 - 80
-    m.publish_engines({})
+    m.publish_engines({}, {})
     assert series_of(m) == []
 
 
@@ -214,6 +214,18 @@ def test_one_namespaces_frozen_engines_never_push_another_namespaces_series_out_
     m = new_metrics()
     frozen = {("hostile", f"pod-{i}", "vllm", ""): 10_000.0 for i in range(MAX_ENGINE_SERIES)}
     others = {(f"team-{t}", f"pod-{i}", "vllm", ""): float(i) for t in range(3) for i in range(100)}
-    assert m.publish_engines({**frozen, **others}) == 300
+    assert m.publish_engines({**frozen, **others}, {}) == 300
     kept = {tuple(s.values()) for s in series_of(m)}
     assert set(others) <= kept and len(kept) == MAX_ENGINE_SERIES
+
+
+def test_one_tenants_namespaces_share_one_part_of_the_cap() -> None:
+    # A tenant owning 20 namespaces of frozen engines had 20 shares of the cap against another tenant's one: the
+    # other tenant's engines were cut at rank ~476 (10,000 / 21). Shared out per tenant, it keeps 5,000.
+    m = new_metrics()
+    frozen = {(f"hostile-{n}", f"pod-{i}", "vllm", ""): 10_000.0 for n in range(20) for i in range(500)}
+    honest = {("team-a", f"pod-{i}", "vllm", ""): float(i) for i in range(6_000)}
+    tenants = {f"hostile-{n}": "team=hostile" for n in range(20)}
+    assert m.publish_engines({**frozen, **honest}, tenants) == 6_000
+    kept = {tuple(s.values()) for s in series_of(m)}
+    assert len(kept & set(honest)) == 5_000 and len(kept) == MAX_ENGINE_SERIES

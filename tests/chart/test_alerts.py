@@ -373,7 +373,7 @@ def test_the_agreed_list_is_what_the_watchdog_exposes() -> None:
         metrics.source_up.labels(source)
         metrics.source_failed_cycles.labels(source)
     metrics.watch_workloads({("team-a", "vllm")})  # per-workload series: those of the watched pairs
-    metrics.publish_engines({("team-a", "llama-0", "vllm", 'engine="0"'): 0.0})  # perEngineMetrics
+    metrics.publish_engines({("team-a", "llama-0", "vllm", 'engine="0"'): 0.0}, {})  # perEngineMetrics
     metrics.namespaces_unreadable({"team-a": False})  # namespace-only mode: the watched, opted-in namespaces
     exposition = generate_latest(metrics.registry).decode()
     seen: dict[str, dict[str, set[str]]] = {}

@@ -13,7 +13,7 @@ watched namespaces x the configured targets): a new pair's label values are pre-
 its first event), a pair no longer watched loses every series (none is left at its last value). So these metrics
 hold at most :data:`SERIES_PER_WORKLOAD` series per watched pair. The opt-in per-engine gauge
 (``perEngineMetrics``) holds one series per engine series watched, at most :data:`MAX_ENGINE_SERIES` shared out
-per namespace (:meth:`Metrics.publish_engines`: a series of a pod or engine that is gone is removed).
+per tenant (:meth:`Metrics.publish_engines`: a series of a pod or engine that is gone is removed).
 """
 
 from __future__ import annotations
@@ -128,15 +128,17 @@ class Metrics:
             for labels in own:
                 gauge.labels(*labels, *pair).set(counts.get((*labels, *pair), 0))
 
-    def publish_engines(self, values: Mapping[EngineSeries, float]) -> int:
+    def publish_engines(self, values: Mapping[EngineSeries, float], tenants: Mapping[str, str]) -> int:
         """The per-engine gauge: ``values`` by (namespace, pod, target, engine); at most MAX_ENGINE_SERIES of them,
-        shared out per namespace (each namespace's n-th longest without progress before any namespace's n+1-th:
-        one tenant's thousands of frozen engines never push another namespace's out; ties by value, then labels),
-        every other series removed. Returns how many were left out by the cap."""
+        shared out per tenant (``tenants``: namespace -> its tenant; a namespace not in it is its own): each
+        tenant's n-th longest without progress before any tenant's n+1-th, so one tenant's thousands of frozen
+        engines, in however many namespaces, never push another tenant's out (ties by value, then labels); every
+        other series removed. Returns how many were left out by the cap."""
         rank: dict[EngineSeries, int] = {}
         seen: dict[str, int] = {}
         for series, _ in sorted(values.items(), key=lambda kv: (-kv[1], kv[0])):
-            rank[series] = seen[series[0]] = seen.get(series[0], -1) + 1
+            tenant = tenants.get(series[0], series[0])
+            rank[series] = seen[tenant] = seen.get(tenant, -1) + 1
         kept = dict(sorted(values.items(), key=lambda kv: (rank[kv[0]], -kv[1], kv[0]))[:MAX_ENGINE_SERIES])
         _set_exactly(self.engine_progress, self.engine_series, kept)
         return len(values) - len(kept)

@@ -199,7 +199,7 @@ class Watchdog:
                 log.exception("acting on pod %s failed", target.ref, extra=facts(target))
         report.api_requests = self.kube.api_requests - requests_before
         report.duration_s = time.perf_counter() - started
-        self._publish(report)
+        self._publish(report, {t.namespace: t.tenant for t in found.targets})
         self.last_success = self.clock()
         self.status = snapshot(found.targets, self.pods, self._profiles, self.policy, now=self.last_success,
                                leader=this_cycle.leader, clock_skew_s=self.clock_skew_s,
@@ -522,13 +522,14 @@ class Watchdog:
                 self.pods.pop(target.uid, None)
                 return  # one deletion per pod
 
-    def _publish(self, report: CycleReport) -> None:
+    def _publish(self, report: CycleReport, tenants: Mapping[str, str]) -> None:
+        """The cycle's metrics and its log line; ``tenants``: namespace -> its tenant (the per-engine gauge's share)."""
         m = self.metrics
         m.pods_watched.set(report.pods)
         m.set_per_workload(m.engines, report.workload_engines, [(state,) for state in ENGINE_STATES])
-        if m.publish_engines(report.engine_progress) and not self._engines_capped:
+        if m.publish_engines(report.engine_progress, tenants) and not self._engines_capped:
             self._engines_capped = True  # said once: the cap holds from then on
-            log.warning("more engine series than the per-engine gauge exports (%d): shared out per namespace, those "
+            log.warning("more engine series than the per-engine gauge exports (%d): shared out per tenant, those "
                         "longest without progress are exported", len(m.engine_series),
                         extra=facts(reason="engine_series_cap"))
         m.cycle_duration.observe(report.duration_s)
