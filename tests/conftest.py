@@ -5,10 +5,12 @@ tests/image/ ``image`` here, by folder (they run in the default suite; `make tes
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import urllib3
 
 from watchdog.adapters.kube import KubeClient, KubeSettings
 from watchdog.demo.emulator import EmulatorServer
@@ -50,3 +52,19 @@ def restore_logging() -> Iterator[None]:
     logging.getLogger().handlers[:] = handlers
     for lg, level in zip(loggers, levels, strict=True):
         lg.setLevel(level)
+
+
+@pytest.fixture
+def bytes_read(monkeypatch: pytest.MonkeyPatch) -> Counter[object]:
+    """The body bytes each urllib3 response has handed out by ``read1`` (what the reader took into memory), by
+    response."""
+    counts: Counter[object] = Counter()
+    real = urllib3.response.HTTPResponse.read1
+
+    def counting(self: urllib3.response.HTTPResponse, *args: object, **kwargs: object) -> bytes:
+        data = real(self, *args, **kwargs)  # type: ignore[arg-type]
+        counts[self] += len(data)
+        return data
+
+    monkeypatch.setattr(urllib3.response.HTTPResponse, "read1", counting)
+    return counts

@@ -6,13 +6,15 @@ import http.server
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings
+from watchdog.adapters import kube as kube_module
+from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings, TooLarge
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.simpod import SimPod
 
@@ -347,3 +349,55 @@ def test_the_gate_condition_patch_carries_the_uid(status: int, body: dict[str, A
     [(path, sent)] = seen
     assert path == "/api/v1/namespaces/ml/pods/p/status"
     assert json.loads(sent) == {"metadata": {"uid": "u-1"}, "status": {"conditions": [condition]}}
+
+
+def streaming(body: bytes) -> http.server.ThreadingHTTPServer:
+    """A loopback API server answering every GET with ``body`` as the API server sends a large LIST: chunked (16 KiB
+    pieces), no Content-Length; it stops when the client hangs up."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                for at in range(0, len(body), 16384):
+                    piece = body[at:at + 16384]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:  # the client gave the answer up
+                self.close_connection = True
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    return server
+
+
+def test_a_list_page_is_read_no_further_than_its_byte_cap(bytes_read: Counter[object]) -> None:
+    """A tenant sizes its pods (256 KiB of annotations each): a LIST page is read in chunks and given up as soon as
+    it exceeds the cap it is given, never more than the cap + one chunk; within the cap it is read whole."""
+    blob = {"annotations": {"tenant.example/blob": "x" * 256 * 1024}}
+    body = json.dumps({"kind": "PodList", "metadata": {"resourceVersion": "7"},
+                       "items": [{"metadata": {"name": f"p{i}", "namespace": "ml", **blob}} for i in range(20)]})
+    server = streaming(body.encode())
+    try:
+        kube = KubeClient.from_settings(KubeSettings(host=f"http://127.0.0.1:{server.server_address[1]}"))
+        cap = 100_000
+        with pytest.raises(TooLarge, match=r"^list pods 'app=vllm': answer above 100000 bytes \(stopped reading at "
+                                           r"\d+; no Content-Length\)$") as info:
+            kube.list_page("pods", "app=vllm", 500, None, max_bytes=cap)
+        (read,) = bytes_read.values()
+        assert cap < info.value.read == read <= cap + kube_module._CHUNK < len(body) // 10
+        assert info.value.status == 0
+        bytes_read.clear()
+        page = kube.list_page("pods", "app=vllm", 500, None, max_bytes=len(body))  # exactly the cap: whole
+        assert len(page["items"]) == 20 and sum(bytes_read.values()) == len(body)
+        assert kube.api_requests == 2
+    finally:
+        server.shutdown()

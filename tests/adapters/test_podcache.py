@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import tenacity
 
+from watchdog.adapters import kube as kube_module
 from watchdog.adapters import podcache
 from watchdog.adapters.kube import KubeClient, KubeError, KubeSettings, Watched, WatchStream
 from watchdog.adapters.podcache import Informer, PodCache
@@ -207,6 +209,54 @@ def test_lists_page_by_page(srv: EmulatorServer, kube: Flaky, monkeypatch: pytes
     informer._list()
     assert names(informer.items()) == [f"llm-{i}" for i in range(5)]
     assert srv.emulator.count_requests(verb="list", resource="pods") == 3
+
+
+def blob(name: str, size: int) -> dict[str, Any]:
+    """A selected pod carrying ``size`` bytes of a tenant's annotation."""
+    big = pod(name, app="vllm")
+    big["metadata"]["annotations"]["tenant.example/blob"] = "x" * size
+    return big
+
+
+def test_a_page_above_the_byte_cap_is_asked_again_smaller_and_every_pod_is_listed(
+        srv: EmulatorServer, kube: Flaky, cache: PodCache, bytes_read: Counter[object],
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A tenant's 20 KB pods make a page of 500 far larger than the cap: the page is asked again a tenth as large
+    (down to 1) and the next ones twice as large again, never reading more than the cap + one chunk of an answer;
+    the LIST completes with every pod, no failure, and one WARNING naming the page's size."""
+    monkeypatch.setattr(podcache, "PAGE_MAX_BYTES", 50_000)
+    for i in range(12):
+        srv.create_pod(blob(f"llm-{i:02d}", 20_000))
+    srv.create_pod(pod("llm-small", app="vllm"))
+    caplog.set_level(logging.DEBUG, logger="watchdog.adapters.podcache")
+    assert names(cache.list_pods(SELECTOR)) == [f"llm-{i:02d}" for i in range(12)] + ["llm-small"]
+    informer = cache.informers[("pods", SELECTOR, None)]
+    assert informer.lists == 1 and informer.last_error == "" and informer.resource_version
+    assert cache.list_pods(SELECTOR)[0]["metadata"]["annotations"] == {"vllm-watchdog.io/exclude": "false"}
+    assert bytes_read and max(bytes_read.values()) <= 50_000 + kube_module._CHUNK
+    pages = srv.emulator.count_requests(verb="list", resource="pods")
+    assert pages > 13 // 2  # 500, 50, 5 above the cap; then pages of 1, 2 (4 above) ...
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and warned[0].startswith(
+        f"pods {SELECTOR!r} cache: a LIST page of 500 items: answer above 50000 bytes (stopped reading at ")
+    assert "Content-Length 2" in warned[0] and warned[0].endswith("asking it again 50 at a time (objects this large "
+                                                                  "are a tenant's doing)")
+
+
+def test_one_object_above_the_byte_cap_fails_the_list_in_one_line(srv: EmulatorServer, kube: Flaky, cache: PodCache,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(podcache, "PAGE_MAX_BYTES", 10_000)
+    srv.create_pod(pod("llm-0", app="vllm"))
+    srv.create_pod(blob("llm-1", 20_000))
+    with pytest.raises(KubeError, match=r"cache not synced yet .*last error: list pods 'app=vllm': one object alone "
+                                        r"is above the LIST page cap \(PAGE_MAX_BYTES, 10000 bytes\)$") as info:
+        cache.list_pods(SELECTOR)
+    assert "\n" not in str(info.value)
+    informer = Informer(kube, "pods", SELECTOR)
+    with pytest.raises(KubeError) as direct:
+        informer._list()
+    assert str(direct.value) == ("list pods 'app=vllm': one object alone is above the LIST page cap "
+                                 "(PAGE_MAX_BYTES, 10000 bytes)")
 
 
 def test_nothing_is_listed_before_the_first_sync(caplog: pytest.LogCaptureFixture) -> None:

@@ -49,7 +49,7 @@ def one(size: int) -> dict[str, Any]:
         gen_s = 0.0
 
         def list_page(self, resource: str, selector: str, limit: int, token: str | None,
-                      namespace: str | None = None) -> dict[str, Any]:
+                      namespace: str | None = None, *, max_bytes: int) -> dict[str, Any]:
             t = time.process_time()
             start = int(token or 0)
             chunk = [realistic_pod(p, rs) for p in plans[start:start + limit]]

@@ -100,3 +100,23 @@ def test_a_watch_resumed_from_the_list_gets_what_happened_meanwhile(scenario, re
     informer._watch()  # from the list's resourceVersion, ended by the API server after 2 s
     assert informer.lists == 1 and kube.api_requests - before == pages + 1
     assert _names(informer.items(), ns) == ["b"] and int(informer.resource_version) > int(listed_at)
+
+
+def test_a_page_above_the_byte_cap_is_asked_again_smaller_with_the_same_continue_token(
+        scenario, release, control_plane, tmp_path, monkeypatch, caplog):
+    """A tenant's pods with 200 KB annotations (the API allows 256 KiB) make a page of 500 larger than the cap: the
+    real API server answers the same continue token with a smaller ``limit``, and the LIST has every pod."""
+    s = scenario("cache-cap")
+    ns = s.namespace("x", "true")
+    kube = _client(control_plane, release(), tmp_path)
+    monkeypatch.setattr(podcache, "PAGE_MAX_BYTES", 500_000)
+    for name in ("a", "b", "c", "d", "e"):
+        _pod(s, ns, name)
+        s.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                          {"metadata": {"annotations": {"tenant.example/blob": "x" * 200_000}}})
+    informer = Informer(kube, "pods", SELECTOR)
+    with caplog.at_level("WARNING", logger="watchdog.adapters.podcache"):
+        informer._list()
+    assert _names(informer.items(), ns) == ["a", "b", "c", "d", "e"] and informer.lists == 1
+    (warned,) = [r.getMessage() for r in caplog.records if "asking it again 50 at a time" in r.getMessage()]
+    assert "answer above 500000 bytes (stopped reading at " in warned, warned

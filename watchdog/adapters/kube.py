@@ -1,15 +1,15 @@
 """I/O: the official ``kubernetes`` client behind a small interface that returns plain dicts (API JSON).
 
-Every call sends exactly one HTTP request with a bounded timeout (``KubeSettings.request_timeout_s``, total
-per request), reads the body with ``_preload_content=False`` and ``json.loads`` (no model deserialization),
-and never retries (urllib3 retries are disabled, so a DELETE is sent at most once). Failures raise
-:class:`KubeError` except where a method documents a result value (404 -> None / "not_found", 409 ->
-"conflict", 429 -> "blocked"). Every answer's status is told to :attr:`KubeClient.credentials`
-(:mod:`watchdog.adapters.kubeauth`: whether the API server refuses the credentials; a 401 re-reads the token),
-but a 403 that a tenant's own namespace can cause: an Event's create (its quota) and the LIST/WATCH of the pods of
-one namespace (namespace-only mode: the RoleBinding there is the tenant's to delete, the namespace to remove).
-Every answer's HTTP ``Date`` header is the API server's clock (:meth:`KubeClient.server_time`): the one clock every
-replica shares.
+Every call sends exactly one HTTP request with a bounded timeout (``KubeSettings.request_timeout_s``, total per
+request), reads the body with ``_preload_content=False`` and ``json.loads`` (no model deserialization; a LIST page
+in chunks, never past the byte cap it is given: :class:`TooLarge`), and never retries (urllib3 retries are disabled,
+so a DELETE is sent at most once). Failures raise :class:`KubeError` except where a method documents a result value
+(404 -> None / "not_found", 409 -> "conflict", 429 -> "blocked"). Every answer's status is told to
+:attr:`KubeClient.credentials` (:mod:`watchdog.adapters.kubeauth`: whether the API server refuses the credentials; a
+401 re-reads the token), but a 403 that a tenant's own namespace can cause: an Event's create (its quota) and the
+LIST/WATCH of the pods of one namespace (namespace-only mode: the RoleBinding there is the tenant's to delete, the
+namespace to remove). Every answer's HTTP ``Date`` header is the API server's clock
+(:meth:`KubeClient.server_time`): the one clock every replica shares.
 """
 
 from __future__ import annotations
@@ -49,6 +49,16 @@ class KubeError(Exception):
         text = f"{call}: HTTP {status} {reason}" if status else f"{call}: {reason}"
         text = f"{text}: {message}" if message else text
         super().__init__(" ".join(text.split())[:300])
+
+
+class TooLarge(KubeError):
+    """An answer above ``cap`` bytes, given up as soon as ``read`` bytes (above the cap by at most one chunk) were
+    read; the message names its Content-Length when it declared one."""
+
+    def __init__(self, call: str, cap: int, read: int, declared: str | None) -> None:
+        self.cap, self.read = cap, read
+        size = f"Content-Length {declared}" if declared else "no Content-Length"
+        super().__init__(call, 0, f"answer above {cap} bytes (stopped reading at {read}; {size})")
 
 
 class Fenced(Exception):
@@ -108,6 +118,21 @@ class WatchStream:
         for step in ("shutdown", "close", "release_conn"):  # shutdown unblocks a read in another thread
             with contextlib.suppress(Exception):  # already closed, or the socket is gone
                 getattr(self._response, step)()
+
+
+_CHUNK = 64 * 1024  # bytes asked of urllib3 at a time when reading a capped answer
+
+
+def _read_capped(resp: Any, call: str, cap: int) -> bytearray:
+    """The body of the urllib3 response ``resp``, read in chunks; TooLarge (the connection closed, the rest never
+    read) as soon as the bytes read exceed ``cap``: at most ``cap`` + one chunk is ever held."""
+    body = bytearray()  # grows in place: no second copy, as joining chunks would make
+    while chunk := resp.read1(_CHUNK):
+        body += chunk
+        if len(body) > cap:
+            resp.close()
+            raise TooLarge(call, cap, len(body), resp.headers.get("Content-Length"))
+    return body
 
 
 def _message(body: Any) -> str:
@@ -223,13 +248,15 @@ class KubeClient:
             raise KubeError(what, 0, f"{type(reason).__name__}: {reason}") from e
         self.credentials.answered(what, 200)
 
-    def _call(self, what: str, fn: Any, *args: Any, _tenant_refusable: bool = False, **kwargs: Any) -> dict[str, Any]:
-        """Run one API call; return the decoded JSON body. Raise KubeError (ApiException keeps its status)."""
+    def _call(self, what: str, fn: Any, *args: Any, _tenant_refusable: bool = False, _max_bytes: int | None = None,
+              **kwargs: Any) -> dict[str, Any]:
+        """Run one API call; return the decoded JSON body (TooLarge above ``_max_bytes``, never read past it).
+        Raise KubeError (ApiException keeps its status)."""
         with self._request(what, tenant_refusable=_tenant_refusable):
             resp = fn(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
             self._note_date(resp.headers)
             try:
-                data = resp.data
+                data = resp.data if _max_bytes is None else _read_capped(resp, what, _max_bytes)
             finally:
                 resp.release_conn()
         try:
@@ -258,13 +285,14 @@ class KubeClient:
                                       _tenant_refusable=True).get("items") or []]
 
     def list_page(self, resource: Watched, label_selector: str, limit: int, token: str | None,
-                  namespace: str | None = None) -> dict[str, Any]:
+                  namespace: str | None = None, *, max_bytes: int) -> dict[str, Any]:
         """One page of a paged LIST (``limit`` items, ``token``: the previous page's ``metadata.continue``),
         a consistent read (no ``resourceVersion``: the API server pages only those), of every namespace or of
-        pods in ``namespace`` (a 403 there is that namespace's RoleBinding, not the credentials). The whole body."""
+        pods in ``namespace`` (a 403 there is that namespace's RoleBinding, not the credentials). The body is read
+        in chunks and decoded; :class:`TooLarge` as soon as it exceeds ``max_bytes`` (tenants size their pods)."""
         return self._call(_what("list", resource, label_selector, namespace), self._listing(resource, namespace),
                           label_selector=label_selector, limit=limit, _continue=token,
-                          _tenant_refusable=namespace is not None)
+                          _tenant_refusable=namespace is not None, _max_bytes=max_bytes)
 
     def watch(self, resource: Watched, label_selector: str, resource_version: str, timeout_s: int,
               namespace: str | None = None) -> WatchStream:

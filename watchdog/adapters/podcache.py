@@ -5,7 +5,10 @@ selector; the API server applies the selector (an object that stops matching arr
 its own daemon thread:
 
 1. LIST, paged (:data:`PAGE` items a request, so at most one page of full pod JSON is decoded at a time), each
-   item trimmed at once to the fields discovery reads (:mod:`watchdog.core.trim`);
+   item trimmed at once to the fields discovery reads (:mod:`watchdog.core.trim`). A tenant sizes its pods, so a
+   page is read only up to :data:`PAGE_MAX_BYTES`: a page above it is asked again with a tenth of the items (down
+   to 1; one WARNING per LIST), and the next pages with twice as many as the last page that fit, up to
+   :data:`PAGE`. Only one object above the cap (an API server stores none: etcd's 1.5 MB) fails the LIST;
 2. WATCH from the list's resourceVersion with bookmarks, ended by the API server after a random 5-10 min
    (client-go's spread); ADDED/MODIFIED/DELETED update the cache, every event and BOOKMARK advances the
    resourceVersion the next WATCH resumes from;
@@ -36,12 +39,19 @@ from typing import Any
 
 import tenacity
 
-from watchdog.adapters.kube import KubeClient, KubeError, Watched
+from watchdog.adapters.kube import KubeClient, KubeError, TooLarge, Watched
 from watchdog.core.trim import trim_namespace, trim_pod
 
 log = logging.getLogger("watchdog.adapters.podcache")
 
 PAGE = 500  # items per LIST page (client-go's informers page the same): ~3 MiB of pod JSON decoded at a time
+PAGE_MAX_BYTES = 12 * 1024 * 1024
+"""Bytes of one LIST page's body at most, enforced while it is read. 3.5x a page of 500 real 7 KiB pods (pods up
+to 24 KiB on average still come 500 a page), yet a tenant's 500 pods of 256 KiB annotations would be 128 MiB. What a
+page costs decoded is the tenant's to shape: measured (json.loads, tracemalloc, body included) 2x its bytes for long
+annotations, ~14x for pods of tiny labels and the ``{}`` per label their managedFields carry, ~17x once the page
+also holds one non-ASCII character (the decoded text becomes UCS-4): <= ~215 MiB, inside the chart's 384Mi memory
+limit above the ~140 MiB the process holds at 10,000 pods. Informers listing at the same moment add up."""
 RESYNC_S = 600.0  # a full re-LIST every 10 min: whatever a watch could have lost (a proxy, a bug) lasts no longer
 WATCH_S = (300, 600)  # each WATCH asks the API server to end it after a random time in this range, seconds
 STALE_S = 60.0  # failing (LIST or WATCH) this long: the cache is stale, listing raises until it recovers
@@ -69,6 +79,7 @@ class Informer:
         self._items: dict[str, dict[str, Any]] = {}  # namespace/name -> trimmed object
         self._lock = threading.Lock()
         self._relist_at = 0.0  # clock time of the next full LIST (0: at once)
+        self._warned = False  # this LIST logged a page above PAGE_MAX_BYTES
         self._stopping = threading.Event()
         self._stream: Any = None
         self._thread: threading.Thread | None = None
@@ -120,15 +131,16 @@ class Informer:
 
     def _list(self) -> None:
         fresh: dict[str, dict[str, Any]] = {}
-        token, version = None, ""
+        token, version, limit = None, "", PAGE
+        self._warned = False
         while True:
-            body = self.kube.list_page(self.resource, self.selector, PAGE, token, self.namespace)
+            body, limit = self._page(token, limit)
             meta = body.get("metadata") or {}
             version = version or str(meta.get("resourceVersion") or "")
             for item in body.get("items") or []:
                 fresh[_key(item)] = self.trim(item)
             del body
-            token = meta.get("continue")
+            token, limit = meta.get("continue"), min(PAGE, 2 * limit)
             if not token or self._stopping.is_set():
                 break
         with self._lock:
@@ -139,6 +151,23 @@ class Informer:
         self.synced.set()
         self.settled.set()
         log.debug("%s cache: listed %d at resourceVersion %s", self.name, len(fresh), version)
+
+    def _page(self, token: str | None, limit: int) -> tuple[dict[str, Any], int]:
+        """The LIST page from ``token`` and the item count it was asked with: ``limit``, or a tenth of it (down to 1)
+        while the answer is above :data:`PAGE_MAX_BYTES`; KubeError when one object is."""
+        while True:
+            try:
+                return self.kube.list_page(self.resource, self.selector, limit, token, self.namespace,
+                                           max_bytes=PAGE_MAX_BYTES), limit
+            except TooLarge as exc:
+                if limit == 1:
+                    raise KubeError(exc.call, 0, f"one object alone is above the LIST page cap (PAGE_MAX_BYTES, "
+                                                 f"{PAGE_MAX_BYTES} bytes)") from exc
+                smaller = max(1, limit // 10)
+                log.log(logging.DEBUG if self._warned else logging.WARNING, "%s cache: a LIST page of %d items: %s; "
+                        "asking it again %d at a time (objects this large are a tenant's doing)", self.name, limit,
+                        exc.reason, smaller, extra={"reason": "too_large", "resource": self.resource})
+                self._warned, limit = True, smaller
 
     def _watch(self) -> None:
         timeout = random.randint(*self.watch_s)
