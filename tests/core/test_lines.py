@@ -58,7 +58,37 @@ def test_a_long_label_text_is_read_every_time_but_never_remembered() -> None:
         assert [s.running for s in parse_exposition(running("0", value, model=model), VLLM).series] == [value]
     assert known == {}
     assert [s.running for s in parse_exposition(running("0", 5), VLLM).series] == [5]
-    assert list(known) == [(b"vllm:num_requests_running", b'engine="0",model_name="m"')]
+    assert list(known) == [(b"vllm:num_requests_running", b'{engine="0",model_name="m"}')]  # never its value
+
+
+# A label text is remembered with the line's value cut off (the last space and what follows it): what is kept must
+# make a canonical line with ANY value, and a line the pre-filter splits otherwise is read on its own, in full.
+SPLITS = [b'{engine="0"} %s', b"%s", b'{engine="0"}  %s', b'{engine="0"}\t%s', b'{engine="0"} %s \r',
+          b'{engine="0"} %s\r', b"{} %s", b'{engine="0 1"} %s', b'{engine="0 1700"} %s',
+          b'{engine="0"} %s 1700000000',  # a timestamp: what precedes it holds the value
+          b'{engine="0"} 1700 %s',  # 3 fields once the value is cut off, yet 2 with it: never remembered
+          b'{engine="0",engine="1"} %s', b'{__engine="0"} %s', b'{engine="0\\"1"} %s', b'{engine="0"} %s_1']
+
+
+@pytest.mark.parametrize("rest", SPLITS)
+def test_a_remembered_label_text_reads_every_value_as_the_whole_line_would(rest: bytes) -> None:
+    known = lines.matcher(VLLM).known
+    known.clear()
+    parse_exposition(b"vllm:num_requests_running" + rest % b"2" + b"\n", VLLM)  # remembers what it can
+    for value in (b"3", b"4.5", b"NaN"):
+        line = b"vllm:num_requests_running" + rest % value
+        warm = parse_exposition(line + b"\n", VLLM)
+        known.clear()
+        assert repr(warm) == repr(parse_exposition(line + b"\n", VLLM))  # read again with nothing remembered
+        assert repr([s.running for s in warm.series]) == repr(_prometheus(line))
+
+
+def _prometheus(line: bytes) -> list[float]:
+    """The value prometheus_client's parser reads in one sample line (none when it refuses it)."""
+    try:
+        return [float(s.value) for f in text_string_to_metric_families(line.decode() + "\n") for s in f.samples]
+    except ValueError:
+        return []
 
 
 @pytest.mark.parametrize("engines", [1, 8])

@@ -6,8 +6,9 @@ strict expression for canonical lines, the label texts remembered between scrape
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlencode
@@ -16,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.profiles import Profile, Selector
 
-__all__ = ["LIMITS", "Budget", "Feeds", "Labels", "Matcher", "Overrun", "ParseLimits", "matcher", "scrape_url",
-           "signal_slots"]
+__all__ = ["LIMITS", "Budget", "Feeds", "Labels", "Latest", "Matcher", "Overrun", "ParseLimits", "Slot", "matcher",
+           "scrape_url", "signal_slots"]
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -49,8 +50,8 @@ LIMITS = ParseLimits()
 """The bounds every caller uses (generous for real expositions; issue 11 items 7 and 8)."""
 
 
-# A canonical sample line after its name: optional labels without escapes, value, optional timestamp.
-# Values/timestamps are then checked with float(); everything this rejects goes to prometheus_client.
+# A canonical sample line after its name: optional labels without escapes, value, optional timestamp (both then
+# checked with float()). Everything it rejects goes to prometheus_client.
 _LABEL = rb'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"'
 _REST = re.compile(
     rb"(?:\{((?:" + _LABEL + rb"(?:," + _LABEL + rb")*,?)?)\})?"
@@ -60,25 +61,33 @@ _PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')  # over the decoded la
 # multi-byte sequence, so invalid UTF-8 replaced before matching leaves every pair where it was)
 
 
-Feeds = tuple[tuple[int, frozenset[tuple[str, str]], Labels, Labels, str], ...]
-"""What one sample line feeds: per slot whose selector it satisfies, (slot index, its label set, engine series key,
-rank, metric name)."""
+Slot = tuple[int, frozenset[tuple[str, str]]]
+"""A signal slot's index and one label set of its samples (a repeat of it is a duplicate: the last one wins)."""
+Feeds = tuple[tuple[Slot, Labels, Labels], ...]
+"""What one sample line feeds: per slot whose selector it satisfies, (its :data:`Slot`, engine series key, rank)."""
+Latest = dict[Slot, tuple[Labels, Labels, float]]
+"""What a body's lines fed, per :data:`Slot`: the last sample's (engine series key, rank, value)."""
 
-_KNOWN_ENTRIES = 4_096  # label texts remembered per profile: a fleet's pods repeat the same few every scrape
-_KNOWN_TEXT = 512  # bytes; a longer label text is decoded every time (keeps the memory bound ~4 MiB per profile)
+_KNOWN_ENTRIES = 4_096  # heads remembered per profile: a fleet's pods repeat the same few every scrape
+_KNOWN_TEXT = 512  # bytes; a longer head is read every time (keeps the memory bound ~4 MiB per profile)
 
 
 @dataclass(frozen=True)
 class Matcher:
     first_line: re.Pattern[bytes]
     other_lines: re.Pattern[bytes]
+    """The pre-filter (the body's first line; every other, after its ``\\n``), each line of the profile's names in one
+    pass: its name (group 1) and, when it ends in a space and a value, what is between them (its labels, 2) and the
+    value (3), else what follows the name (4); or the OpenMetrics end ``# EOF`` (no group)."""
     slots_by_name: dict[bytes, tuple[tuple[int, Selector], ...]]
-    slots: int
+    metrics: tuple[str, ...]
+    """The metric name of each slot (``""`` for an absent selector)."""
     engine_labels: list[str]
     collapse_labels: list[str]
     known: dict[tuple[bytes, bytes], Feeds]
-    """(sample name, label text) -> what it feeds: a line's labels are decoded and matched once, not every scrape.
-    Never more than ``_KNOWN_ENTRIES`` (emptied when full), texts of at most ``_KNOWN_TEXT`` bytes."""
+    """(sample name, what is between it and the value) that make a canonical line with any value (:meth:`_remember`)
+    -> what such a line feeds: a line's labels are checked, decoded and matched once, not every scrape; only the value
+    is new. Never more than ``_KNOWN_ENTRIES`` (emptied when full), texts of at most ``_KNOWN_TEXT`` bytes."""
 
     def feeds(self, raw_name: bytes, labels: Mapping[str, str]) -> Feeds:
         identity: tuple[frozenset[tuple[str, str]], Labels, Labels] | None = None
@@ -86,24 +95,63 @@ class Matcher:
         for index, selector in self.slots_by_name[raw_name]:
             if not selector.match or selector.matches(labels):
                 identity = identity or _identity(labels, self.engine_labels, self.collapse_labels)
-                fed.append((index, *identity, selector.metric))
+                fed.append(((index, identity[0]), identity[1], identity[2]))
         return tuple(fed)
 
     def feeds_of_text(self, raw_name: bytes, label_text: bytes) -> Feeds | None:
         """What a canonical line with ``label_text`` feeds, or None when it repeats a label name (the slow path
         judges it)."""
-        fed = self.known.get((raw_name, label_text))
-        if fed is not None:
-            return fed
         pairs = _PAIR.findall(label_text.decode("utf-8", "replace")) if label_text else []
         labels = dict(pairs)
-        if len(labels) != len(pairs):
+        return self.feeds(raw_name, labels) if len(labels) == len(pairs) else None
+
+    def read(self, data: bytes, start: int, limits: ParseLimits) -> tuple[Latest, int]:
+        """What the lines of ``data`` from ``start`` feed, and how many of them were skipped (malformed); raises
+        :class:`Overrun` past a bound of ``limits``. Reads nothing after ``# EOF``."""
+        latest: Latest = {}
+        known, budget = self.known, Budget(limits)
+        lines = size = 0
+        matches: Iterable[re.Match[bytes]] = self.other_lines.finditer(data, start)
+        first = self.first_line.match(data, start)
+        if first is not None:
+            matches = itertools.chain((first,), matches)
+        for match in matches:
+            raw_name, labels, value = match.group(1, 2, 3)
+            if raw_name is None:
+                break  # "# EOF": OpenMetrics says nothing follows it, so nothing after it is read
+            lines += 1
+            size += match.end() - match.start(1)
+            if lines > limits.candidate_lines or size > limits.candidate_bytes:
+                raise budget.overrun(lines)
+            fed = None if value is None else known.get((raw_name, labels))
+            if fed is None and value is not None:
+                fed = self._remember(raw_name, labels)
+            if fed is not None:
+                try:
+                    number = float(value)
+                except ValueError:
+                    fed = None
+            if fed is None:
+                got = budget.other(match, self)
+                if got is None:
+                    continue
+                fed, number = got
+            for slot, key, rank in fed:
+                latest[slot] = (key, rank, number)
+        return latest, budget.skipped
+
+    def _remember(self, raw_name: bytes, labels: bytes) -> Feeds | None:
+        """What a line of ``raw_name``, ``labels``, a space and a value feeds (remembered), when every such line with
+        a value the pre-filter accepts is canonical (:data:`_REST`, no timestamp) and repeats no label name; else
+        None: this line is then read on its own (:meth:`Budget.other`)."""
+        fast = _REST.fullmatch(labels + b" 0")  # its value is never part of what is remembered
+        if fast is None or fast[3] is not None:  # a timestamp: "0" was it
             return None
-        fed = self.feeds(raw_name, labels)
-        if len(label_text) <= _KNOWN_TEXT:
+        fed = self.feeds_of_text(raw_name, fast[1] or b"")
+        if fed is not None and len(labels) <= _KNOWN_TEXT:
             if len(self.known) >= _KNOWN_ENTRIES:
                 self.known.clear()
-            self.known[(raw_name, label_text)] = fed
+            self.known[(raw_name, labels)] = fed
         return fed
 
 
@@ -152,12 +200,16 @@ def matcher(profile: Profile) -> Matcher:
         if selector is not None:
             raw = selector.metric.encode()
             slots_by_name[raw] = (*slots_by_name.get(raw, ()), (index, selector))
-    alternatives = _trie(sorted(slots_by_name))
-    # A candidate line (groups 1-2: name, rest) or the OpenMetrics end "# EOF" (both groups None).
-    line = rb"[ \t]*(?:(" + alternatives + rb")(?=[{ \t])([^\n]*)|# EOF[ \t]*\r?(?=\n|\Z))"
+    names = _trie(sorted(slots_by_name))
+    # A line of those names (group 1) that ends in a space and a value (2-3: what is between, the value, as in
+    # _REST), or any other (4: what follows the name); or the OpenMetrics end "# EOF" (no group). Only "[^\n]"
+    # repeats over the labels: the regex engine's fastest loop (a character class costs it ~5 times as much a byte).
+    line = (rb"[ \t]*(?:(" + names + rb")(?=[{ \t])(?:([^\n]*) ([0-9A-Za-z.+-]++)[\t\r]*+(?=\n|\Z)|([^\n]*))"
+            rb"|# EOF[ \t]*\r?(?=\n|\Z))")
     # "\n" first: the regex engine then jumps from newline to newline at memchr speed.
-    return Matcher(re.compile(line), re.compile(rb"\n" + line), slots_by_name, len(slots),
-                    sorted(profile.engine_labels), sorted(profile.collapse_labels), {})
+    return Matcher(re.compile(line), re.compile(rb"\n" + line), slots_by_name,
+                   tuple(s.metric if s else "" for s in slots), sorted(profile.engine_labels),
+                   sorted(profile.collapse_labels), {})
 
 
 def _identity(labels: Mapping[str, str], engine_labels: list[str],
@@ -170,38 +222,52 @@ def _identity(labels: Mapping[str, str], engine_labels: list[str],
 
 
 class Overrun(Exception):
-    """A :class:`ParseLimits` bound was exceeded; the message says which."""
+    """A :class:`ParseLimits` bound was exceeded; the message says which. ``skipped``: the lines skipped before."""
+
+    def __init__(self, reason: str, skipped: int) -> None:
+        super().__init__(reason)
+        self.skipped = skipped
 
 
 class Budget:
-    """Parses candidate lines while counting them against :class:`ParseLimits`."""
+    """The slow path of one body's candidate lines, counted against :class:`ParseLimits`."""
 
     def __init__(self, limits: ParseLimits) -> None:
         self.limits = limits
-        self.lines = self.bytes = self.fallback_lines = self.fallback_bytes = 0
+        self.lines = self.bytes = self.skipped = 0
 
-    def parse(self, raw_name: bytes, rest: bytes, matcher: Matcher) -> tuple[Feeds, float] | None:
-        """What one candidate line feeds and its value, None if malformed; raises Overrun past a bound."""
-        limits, size = self.limits, len(raw_name) + len(rest)
-        self.lines += 1
-        self.bytes += size
-        if self.lines > limits.candidate_lines:
-            raise Overrun(f"more than {limits.candidate_lines} lines of the profile's metrics")
-        if self.bytes > limits.candidate_bytes:
-            raise Overrun(f"lines of the profile's metrics over {limits.candidate_bytes} bytes")
+    def overrun(self, lines: int) -> Overrun:
+        """The candidate lines bound that ``lines`` of them, or their bytes, exceeded."""
+        limits = self.limits
+        return Overrun(f"more than {limits.candidate_lines} lines of the profile's metrics"
+                       if lines > limits.candidate_lines
+                       else f"lines of the profile's metrics over {limits.candidate_bytes} bytes", self.skipped)
+
+    def other(self, match: re.Match[bytes], matcher: Matcher) -> tuple[Feeds, float] | None:
+        """What a candidate line (a :attr:`Matcher.other_lines` match) not read from a remembered head feeds and its
+        value: canonical (:func:`parse_fast`), or else by the slow path, counted; None if malformed (counted in
+        ``skipped``); raises Overrun past a bound."""
+        raw_name = match.group(1)
+        rest = match.string[match.end(1):match.end()]
         fast = parse_fast(rest)
         if fast is not None:
             fed = matcher.feeds_of_text(raw_name, fast[0])
             if fed is not None:
                 return fed, fast[1]
-        self.fallback_lines += 1
-        self.fallback_bytes += size
-        if self.fallback_lines > limits.fallback_lines:
-            raise Overrun(f"more than {limits.fallback_lines} non-canonical lines of the profile's metrics")
-        if self.fallback_bytes > limits.fallback_bytes:
-            raise Overrun(f"non-canonical lines of the profile's metrics over {limits.fallback_bytes} bytes")
+        limits = self.limits
+        self.lines += 1
+        self.bytes += len(raw_name) + len(rest)
+        if self.lines > limits.fallback_lines:
+            raise Overrun(f"more than {limits.fallback_lines} non-canonical lines of the profile's metrics",
+                          self.skipped)
+        if self.bytes > limits.fallback_bytes:
+            raise Overrun(f"non-canonical lines of the profile's metrics over {limits.fallback_bytes} bytes",
+                          self.skipped)
         slow = parse_slow(raw_name + rest, raw_name.decode())
-        return None if slow is None else (matcher.feeds(raw_name, slow[0]), slow[1])
+        if slow is None:
+            self.skipped += 1
+            return None
+        return matcher.feeds(raw_name, slow[0]), slow[1]
 
 
 def parse_fast(rest: bytes) -> tuple[bytes, float] | None:

@@ -12,14 +12,15 @@ a space or a tab; every other line -- HELP/TYPE comments, the other ~100 familie
 -- is never decoded or parsed. Names match exactly, never as prefixes: ``vllm:generation_tokens_created``,
 ``vllm:num_requests_waiting_by_reason`` and ``vllm:iteration_tokens_total_sum``/``_bucket`` are other series.
 The names are one pattern factored by common prefixes, so a line's name is compared once, not once per name.
-Each kept line is parsed on its own: canonical lines (``name{a="b",...} value [timestamp]`` with no
-backslash escapes) by a strict regular expression, whose label text is decoded and matched against the
-selectors once and then remembered per profile (a fleet's pods print the same few label texts every scrape;
-only the value is new), anything else by ``prometheus_client``'s parser
-(``text_string_to_metric_families`` on that one line). A line that neither accepts is skipped and counted in
-``skipped_lines``; the rest of the body is still used. The tests check that the result equals a full
-``prometheus_client`` parse of each fixture. Lines of other families are never parsed, so garbage there is
-neither noticed nor counted. ``*_created`` samples are ignored like any other line. The first line
+The same pass splits each kept line at its last space into what precedes the value (the label text) and the value;
+a label text is checked by a strict regular expression (canonical lines: ``name{a="b",...} value [timestamp]``
+with no backslash escapes), decoded and matched against the selectors once and then remembered per profile (a
+fleet's pods print the same few label texts every scrape; only the value is new) -- only when every value after it
+makes a canonical line, so a timestamped line is read whole by the strict expression each time. Anything else goes
+to ``prometheus_client``'s parser (``text_string_to_metric_families`` on that one line). A line that neither
+accepts is skipped and counted in ``skipped_lines``; the rest of the body is still used. The tests check that the
+result equals a full ``prometheus_client`` parse of each fixture. Lines of other families are never parsed, so
+garbage there is neither noticed nor counted. ``*_created`` samples are ignored like any other line. The first line
 ``# EOF`` ends the body (OpenMetrics: nothing follows it); whatever comes after it is never read. A UTF-8 byte
 order mark before the first line is skipped. A sample line must start at column 0 (or after spaces/tabs);
 lines separated by ``\\r\\n`` are fine.
@@ -58,13 +59,11 @@ consumers must treat non-finite values as unknown.
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from watchdog.core.lines import LIMITS, Budget, Labels, Overrun, ParseLimits, matcher, signal_slots
+from watchdog.core.lines import LIMITS, Labels, Latest, Overrun, ParseLimits, matcher, signal_slots
 from watchdog.core.profiles import Profile
 
 __all__ = ["LIMITS", "EngineSnapshot", "ParseLimits", "ParseResult", "engine_series", "escape_label_value",
@@ -159,34 +158,16 @@ def parse_exposition(body: bytes | str, profile: Profile, limits: ParseLimits = 
     if len(data) - start > limits.lines and data.count(b"\n", start) > limits.lines:
         return _overrun(f"more than {limits.lines} lines", 0)
     lines = matcher(profile)
-    latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]] = {}
-    found: set[str] = set()
-    skipped = 0
-    budget = Budget(limits)
-    matches: Iterable[re.Match[bytes]] = lines.other_lines.finditer(data, start)
-    head = lines.first_line.match(data, start)
-    if head is not None:
-        matches = itertools.chain((head,), matches)
     try:
-        for match in matches:
-            raw_name, rest = match.groups()
-            if raw_name is None:
-                break  # "# EOF": OpenMetrics says nothing follows it, so nothing after it is read
-            fed = budget.parse(raw_name, rest, lines)
-            if fed is None:
-                skipped += 1
-                continue
-            feeds, value = fed
-            for index, identity, key, rank, metric in feeds:
-                latest[(index, identity)] = (key, rank, value)
-                found.add(metric)
+        latest, skipped = lines.read(data, start, limits)
     except Overrun as exc:
-        return _overrun(str(exc), skipped)
-    return _aggregate(latest, lines.slots, profile, limits, skipped, found)
+        return _overrun(str(exc), exc.skipped)
+    return _aggregate(latest, len(lines.metrics), profile, limits, skipped,
+                      {lines.metrics[index] for index, _ in latest})
 
 
-def _aggregate(latest: dict[tuple[int, frozenset[tuple[str, str]]], tuple[Labels, Labels, float]], slots: int,
-               profile: Profile, limits: ParseLimits, skipped: int, found: set[str]) -> ParseResult:
+def _aggregate(latest: Latest, slots: int, profile: Profile, limits: ParseLimits, skipped: int,
+               found: set[str]) -> ParseResult:
     """Sum every slot's samples per engine series and rank, then take the largest rank's value."""
     if not profile.collapse_labels:  # one rank: the sums are the values (vLLM; one pass, no per-rank dict)
         sums: dict[Labels, list[float | None]] = {}
