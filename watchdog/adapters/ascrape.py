@@ -140,6 +140,7 @@ class AsyncScraper:
     def __init__(self, limits: ScrapeLimits, *, encoding: str) -> None:
         self.limits = limits
         self.headers = _request_headers(encoding)
+        self._fields = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())  # the request's lines after Host
         self._retrying = tenacity.AsyncRetrying(**_RETRY_POLICY)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -279,8 +280,7 @@ class AsyncScraper:
             host += f":{target.port}"
         if not _TOKEN.fullmatch(target.path) or not _TOKEN.fullmatch(host):
             raise ValueError(f"invalid URL: {target.path!r} or {host!r} cannot be sent in a request line")
-        lines = [f"GET {target.path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in self.headers.items())]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+        return f"GET {target.path} HTTP/1.1\r\nHost: {host}\r\n{self._fields}\r\n".encode("ascii")
 
 
 async def _cancel_all() -> None:
