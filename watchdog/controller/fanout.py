@@ -1,8 +1,10 @@
 """The cycle's scrape fan-out: how many scrapes run at once, and in which order.
 
-Every scrape is a coroutine on the scraper's event loop (:meth:`Fanout.gather`); a "worker" is one of the scrapes
-allowed in flight at once (a semaphore). A scrape of a hung pod holds its worker until the deadline, a slow pod's
-until it answers; the healthy pods, which answer in milliseconds, must not queue behind them. So:
+Every scrape is a coroutine on the scraper's event loop (:meth:`Fanout.gather`), run by one of the fan-out's
+"workers" (a task per scrape allowed in flight at once, each taking the next pod as soon as it is free: a task and a
+semaphore per pod cost ~3% of a 10,000-pod cycle's CPU, the semaphore's wake-up scanning the woken waiters). A
+scrape of a hung pod holds its worker until the deadline, a slow pod's until it answers; the healthy pods, which
+answer in milliseconds, must not queue behind them. So:
 
 - **Slowest first**, by each pod's scrape time last cycle: a pod that hangs until the deadline overlaps with
   the fast ones instead of adding its deadline to the end of the cycle. The prompt pods (under
@@ -116,13 +118,14 @@ class Fanout:
         cycle, deadline_s = self.cycles, self.deadline_s
 
         async def every() -> dict[str, R]:
-            limit = asyncio.Semaphore(self.size)
+            pending, results = iter(ordered), {}
 
-            async def limited(target: WatchedPod, record: PodRecord) -> R:
-                async with limit:  # FIFO: the scrapes start in the order they were created
-                    return await scrape(target, record, scrape_deadline(record.timeouts, cycle, deadline_s))
+            async def worker() -> None:  # takes the next pod as soon as it is free: they start in ordered's order
+                for target, record in pending:
+                    results[target.uid] = await scrape(target, record, scrape_deadline(record.timeouts, cycle,
+                                                                                       deadline_s))
 
-            results = await asyncio.gather(*(limited(target, record) for target, record in ordered))
-            return {target.uid: result for (target, _), result in zip(ordered, results, strict=True)}
+            await asyncio.gather(*(worker() for _ in range(min(self.size, len(ordered)))))
+            return {target.uid: results[target.uid] for target, _ in ordered}
 
         return loop.run(every())
