@@ -17,8 +17,9 @@ sample names only (``?name[]=``, as the cycle does; the server renders only thos
 - **concurrent** (``--threads`` > 1, a thread pool as the cycle's fan-out before the event loop):
   ``time.process_time`` of the whole round divided by the pods, fetch alone and fetch + parse, and the wall time
   of the round;
-- **async** (``--limits``: scrapes at once): the same figures with :class:`~watchdog.adapters.ascrape.AsyncScraper`,
-  every scrape a coroutine on its one loop (the cycle's fan-out today: ``Fanout.submit_async``), at most
+- **async** (``--limits``: scrapes at once): :class:`~watchdog.adapters.ascrape.AsyncScraper`, every scrape a
+  coroutine on its one loop run by the cycle's own fan-out (``Fanout.gather``, ``limit`` workers), the CPU time of
+  the loop's thread (nothing else runs on it), at most
   ``limit`` at once, each body parsed on the loop as it arrives.
 
 Medians over ``--rounds`` rounds. Figures only, no assertion (the machine is shared: the load average is
@@ -36,9 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> "bench" package
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root -> "watchdog"
@@ -48,13 +50,17 @@ import builders
 from watchdog.adapters.ascrape import AsyncScraper
 from watchdog.adapters.inflate import Inflater
 from watchdog.adapters.scrape import ENCODINGS
+from watchdog.controller.fanout import Fanout
+from watchdog.controller.state import PodRecord
 from watchdog.core.lines import scrape_url
+from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import parse_exposition
 from watchdog.core.profiles import get_profile
 
 Scraper = AsyncScraper  # the one scrape transport: its synchronous fetch (the threaded urllib3 scraper is gone)
 
 HERE = Path(__file__).resolve()
+R = TypeVar("R")
 
 
 def start_server(pods: int, render_s: float, tmp: Path) -> tuple[subprocess.Popen[bytes], list[str]]:
@@ -117,33 +123,41 @@ def concurrent(scraper: Scraper, urls: list[str], threads: int, with_parse: bool
 
 
 def concurrent_async(scraper: AsyncScraper, urls: list[str], limit: int, with_parse: bool) -> tuple[float, float]:
-    """(process CPU ms per pod-scrape, wall s) of scraping every URL on the scraper's loop, ``limit`` at once."""
-    import asyncio
-
+    """(CPU ms per pod-scrape of the loop's thread, wall s) of scraping every URL through the cycle's own fan-out
+    (:meth:`Fanout.gather`, ``limit`` workers), each body parsed on the loop as it arrives."""
     profile = get_profile("vllm")
+    jobs = [(WatchedPod(uid=str(i), namespace="bench", name=f"pod-{i}", ip="127.0.0.1", port=8000, path="/metrics",
+                        target_name="vllm", profile="vllm", mode="enforce", restart_count=0, owner=None),
+             PodRecord(0, 0.0)) for i in range(len(urls))]
+    cpu: list[float] = []
 
-    async def every() -> None:
-        gate = asyncio.Semaphore(limit)
+    async def one(target: WatchedPod, record: PodRecord, deadline_s: float | None) -> None:
+        body = await scraper.fetch_async(urls[int(target.uid)])
+        if with_parse:
+            parse_exposition(body, profile)
 
-        async def one(url: str) -> None:
-            async with gate:
-                body = await scraper.fetch_async(url)
-                if with_parse:
-                    parse_exposition(body, profile)
+    class Timed:  # the fan-out's loop, its thread's CPU time around the whole gather
+        def run(self, coro: Coroutine[Any, Any, R]) -> Future[R]:
+            async def timed() -> R:
+                start = time.thread_time()
+                try:
+                    return await coro
+                finally:
+                    cpu.append(time.thread_time() - start)
+            return scraper.run(timed())
 
-        await asyncio.gather(*(one(url) for url in urls))
-
-    cpu, wall = time.process_time(), time.monotonic()
-    scraper.run(every()).result()
-    return 1000 * (time.process_time() - cpu) / len(urls), time.monotonic() - wall
+    wall = time.monotonic()
+    Fanout(limit, deadline_s=scraper.limits.deadline_s).gather(jobs, one, Timed()).result()  # type: ignore[arg-type]
+    return 1000 * cpu[0] / len(urls), time.monotonic() - wall
 
 
-def at_once(rounds: int, label: str, run: Callable[[bool], tuple[float, float]]) -> None:
-    """Print the median process CPU per pod-scrape and wall time of ``run(with_parse)``, without and with parsing."""
+def at_once(rounds: int, label: str, run: Callable[[bool], tuple[float, float]], clock: str = "process") -> None:
+    """Print the median CPU (of ``clock``) per pod-scrape and wall time of ``run(with_parse)``, without and with
+    parsing."""
     for with_parse in (False, True):
         r = median_of(rounds, lambda p=with_parse: dict(zip(("cpu", "wall"), run(p), strict=True)))
         what = "fetch + parse" if with_parse else "fetch"
-        print(f"  {label}, {what:<13}: process CPU {r['cpu']:.3f} ms per pod-scrape, wall {r['wall']:.2f} s",
+        print(f"  {label}, {what:<13}: {clock} CPU {r['cpu']:.3f} ms per pod-scrape, wall {r['wall']:.2f} s",
               flush=True)
 
 
@@ -187,7 +201,7 @@ def main() -> int:
                 looped.fetch(urls[0])  # warm-up: the loop's thread
                 for n in (int(x) for x in args.limits.split(",") if x):
                     at_once(args.rounds, f"async, {n:>3} at once",
-                            lambda p, n=n, s=looped, u=urls: concurrent_async(s, u, n, p))
+                            lambda p, n=n, s=looped, u=urls: concurrent_async(s, u, n, p), "loop thread")
                 looped.close()
         finally:
             child.stdin.close()  # type: ignore[union-attr]
