@@ -53,6 +53,7 @@ def hostile_bodies(size: int = 7_800_000) -> dict[str, bytes]:
         "new model_name per line": fresh_models,
         "escaped labels (fallback)": b'vllm:num_requests_running{engine="0",model_name="a\\"b"} 1\n' * (size // 58),
         "one long escaped line": b'vllm:num_requests_running{engine="' + b"\\\\" * (size // 2) + b'"} 1\n',
+        "one line of value-like fields": b"vllm:num_requests_running " + b"1\t " * (size // 3) + b"\n",
         "empty lines": b"\n" * size,
     }
 

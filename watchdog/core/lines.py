@@ -57,6 +57,7 @@ _REST = re.compile(
     rb"(?:\{((?:" + _LABEL + rb"(?:," + _LABEL + rb")*,?)?)\})?"
     rb"[ \t]+([0-9A-Za-z.+-]+)(?: +([0-9A-Za-z.+-]+))?[ \t\r]*"
 )
+_VALUE = re.compile(rb"[0-9A-Za-z.+-]+[\t\r]*")  # what follows a canonical line's last space (_REST's value)
 _PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')  # over the decoded label text (a quote is never in a
 # multi-byte sequence, so invalid UTF-8 replaced before matching leaves every pair where it was)
 
@@ -76,9 +77,8 @@ _KNOWN_TEXT = 512  # bytes; a longer head is read every time (keeps the memory b
 class Matcher:
     first_line: re.Pattern[bytes]
     other_lines: re.Pattern[bytes]
-    """The pre-filter (the body's first line; every other, after its ``\\n``), each line of the profile's names in one
-    pass: its name (group 1) and, when it ends in a space and a value, what is between them (its labels, 2) and the
-    value (3), else what follows the name (4); or the OpenMetrics end ``# EOF`` (no group)."""
+    """The pre-filter (the body's first line; every other, after its ``\\n``): a line of the profile's names (groups
+    1-2: name, what follows it), or the OpenMetrics end ``# EOF`` (both groups None)."""
     slots_by_name: dict[bytes, tuple[tuple[int, Selector], ...]]
     metrics: tuple[str, ...]
     """The metric name of each slot (``""`` for an absent selector)."""
@@ -116,23 +116,26 @@ class Matcher:
         if first is not None:
             matches = itertools.chain((first,), matches)
         for match in matches:
-            raw_name, labels, value = match.group(1, 2, 3)
+            raw_name, rest = match.groups()
             if raw_name is None:
                 break  # "# EOF": OpenMetrics says nothing follows it, so nothing after it is read
             lines += 1
-            size += match.end() - match.start(1)
+            size += len(raw_name) + len(rest)
             if lines > limits.candidate_lines or size > limits.candidate_bytes:
                 raise budget.overrun(lines)
-            fed = None if value is None else known.get((raw_name, labels))
-            if fed is None and value is not None:
-                fed = self._remember(raw_name, labels)
+            labels, _, value = rest.rpartition(b" ")  # a line without a space: value is rest, never _VALUE
+            fed = None
+            if _VALUE.fullmatch(value):
+                fed = known.get((raw_name, labels))
+                if fed is None:
+                    fed = self._remember(raw_name, labels)
             if fed is not None:
                 try:
                     number = float(value)
                 except ValueError:
                     fed = None
             if fed is None:
-                got = budget.other(match, self)
+                got = budget.other(raw_name, rest, self)
                 if got is None:
                     continue
                 fed, number = got
@@ -201,11 +204,8 @@ def matcher(profile: Profile) -> Matcher:
             raw = selector.metric.encode()
             slots_by_name[raw] = (*slots_by_name.get(raw, ()), (index, selector))
     names = _trie(sorted(slots_by_name))
-    # A line of those names (group 1) that ends in a space and a value (2-3: what is between, the value, as in
-    # _REST), or any other (4: what follows the name); or the OpenMetrics end "# EOF" (no group). Only "[^\n]"
-    # repeats over the labels: the regex engine's fastest loop (a character class costs it ~5 times as much a byte).
-    line = (rb"[ \t]*(?:(" + names + rb")(?=[{ \t])(?:([^\n]*) ([0-9A-Za-z.+-]++)[\t\r]*+(?=\n|\Z)|([^\n]*))"
-            rb"|# EOF[ \t]*\r?(?=\n|\Z))")
+    # A candidate line (groups 1-2: name, rest) or the OpenMetrics end "# EOF" (both groups None).
+    line = rb"[ \t]*(?:(" + names + rb")(?=[{ \t])([^\n]*)|# EOF[ \t]*\r?(?=\n|\Z))"
     # "\n" first: the regex engine then jumps from newline to newline at memchr speed.
     return Matcher(re.compile(line), re.compile(rb"\n" + line), slots_by_name,
                    tuple(s.metric if s else "" for s in slots), sorted(profile.engine_labels),
@@ -243,12 +243,10 @@ class Budget:
                        if lines > limits.candidate_lines
                        else f"lines of the profile's metrics over {limits.candidate_bytes} bytes", self.skipped)
 
-    def other(self, match: re.Match[bytes], matcher: Matcher) -> tuple[Feeds, float] | None:
-        """What a candidate line (a :attr:`Matcher.other_lines` match) not read from a remembered head feeds and its
-        value: canonical (:func:`parse_fast`), or else by the slow path, counted; None if malformed (counted in
+    def other(self, raw_name: bytes, rest: bytes, matcher: Matcher) -> tuple[Feeds, float] | None:
+        """What a candidate line (``rest``: what follows its name) not read from a remembered label text feeds and
+        its value: canonical (:func:`parse_fast`), or else by the slow path, counted; None if malformed (counted in
         ``skipped``); raises Overrun past a bound."""
-        raw_name = match.group(1)
-        rest = match.string[match.end(1):match.end()]
         fast = parse_fast(rest)
         if fast is not None:
             fed = matcher.feeds_of_text(raw_name, fast[0])
