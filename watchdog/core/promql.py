@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -354,6 +355,7 @@ class Answers:
         self.after: dict[PodKey, dict[Labels, float]] | None = None  # the same, from the time query's second answer
         self.down: set[PodKey] = set()
         self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
+        self._idents: dict[tuple[str | None, ...], tuple[PodKey, Labels] | None] = {}  # by identity: _series
 
     def _own(self, namespace: str | None, name: str | None, instance: str | None) -> bool:
         """Whether a row of ``instance`` labelled with this pod is about it (module docstring: the identity)."""
@@ -373,10 +375,14 @@ class Answers:
                 self.times = times
             else:  # the time query's second answer: after the value queries
                 self.after = times
-            for (namespace, name, *engine_values, instance), value in rows:
-                if self._own(namespace, name, instance) and math.isfinite(value):
-                    engines = times.setdefault((str(namespace), str(name)), {})
-                    key = self._engine(engine_values)
+            series_of = self._series
+            for ident, value in rows:
+                found = series_of(ident)
+                if found is not None and math.isfinite(value):
+                    pod, key = found
+                    engines = times.get(pod)
+                    if engines is None:
+                        engines = times[pod] = {}
                     engines[key] = max(value, engines.get(key, value))
         if query == self.plan.up:
             self.down.update((str(namespace), str(name)) for (namespace, name, instance), value in rows
@@ -403,17 +409,33 @@ class Answers:
     def _row(self, ident: tuple[str | None, ...]) -> list[float | None] | None:
         """The values of the engine series ``ident`` (pod labels, engine labels, instance) names, or None without
         both pod labels or when the instance is not the pod's."""
-        namespace, name, *engine_values, instance = ident
-        if not self._own(namespace, name, instance):
-            self.dropped += bool(namespace and name)
+        found = self._series(ident)
+        if found is None:
+            self.dropped += bool(ident[0] and ident[1])
             return None
-        engines = self.slots.setdefault((str(namespace), str(name)), {})
-        instances = engines.setdefault(self._engine(engine_values), {})
-        return instances.setdefault(instance, [None] * len(self.plan.slots))
+        pod, key = found
+        engines = self.slots.setdefault(pod, {})
+        instances = engines.setdefault(key, {})
+        return instances.setdefault(ident[-1], [None] * len(self.plan.slots))
+
+    def _series(self, ident: tuple[str | None, ...]) -> tuple[PodKey, Labels] | None:
+        """The pod and engine series key a row of a slot or time query (pod labels, engine labels, instance) is
+        about, or None (no pod labels, or not the pod's instance); worked out once per row labels and answer set,
+        its strings interned (every engine series of a fleet names the same few models and ranks)."""
+        try:
+            return self._idents[ident]
+        except KeyError:
+            pass
+        namespace, name, *engine_values, instance = ident
+        found = None
+        if self._own(namespace, name, instance):
+            found = (sys.intern(str(namespace)), sys.intern(str(name))), self._engine(engine_values)
+        self._idents[ident] = found
+        return found
 
     def _engine(self, values: Sequence[str | None]) -> Labels:
         """The engine series key of a row's engine label values (labels without a value left out)."""
-        return tuple([(n, v) for n, v in zip(self.engine_labels, values, strict=True) if v])
+        return tuple([(n, sys.intern(v)) for n, v in zip(self.engine_labels, values, strict=True) if v])
 
     def pods(self) -> dict[PodKey, PodReading]:
         """Every pod with a slot row: its reading (without the engine series missing from their target's latest
@@ -439,7 +461,7 @@ class Answers:
             after = None if self.after is None else self.after.get(pod, {})
             moved = frozenset() if after is None else frozenset(k for k, t in times.items() if after.get(k) != t)
             ports = frozenset() if self.ips is None else frozenset(
-                port for key in engines for instance in claimed.get(key, {}) if (port := _port(instance)))
+                port for instance in {i for key in engines for i in claimed.get(key, {})} if (port := _port(instance)))
             out[pod] = PodReading(engine_series(engines, self.profile, found), pod in self.down, times, moved,
                                   ports=ports)
         for pod in self.down - out.keys():  # its target's scrapes fail (Prometheus marked its series stale): say so
