@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from watchdog.core.confirm import is_paused, known, known_all, live_evidence, load, missing_among, signal_name
+from watchdog.core.confirm import is_paused, known, known_all, live_evidence, missing_among, signal_name
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import EngineState
 
@@ -123,9 +123,9 @@ def _fmt(value: float | None) -> str:
 
 
 @lru_cache(maxsize=64)
-def _gauges(signals: tuple[Selector, ...]) -> frozenset[int]:
-    """The indexes of the gauge signals (shared by every engine series of a profile)."""
-    return frozenset(i for i, s in enumerate(signals) if s.kind == "gauge")
+def _gauges(signals: tuple[Selector, ...]) -> tuple[frozenset[int], tuple[str, ...]]:
+    """The indexes of the gauge signals and the signals' names (shared by every engine series of a profile)."""
+    return frozenset(i for i, s in enumerate(signals) if s.kind == "gauge"), tuple(map(str, signals))
 
 
 class DetectorState:
@@ -138,7 +138,7 @@ class DetectorState:
     completion-only (rule 8); ``None``: such samples are unknown. Raises ``ValueError`` on a bad parameter.
     """
 
-    __slots__ = ("_baseline", "_busy_samples", "_clock_start", "_gauges", "_last_t", "completion_window_s",
+    __slots__ = ("_baseline", "_busy_samples", "_clock_start", "_gauges", "_last_t", "_names", "completion_window_s",
                  "count_waiting", "min_samples", "signals", "window_s")  # one per engine series: thousands
 
     def __init__(
@@ -161,7 +161,7 @@ class DetectorState:
             raise ValueError(f"completion_window_s must be None or > 0 seconds, got {completion_window_s!r}")
         self.signals = signals
         self.completion_window_s = completion_window_s
-        self._gauges = _gauges(signals)
+        self._gauges, self._names = _gauges(signals)
         self._reset()
 
     def _reset(self) -> None:
@@ -175,7 +175,9 @@ class DetectorState:
         running = known(sample.running)
         values = known_all(sample.progress)
         missing = missing_among(running, values)
-        if missing is not None and (running is None or (load(sample, self.count_waiting) or 0.0) > 0):
+        waiting = known(sample.waiting)
+        busy = 0.0 if running is None else running + ((waiting or 0.0) if self.count_waiting else 0.0)  # load()
+        if missing is not None and (running is None or busy > 0):
             return Verdict("unknown", 0.0, f"no evidence: {missing} missing or invalid in this scrape",
                            t=sample.t)
 
@@ -185,13 +187,12 @@ class DetectorState:
         self._last_t = sample.t
 
         progressed, reset = self._update_baselines(values)
-        waiting = known(sample.waiting)
         if is_paused(sample):
             self._clock_start = None
             self._busy_samples = 0
             return Verdict("paused", 0.0, f"paused: the engine reports it is paused or sleeping "
                            f"({_fmt(running)} running)", t=sample.t, running=running)
-        if (load(sample, self.count_waiting) or 0.0) <= 0:
+        if busy <= 0:
             self._clock_start = None
             self._busy_samples = 0
             return Verdict("idle", 0.0, "idle: no requests running", t=sample.t, running=running)
@@ -209,11 +210,8 @@ class DetectorState:
         else:
             self._busy_samples += 1
         if progressed:
-            what = "a counter reset (engine restart)" if reset else f"{progressed} moving"
-            return Verdict(
-                "progressing", 0.0, f"progressing: {_fmt(running)} running, {what}",
-                t=sample.t, running=running, busy_samples=1,
-            )
+            return Verdict("progressing", 0.0, _progressing(running, progressed, reset), t=sample.t, running=running,
+                           busy_samples=1)
 
         assert self._clock_start is not None
         stalled_for = sample.t - self._clock_start
@@ -238,17 +236,43 @@ class DetectorState:
         baseline = self._baseline
         if baseline == values:  # nothing moved and nothing new: the common case of a stalled or idle engine
             return "", False
-        if len(baseline) < len(values):
-            baseline.extend([None] * (len(values) - len(baseline)))
+        count = len(values)
+        if len(baseline) < count:
+            baseline.extend([None] * (count - len(baseline)))
         moved = [i for i, (value, previous) in enumerate(zip(values, baseline, strict=False))
-                 if value is not None and previous is not None and value != previous]
-        pairs = zip(values, baseline, strict=False)
-        self._baseline = [previous if value is None else value for value, previous in pairs] + baseline[len(values):]
+                 if value != previous and value is not None and previous is not None]
+        if None in values:
+            pairs = zip(values, baseline, strict=False)
+            self._baseline = [previous if value is None else value for value, previous in pairs] + baseline[count:]
+        else:  # every value known (the common case): they are the baseline
+            self._baseline = values if len(baseline) == count else values + baseline[count:]
         if not moved:
             return "", False
         gauges = self._gauges
         reset = any([values[i] < baseline[i] for i in moved if i not in gauges])  # type: ignore[operator]
-        return signal_name(self.signals, moved[0]), reset
+        first = moved[0]
+        return self._names[first] if first < len(self._names) else signal_name(self.signals, first), reset
+
+
+_REASONS: dict[tuple[float, str, bool], str] = {}  # a progressing verdict's reason, shared by every series
+
+
+def _progressing(running: float | None, progressed: str, reset: bool) -> str:
+    """The reason of a progressing verdict (made once per running count and signal: thousands of engine series
+    progress every cycle)."""
+    if not running:  # 0 or -0 (waiting counted), written apart; None: not busy
+        return _progressing_reason(running, progressed, reset)
+    reason = _REASONS.get((running, progressed, reset))
+    if reason is None:
+        if len(_REASONS) >= 1024:
+            _REASONS.clear()
+        reason = _REASONS[(running, progressed, reset)] = _progressing_reason(running, progressed, reset)
+    return reason
+
+
+def _progressing_reason(running: float | None, progressed: str, reset: bool) -> str:
+    what = "a counter reset (engine restart)" if reset else f"{progressed} moving"
+    return f"progressing: {_fmt(running)} running, {what}"
 
 
 def detect(
