@@ -118,8 +118,12 @@ class PrometheusSource:
         jobs = [job for _, job in scoped]
         tenants = {target.namespace: target.tenant for target, _ in pods}
         errors = self._read(jobs, at, [tenants[scope.namespace] for scope, _ in scoped])
+        dropped = sum(job.dropped for job in jobs)
+        del jobs
         readings: dict[tuple[Profile, PodKey], PodReading | str | None] = {}
-        for (scope, job), error in zip(scoped, errors, strict=True):
+        scoped.reverse()
+        for error in errors:  # each scope's answers let go once its pods are read (memory: one scope's at a time)
+            scope, job = scoped.pop()
             if error:
                 log.warning("Prometheus query for namespace %s failed: %s: the engines of its %d pods read in it are "
                             "unknown this cycle", scope.namespace, error, len(scope.pods),
@@ -127,7 +131,7 @@ class PrometheusSource:
             found = {} if error else job.pods()
             for name in scope.pods:
                 readings[(job.profile, (scope.namespace, name))] = error or found.get((scope.namespace, name))
-        if dropped := sum(job.dropped for job in jobs):
+        if dropped:
             log.debug("Prometheus: %d series labelled with a watched pod were not scraped from its IP (their "
                       "instance): ignored", dropped)
         out = {}

@@ -325,6 +325,17 @@ class PodReading:
 _NO_SERIES = ParseResult((), 0, frozenset())
 
 
+class _Named:
+    """One engine series of one pod as the rows of :class:`Answers` name it: its pod, its engine series key and
+    (once a slot row of it came) its slots' values from the instance of those rows."""
+
+    __slots__ = ("key", "pod", "row")
+
+    def __init__(self, pod: PodKey, key: Labels) -> None:
+        self.pod, self.key = pod, key
+        self.row: list[float | None] | None = None
+
+
 class Answers:
     """The answers to one profile's :class:`Plan`, folded in as they arrive (:meth:`add`; the rows can be dropped
     right after), then :meth:`pods`: per (namespace, pod) its engine series, sample time and ``up``.
@@ -354,8 +365,7 @@ class Answers:
         self.times: dict[PodKey, dict[Labels, float]] | None = None  # per pod, its engine series' sample times
         self.after: dict[PodKey, dict[Labels, float]] | None = None  # the same, from the time query's second answer
         self.down: set[PodKey] = set()
-        self._rows: dict[tuple[str | None, ...], list[float | None] | None] = {}  # by identity: slots' values
-        self._idents: dict[tuple[str | None, ...], tuple[PodKey, Labels] | None] = {}  # by identity: _series
+        self._idents: dict[tuple[str | None, ...], _Named | None] = {}  # by row identity: _named
 
     def _own(self, namespace: str | None, name: str | None, instance: str | None) -> bool:
         """Whether a row of ``instance`` labelled with this pod is about it (module docstring: the identity)."""
@@ -375,11 +385,11 @@ class Answers:
                 self.times = times
             else:  # the time query's second answer: after the value queries
                 self.after = times
-            series_of = self._series
+            series_of = self._named
             for ident, value in rows:
                 found = series_of(ident)
                 if found is not None and math.isfinite(value):
-                    pod, key = found
+                    pod, key = found.pod, found.key
                     engines = times.get(pod)
                     if engines is None:
                         engines = times[pod] = {}
@@ -393,45 +403,44 @@ class Answers:
 
     def _add_slot(self, index: int, rows: Sequence[Series]) -> None:
         """One slot query's answer: each row's value added to its engine series' slot ``index``."""
-        row_of = self._rows
+        entries = self._idents
+        entry_of = self._named
         new = self._row
         for ident, value in rows:  # the hot loop: one row per pod and engine series
-            row = row_of.get(ident)
+            entry = entries.get(ident)
+            if entry is None:
+                if ident in entries:  # no pod labels, or not the pod's instance: ignored
+                    continue
+                entry = entry_of(ident)
+                if entry is None:
+                    continue
+            row = entry.row
             if row is None:
-                if ident in row_of:  # no pod labels, or not the pod's instance: ignored
-                    continue
-                row = row_of[ident] = new(ident)
-                if row is None:
-                    continue
+                row = entry.row = new(entry, ident[-1])
             previous = row[index]
             row[index] = value if previous is None else previous + value
 
-    def _row(self, ident: tuple[str | None, ...]) -> list[float | None] | None:
-        """The values of the engine series ``ident`` (pod labels, engine labels, instance) names, or None without
-        both pod labels or when the instance is not the pod's."""
-        found = self._series(ident)
-        if found is None:
-            self.dropped += bool(ident[0] and ident[1])
-            return None
-        pod, key = found
-        engines = self.slots.setdefault(pod, {})
-        instances = engines.setdefault(key, {})
-        return instances.setdefault(ident[-1], [None] * len(self.plan.slots))
+    def _row(self, entry: _Named, instance: str | None) -> list[float | None]:
+        """The slots' values of the engine series of ``entry`` scraped from ``instance`` (new)."""
+        engines = self.slots.setdefault(entry.pod, {})
+        return engines.setdefault(entry.key, {}).setdefault(instance, [None] * len(self.plan.slots))
 
-    def _series(self, ident: tuple[str | None, ...]) -> tuple[PodKey, Labels] | None:
-        """The pod and engine series key a row of a slot or time query (pod labels, engine labels, instance) is
-        about, or None (no pod labels, or not the pod's instance); worked out once per row labels and answer set,
-        its strings interned (every engine series of a fleet names the same few models and ranks)."""
+    def _named(self, ident: tuple[str | None, ...]) -> _Named | None:
+        """The engine series a row of a slot or time query names (pod labels, engine labels, instance), or None
+        without both pod labels or when the instance is not the pod's (counted in :attr:`dropped`, once per series);
+        worked out once per answer set, its strings interned (a fleet's engine series name the same few models)."""
         try:
             return self._idents[ident]
         except KeyError:
             pass
         namespace, name, *engine_values, instance = ident
-        found = None
+        entry = None
         if self._own(namespace, name, instance):
-            found = (sys.intern(str(namespace)), sys.intern(str(name))), self._engine(engine_values)
-        self._idents[ident] = found
-        return found
+            entry = _Named((sys.intern(str(namespace)), sys.intern(str(name))), self._engine(engine_values))
+        else:
+            self.dropped += bool(namespace and name)
+        self._idents[ident] = entry
+        return entry
 
     def _engine(self, values: Sequence[str | None]) -> Labels:
         """The engine series key of a row's engine label values (labels without a value left out)."""
