@@ -4,6 +4,7 @@ aggregation as a scraped body (one rule, core/parsing.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from watchdog.core.parsing import engine_series, parse_exposition, signal_slots
 from watchdog.core.profiles import Profile, get_profile, label_name_problem
 from watchdog.core.promql import (
     Answers,
+    Names,
     Plan,
     PodKey,
     PodReading,
@@ -100,13 +102,19 @@ def _values(labels: dict[str, str], queries: Plan, query: str) -> tuple[str | No
 
 def _read(profile: Profile, items: list[Item], at: float, scope: Scope | None = None,
           ips: dict[PodKey, str] | None = None) -> dict[PodKey, PodReading]:
+    return _fold(profile, items, at, scope, ips).pods()
+
+
+def _fold(profile: Profile, items: list[Item], at: float, scope: Scope | None = None,
+          ips: dict[PodKey, str] | None = None, **names: Any) -> Answers:
+    """The answers to ``profile``'s queries over ``items`` at ``at`` folded in (``names``: Answers' prior, names)."""
     queries = plan(profile, 60, "namespace", "pod", scope.matchers("namespace", "pod") if scope else ())
-    reading = Answers(profile, queries, ips)
+    reading = Answers(profile, queries, ips, **names)
     for query in queries.queries():
         rows = evaluate(query, at, items)
         assert rows is not None, query
         reading.add(query, [(_values(labels, queries, query), value) for labels, value in rows])
-    return reading.pods()
+    return reading
 
 
 def test_grouping_gives_each_pod_what_parsing_its_body_gives() -> None:
@@ -382,3 +390,20 @@ def test_a_row_is_evidence_only_about_the_pod_whose_ip_scraped_it_and_two_instan
     assert reading_outcome(pod) == ("prometheus_unknown", 'conflict: the engine series {engine="0"} is claimed by '
                                     "2 instances (10.0.0.5:8000, 10.0.0.5:9999)")
     assert not pod.parsed.series and not pod.down
+
+
+def test_what_the_rows_named_last_cycle_is_looked_up_and_the_pod_ip_still_checked_each_cycle() -> None:
+    own = {"namespace": "n", "pod": "p", "instance": "10.0.0.5:8000", "job": "vllm"}
+    items = _items('vllm:num_requests_running{engine="0"} 1\nvllm:generation_tokens_total{engine="0"} 5\n'
+                   'vllm:num_requests_running{engine="1"} 2\nvllm:generation_tokens_total{engine="1"} 7\n', own, 5.0)
+    ips = {("n", "p"): "10.0.0.5"}
+    fresh = _fold(VLLM, items, 5.0, ips=ips).pods()
+    first: dict[tuple[str | None, ...], Names] = {}
+    assert _fold(VLLM, items, 5.0, ips=ips, names=first).pods() == fresh
+    assert {n[1:] for n in first.values()} == {
+        (("n", "p"), (("engine", "0"),), "10.0.0.5"), (("n", "p"), (("engine", "1"),), "10.0.0.5")}
+    second: dict[tuple[str | None, ...], Names] = {}
+    assert _fold(VLLM, items, 5.0, ips=ips, prior=first, names=second).pods() == fresh
+    assert second == first  # carried over: bounded by what this cycle's answers named
+    moved = _fold(VLLM, items, 5.0, ips={("n", "p"): "10.0.0.9"}, prior=second)  # the pod has another IP
+    assert moved.pods() == {} and moved.dropped == 2  # its rows from the old IP are no evidence about it

@@ -42,7 +42,8 @@ from watchdog.controller.reading import Reading
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import Answers, Plan, PodKey, PodReading, Scope, Series, plan, reading_outcome, scopes
+from watchdog.core.promql import (Answers, Names, Plan, PodKey, PodReading, Scope, Series, plan, reading_outcome,
+                                   scopes)
 
 if TYPE_CHECKING:  # types only: `check --prometheus` must not import the Kubernetes client
     from watchdog.controller.ports import Clock, Querier
@@ -72,6 +73,7 @@ class PrometheusSource:
         self.profiles, self.wall_clock, self.offset = profiles or {}, wall_clock, offset
         self.instance_check, self.extra, self.confirm_with = instance_check, tuple(extra), confirm_with
         self._ports: dict[str, tuple[int, ...]] = {}  # pod UID -> the ports a removal is confirmed on (last read)
+        self._names: dict[tuple[str | None, ...], Names] = {}  # what the last reading's row identities named (Answers)
 
     def read_pod(self, profile: Profile, namespace: str, name: str, at: float) -> PodReading | str | None:
         """One pod's fresh reading (None: no series), or why the queries failed (one line); its instance is not
@@ -80,9 +82,13 @@ class PrometheusSource:
         error = self._read([job], at, bracket=False)[0]
         return error or job.pods().get((namespace, name))
 
-    def _job(self, profile: Profile, scope: Scope, ips: Mapping[PodKey, str] | None) -> Answers:
+    def _job(self, profile: Profile, scope: Scope, ips: Mapping[PodKey, str] | None,
+             names: dict[tuple[str | None, ...], Names] | None = None) -> Answers:
+        """The answers of one profile and scope to come; ``names``: this reading's row identities (the previous
+        reading's are looked up first: the same series are named every cycle)."""
         matchers = [*scope.matchers(self.namespace_label, self.pod_label), *self.extra]
-        return Answers(profile, plan(profile, self.staleness_s, self.namespace_label, self.pod_label, matchers), ips)
+        queries = plan(profile, self.staleness_s, self.namespace_label, self.pod_label, matchers)
+        return Answers(profile, queries, ips, self._names if names is not None else None, names)
 
     def _read(self, jobs: list[Answers], at: float, tenants: Sequence[str] | None = None,
               bracket: bool = True) -> list[str]:
@@ -113,13 +119,15 @@ class PrometheusSource:
         ips: dict[Profile, dict[PodKey, str]] = {}
         for target, _ in pods:
             ips.setdefault(self.profiles[target.target_name], {})[(target.namespace, target.name)] = target.ip
-        scoped = [(scope, self._job(profile, scope, own if self.instance_check else None))
+        names: dict[tuple[str | None, ...], Names] = {}
+        scoped = [(scope, self._job(profile, scope, own if self.instance_check else None, names))
                   for profile, own in sorted(ips.items(), key=lambda item: item[0].name) for scope in scopes(own)]
         jobs = [job for _, job in scoped]
         tenants = {target.namespace: target.tenant for target, _ in pods}
         errors = self._read(jobs, at, [tenants[scope.namespace] for scope, _ in scoped])
         dropped = sum(job.dropped for job in jobs)
         del jobs
+        self._names = names  # bounded: what this reading's answers named
         readings: dict[tuple[Profile, PodKey], PodReading | str | None] = {}
         scoped.reverse()
         for error in errors:  # each scope's answers let go once its pods are read (memory: one scope's at a time)

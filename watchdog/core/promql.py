@@ -66,6 +66,7 @@ from watchdog.core.profiles import Profile, Selector, label_name_problem
 
 __all__ = [
     "Answers",
+    "Names",
     "Plan",
     "PodKey",
     "PodReading",
@@ -325,6 +326,10 @@ class PodReading:
 _NO_SERIES = ParseResult((), 0, frozenset())
 
 
+#: What one row identity names, whichever pod IPs are watched (:meth:`Answers._names_of`).
+Names = tuple[tuple[str | None, ...], PodKey | None, Labels, str | None]
+
+
 class _Named:
     """One engine series of one pod as the rows of :class:`Answers` name it: its pod, its engine series key and
     (once a slot row of it came) its slots' values from the instance of those rows."""
@@ -352,10 +357,16 @@ class Answers:
     of the engine labels -- applied to every engine series of the pod, waiting minus ignored, paused and awake
     folded, the series bound). Rows without both pod labels are ignored; pods that appear only in the time or
     ``up`` answers are left out (no signal: unknown). The time query may be answered a second time, after the
-    others: engine series whose time it changes are :attr:`PodReading.moved`."""
+    others: engine series whose time it changes are :attr:`PodReading.moved`. ``names``: filled in with what each
+    row identity of these answers names (:data:`Names`), for the next answer set's ``prior`` (the same series are
+    named every cycle: their pod, key and instance host are then looked up, the pod IP check made anew)."""
 
-    def __init__(self, profile: Profile, queries: Plan, ips: Mapping[PodKey, str] | None = None) -> None:
+    def __init__(self, profile: Profile, queries: Plan, ips: Mapping[PodKey, str] | None = None,
+                 prior: Mapping[tuple[str | None, ...], Names] | None = None,
+                 names: dict[tuple[str | None, ...], Names] | None = None) -> None:
         self.profile = profile
+        self.prior: Mapping[tuple[str | None, ...], Names] = prior or {}  # the previous answer set's names
+        self.names = {} if names is None else names  # what each row identity of these answers names (filled in)
         self.plan = queries
         self.ips = ips
         self.dropped = 0  # series (pod, engine, instance) whose instance is not their pod's IP
@@ -428,23 +439,36 @@ class Answers:
     def _named(self, ident: tuple[str | None, ...]) -> _Named | None:
         """The engine series a row of a slot or time query names (pod labels, engine labels, instance), or None
         without both pod labels or when the instance is not the pod's (counted in :attr:`dropped`, once per series);
-        worked out once per answer set, its strings interned (a fleet's engine series name the same few models)."""
+        worked out once per answer set (and taken from :attr:`names` of the previous one when it named it too)."""
         try:
             return self._idents[ident]
         except KeyError:
             pass
-        namespace, name, *engine_values, instance = ident
+        names = self.prior.get(ident)
+        if names is None:
+            names = self._names_of(ident)
+        self.names[names[0]] = names
+        _, pod, key, host = names
         entry = None
-        if self._own(namespace, name, instance):
-            entry = _Named((sys.intern(str(namespace)), sys.intern(str(name))), self._engine(engine_values))
+        if pod is not None and (self.ips is None or (host is not None and host == self.ips.get(pod))):
+            entry = _Named(pod, key)
         else:
-            self.dropped += bool(namespace and name)
+            self.dropped += pod is not None
         self._idents[ident] = entry
         return entry
 
+    def _names_of(self, ident: tuple[str | None, ...]) -> Names:
+        """What ``ident`` names, whichever pod IPs are watched: (``ident`` of interned strings, its pod (None
+        without both pod labels), its engine series key, the host of its instance)."""
+        interned = tuple(None if value is None else sys.intern(str(value)) for value in ident)
+        namespace, name, *engine_values, instance = interned
+        if not namespace or not name:
+            return interned, None, (), None
+        return interned, (namespace, name), self._engine(engine_values), instance and instance_host(instance)
+
     def _engine(self, values: Sequence[str | None]) -> Labels:
         """The engine series key of a row's engine label values (labels without a value left out)."""
-        return tuple([(n, sys.intern(v)) for n, v in zip(self.engine_labels, values, strict=True) if v])
+        return tuple([(n, v) for n, v in zip(self.engine_labels, values, strict=True) if v])
 
     def pods(self) -> dict[PodKey, PodReading]:
         """Every pod with a slot row: its reading (without the engine series missing from their target's latest
