@@ -471,9 +471,11 @@ class Watchdog:
             self.policy.episode_over(target.uid, key)
         present: set[str] = set()
         ref, listed = target.ref, report.verdicts
-        report.engines.update([seen.verdict.state for seen in observations])
+        states = Counter([seen.verdict.state for seen in observations])
+        report.engines.update(states)
         workload = (target.namespace, target.target_name)
-        report.workload_engines.update([(seen.verdict.state, *workload) for seen in observations])
+        for state, count in states.items():
+            report.workload_engines[(state, *workload)] += count
         for seen in observations:
             verdict = seen.verdict
             if seen.present:
