@@ -454,7 +454,7 @@ class Answers:
             entry = _Named(pod, key)
         else:
             self.dropped += pod is not None
-        self._idents[ident] = entry
+        self._idents[names[0]] = entry  # its interned copy: the answer's own strings go with its rows
         return entry
 
     def _names_of(self, ident: tuple[str | None, ...]) -> Names:
