@@ -474,8 +474,7 @@ class Watchdog:
         states = Counter([seen.verdict.state for seen in observations])
         report.engines.update(states)
         workload = (target.namespace, target.target_name)
-        for state, count in states.items():
-            report.workload_engines[(state, *workload)] += count
+        report.workload_engines.update({(state, *workload): count for state, count in states.items()})
         for seen in observations:
             verdict = seen.verdict
             if seen.present:
