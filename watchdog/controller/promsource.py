@@ -42,8 +42,7 @@ from watchdog.controller.reading import Reading
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import ParseResult
 from watchdog.core.profiles import Profile
-from watchdog.core.promql import (Answers, Names, Plan, PodKey, PodReading, Scope, Series, plan, reading_outcome,
-                                   scopes)
+from watchdog.core.promql import Answers, Names, Plan, PodKey, PodReading, Scope, Series, plan, reading_outcome, scopes
 
 if TYPE_CHECKING:  # types only: `check --prometheus` must not import the Kubernetes client
     from watchdog.controller.ports import Clock, Querier
