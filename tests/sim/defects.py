@@ -50,7 +50,7 @@ DEFECTS = (
     Defect("rl-update-stalled", "paused RL weight update / sleep judged stalled", "core/detector.py",
            "        if is_paused(sample):\n", "        if False:\n"),
     Defect("idle-stalled", "idle judged stalled", "core/detector.py",
-           "        if (load(sample, self.count_waiting) or 0.0) <= 0:\n            self._clock_start = None",
+           "        if busy <= 0:\n            self._clock_start = None",
            "        if False:\n            self._clock_start = None"),
     Defect("window-halved", "the stall window compared with half its length", "core/detector.py",
            "    return elapsed_s >= window_s - window_slack(window_s)", "    return elapsed_s >= window_s / 2"),
