@@ -213,6 +213,35 @@ def test_the_removal_check_sees_a_second_send(tmp_path: Path) -> None:
     assert removal_sends(sneaky) == ["3: self.actuator.remove"]
 
 
+#: The names leadership is read by: the elector's (``is_leader``, ``term``, ``holds_for``), the cycle's leader callable
+#: (``leader``: the elector's ``term``) and the actuator's fence (``fence``: the elector's ``holds_for``; ``may_write``).
+LEADERSHIP = {"is_leader", "term", "holds_for", "leader", "fence", "may_write"}
+
+
+def leadership_reads(path: Path) -> list[str]:
+    """``line: call`` for every call in ``path`` of a function or method named one of :data:`LEADERSHIP`."""
+    return [f"{node.lineno}: {ast.unparse(node.func)}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and (node.func.attr if isinstance(node.func, ast.Attribute)
+                                               else getattr(node.func, "id", "")) in LEADERSHIP]
+
+
+def test_leadership_is_read_once_per_cycle_and_fenced_in_the_actuator() -> None:
+    """Issue 38: leadership is read in one place per cycle (cycle.py calls the leader callable and hands its answer
+    on in CycleFacts); a Lease lost mid-cycle is the actuator's fence alone. The remediator and the readiness gate
+    decide from the cycle's facts and never ask again; outside the elector itself nothing else reads it."""
+    readers = {module_name(p): sorted({call.split(": ")[1] for call in calls}) for p in PACKAGE.rglob("*.py")
+               if module_name(p) != "watchdog.adapters.leader" and not module_name(p).startswith("watchdog.demo")
+               and (calls := leadership_reads(p))}
+    assert readers == {"watchdog.controller.cycle": ["leader", "self.leader"],
+                       "watchdog.controller.actuator": ["self.fence", "self.may_write"]}
+
+
+def test_the_leadership_check_sees_a_second_reader(tmp_path: Path) -> None:
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text("def f(self, leader):\n    if self.actuator.may_write() and leader():\n        pass\n")
+    assert leadership_reads(sneaky) == ["2: self.actuator.may_write", "2: leader"]
+
+
 TESTS = Path(__file__).resolve().parent
 
 

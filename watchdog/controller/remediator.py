@@ -175,8 +175,7 @@ class Remediator:
         age = pod_age_s(target, self.wall_clock(), seen_for_s)
         decision = self.policy.decide(
             uid=target.uid, series=series.key, namespace=target.namespace, namespace_mode=target.mode,
-            owner=target.owner_key, pod_age_s=age, now=now,
-            leader=facts.leader and self.actuator.may_write())  # a Lease lost since the cycle began: the fence says
+            owner=target.owner_key, pod_age_s=age, now=now, leader=facts.leader)
         if decision.action == "skip":
             return Remediation("skip", decision.why)
         # The stall clock's start (its sample time minus the stall), from the monotonic clock to the wall clock.
@@ -209,8 +208,6 @@ class Remediator:
         fresh = self._confirmed(target, series, signals)
         if isinstance(fresh, Remediation):
             return fresh
-        if not self.actuator.may_write():  # an early look: the slow evidence read is not made for nothing
-            return self._defer(stall, not_leader("lost the leader Lease before acting"), now)
         stall = replace(stall, evidence=keep(action, fresh, "confirmation"))  # the log read: before the fence
         return self._remove(stall, action, now, retry=decision.action == "retry")
 
