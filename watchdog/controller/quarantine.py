@@ -6,9 +6,8 @@ owners' pod and Ready counts), then :meth:`Quarantine.run` walks the judged pods
 standby replica writes nothing and forgets what it wrote: the next leader starts from the LIST). The patch
 carries ``metadata.uid`` (a pod re-created under the name is never touched) and goes through the actuator (the
 leadership fence); 404 and 409 mean the pod is gone or replaced, not an error. A drain whose answer was lost
-(timeout, 5xx: the API server may have applied it) counts as a drain at once — for the owner's share and the last
-Ready pod, so the same cycle cannot drain the siblings too (fail closed) — and is resolved by the next LIST (a
-drain that was not applied is sent again, its rails asked again); a lost release keeps counting as drained.
+counts in this cycle's owner share and last-Ready rail (fail closed) and the next LIST says what happened (docs/
+safety.md, "lost answer").
 Every write is counted (``vllm_watchdog_quarantine_changes_total{to}``); a quarantine and a release are Events
 on the pod and its top owner (``StalledPodQuarantined``, ``StalledPodReleased``); a first admission is logged
 only (one per new pod of a rollout). A drain held back by a rail is logged and counted once per pod and rule.
@@ -69,16 +68,12 @@ class Quarantine:
         self.enabled, self.clock, self.wall_clock = enabled, clock, wall_clock
         self.fleet = Fleet({}, {}, {})
         self.written: dict[str, str] = {}  # pod UID -> gate status this replica last wrote while leader
-        self._unanswered: set[str] = set()  # pod UIDs whose drain's answer was lost: counted drained until a LIST
         self._held: set[tuple[str, str]] = set()  # (pod UID, rule) already logged and counted
 
     def observe(self, pods_by_target: Iterable[tuple[Any, Iterable[Mapping[str, Any]]]]) -> None:
         """This cycle's pod LIST, before it is dropped."""
         if self.enabled:
             self.fleet = read_fleet(p for _, pods in pods_by_target for p in pods)
-            for uid in self._unanswered:  # the LIST says whether a drain whose answer was lost was applied
-                self.written.pop(uid, None)
-            self._unanswered.clear()
 
     def current(self, uid: str) -> str | None:
         """The gate's status as this replica knows it: what it wrote, else what the LIST showed."""
@@ -144,13 +139,9 @@ class Quarantine:
         condition = gate_condition(change, message, utc_stamp(dt.datetime.fromtimestamp(self.wall_clock(), dt.UTC)))
         applied = self.actuator.apply(GateChange(target, condition))
         if applied.outcome in ("lost", "refused"):
-            lost = applied.outcome == "lost"
-            if lost and drain:
-                self.written[target.uid] = condition["status"]
-                self._unanswered.add(target.uid)
             log.warning("could not set %s=%s on %s: %s%s", GATE_CONDITION, condition["status"], target.ref,
-                        applied.error, "; the answer was lost: counted as written until the next LIST shows it "
-                        "(fail closed)" if lost else "", extra=facts(target, result="error", reason=applied.error))
+                        applied.error, "; the answer was lost: the next LIST shows what happened" if applied.outcome
+                        == "lost" else "", extra=facts(target, result="error", reason=applied.error))
             return applied.outcome
         if applied.outcome in ("not_found", "conflict"):  # fenced: the actuator said so
             log.info("pod %s is gone or replaced (%s): readiness gate not written", target.ref, applied.outcome,
