@@ -499,6 +499,26 @@ def test_a_lost_removal_whose_pod_is_merely_no_longer_watched_is_not_reported(ap
     assert api.list_events(NS) == [] and kube.calls["delete_pod"] == 1
 
 
+def test_a_lost_removal_is_not_ours_to_report_once_its_stall_episode_ended(api: EmulatorServer,
+                                                                            kube_client: KubeClient) -> None:
+    """Issue 38 item 5: the DELETE's answer was lost and the pod stayed; then its engine recovered (the episode
+    ended). A later removal of the pod (a rollout, an operator) is someone else's: no StalledPodDeleted, no node
+    escalation."""
+    seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
+    name, uid = seeded["pod"]["metadata"]["name"], seeded["pod"]["metadata"]["uid"]
+
+    def unapplied(*args: Any) -> Any:
+        raise KubeError("delete pod", 500, "Internal Server Error")
+
+    kube = FakeKube(kube_client, delete_pod=unapplied)
+    rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics())
+    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "error"
+    rem.policy.episode_over(uid, SNAP.key)  # the engine was seen progressing again
+    kube_client.delete_pod(NS, name, uid, None)  # someone else removes it
+    rem.settle_gone(set())
+    assert api.list_events(NS) == [] and rem.policy.unsettled == {}
+
+
 def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
 

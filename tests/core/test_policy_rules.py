@@ -203,15 +203,15 @@ def test_the_first_rule_that_applies_decides() -> None:
 
 @pytest.mark.parametrize("end", ["episode_over", "forget_pods"])
 def test_what_an_episode_kept_ends_with_it(end: str) -> None:
-    """A stall episode's state ends together (DeletionPolicy._episode_state): its PDB backoff and its evidence
-    record do not outlive the episode, nor the pod."""
+    """A stall episode's state ends together (DeletionPolicy._Episode): its PDB backoff and its evidence record do
+    not outlive the episode, nor the pod."""
     p = policy()
     p.refused("u1", SERIES, T0 + 200, "a PodDisruptionBudget")
-    p.kept("u1", SERIES, "rec-1")
+    assert p.evidence("u1", SERIES, lambda: "rec-1") == p.evidence("u1", SERIES, lambda: "rec-2") == "rec-1"
     assert decide(p, now=T0 + 201).rule == "pdb"
     p.episode_over("u1", SERIES) if end == "episode_over" else p.forget_pods(set())
     assert decide(p, now=T0 + 201).action == "delete"
-    assert p.evidence("u1", SERIES) is None
+    assert p.evidence("u1", SERIES, lambda: "rec-2") == "rec-2"
 
 
 @pytest.mark.parametrize(("outcome", "charged", "then"), [
@@ -226,7 +226,7 @@ def test_settle_accounts_for_a_removal_from_its_outcome_alone(outcome: str, char
     p.settle(outcome, T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None, again=False,  # type: ignore[arg-type]
              pending="what to report")
     assert (p.view(T0 + 200)["budget"]["cluster"]["used"], decide(p, now=T0 + 201).rule) == (int(charged), then)
-    assert p.unsettled == ({"u1": "what to report"} if outcome == "lost" else {})
+    assert p.unsettled == ({("u1", SERIES): "what to report"} if outcome == "lost" else {})
     p.resolved("u1", SERIES)  # seen gone after all: acted on, nothing left unsettled
     assert (decide(p, now=T0 + 201).rule, p.unsettled) == ("episode", {})
 

@@ -89,7 +89,7 @@ DEFECTS = (
            "        changed = recheck(pod, namespace, target, require_controller=self.require_controller)",
            "        changed = None"),
     Defect("no-retry-after-lost", "a swallowed DELETE never retried", "core/policy.py",
-           '            self._acted[(uid, series)] = "retry"\n', ""),
+           '            self._episode(uid, series).acted = "retry"\n', ""),
     Defect("restart-no-reset", "an engine restart (counter reset) not starting a fresh record", "controller/cycle.py",
            "        if pod is not None and pod.restart_count != target.restart_count:",
            "        if False:"),

@@ -1,32 +1,12 @@
-"""The one place that deletes pods (I/O).
-
-:meth:`Remediator.remediate` is the single choke point for every deletion. In order it:
-
-1. asks the pure :class:`~watchdog.core.policy.DeletionPolicy`: one decision per stall episode (or a ``retry`` of a
-   removal whose answer was lost), leadership, dry-run, pause, warm-up, minimum pod age, the mass-stall breaker and
-   the deletion budgets. A deferral gets one ``StalledPodDeletionDeferred`` Event per episode and rule, a metric,
-   and is retried next cycle;
-2. in dry-run, records ``StalledPodDryRun`` Events and stops;
-3. GETs the pod and its namespace afresh (never the cache) and aborts unless discovery's rules still pick it
-   (:func:`watchdog.core.discovery.recheck`: UID, exclusion annotation, namespace opt-in and mode, phase,
-   terminating, IP, owner, restart count);
-4. re-scrapes the engine once and aborts unless :func:`watchdog.core.confirm.not_confirmed` (the detector's own
-   reading of evidence, busy and progress) confirms the stall: unknown now, idle now, or a counter moved;
-5. writes the evidence (:mod:`watchdog.controller.evidence`: the episode's signal history, the confirmation
-   scrape's values, the log tail when enabled; in dry-run too, with the cycle's values) — the slow read comes
-   BEFORE the leadership fence, never between the fence and the write;
-6. sends the removal (a DELETE, or with ``action: evict`` an eviction, so PodDisruptionBudgets hold) through the
-   actuator's one removal protocol (:meth:`~watchdog.controller.actuator.Actuator.remove`: ledger intent, fence,
-   UID precondition, the GET after a lost answer) with the pod's own grace period unless configured;
-7. settles its outcome: the accounting in the pure :meth:`~watchdog.core.policy.DeletionPolicy.settle` (a lost
-   answer charged, fail closed, and sent again next cycle while the stall lasts: decision ``retry``), then says it:
-   ``StalledPodDeleted`` Events (pointing to the evidence) on the pod and its top controller owner and the node
-   escalation told (done), a deferral (the ledger not written: ``ledger``; the fence: ``not_leader``; a
-   PodDisruptionBudget's 429, never turned into a delete: ``pdb``, tried again after a backoff), or nothing to do
-   (404, 409) or an error (a refusal, not retried; a lost answer).
-
-Events are best effort (:mod:`watchdog.adapters.events`): a failure is logged and counted, never raised, and never
-blocks the delete; one per pod, reason and rule per stall episode, however many engine series the pod has.
+"""The one place that removes pods (I/O): :meth:`Remediator.remediate` takes one stalled engine series through the
+steps of docs/architecture.md "One removal, step by step": decide (the pure
+:meth:`~watchdog.core.policy.DeletionPolicy.decide`; dry-run: a ``StalledPodDryRun`` Event and stop), verify
+(:meth:`Remediator._confirmed`: a fresh GET re-applying discovery's rules, the confirmation read judged by
+:mod:`watchdog.core.confirm`; then the episode's evidence, its slow log read before the fence), apply
+(:meth:`~watchdog.controller.actuator.Actuator.remove`), settle (the pure
+:meth:`~watchdog.core.policy.DeletionPolicy.settle`) and say it: Events (best effort, one per pod, reason and rule
+per stall episode), the log line and the counters. docs/safety.md "The order of the decision" says what each outcome
+means to an operator.
 """
 
 from __future__ import annotations
@@ -185,10 +165,9 @@ class Remediator:
 
         def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
             """The episode's evidence record, kept once (its log read once): a removal tried again points to it."""
-            return self.policy.evidence(target.uid, series.key) or self.policy.kept(
-                target.uid, series.key, self.evidence.keep(target, verdict, history, outcome=outcome, final=final,
-                                                           final_from=final_from, engine=series.key, signals=signals,
-                                                           window_source=window_source))
+            return self.policy.evidence(target.uid, series.key, lambda: self.evidence.keep(
+                target, verdict, history, outcome=outcome, final=final, final_from=final_from, engine=series.key,
+                signals=signals, window_source=window_source))
 
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
@@ -202,7 +181,7 @@ class Remediator:
             return self._defer(stall, decision, now)
 
         if decision.action == "retry":
-            settled = self._settled(target)
+            settled = self._settled(target, series.key)
             if settled is not None:
                 return settled
         fresh = self._confirmed(target, series, signals)
@@ -270,10 +249,10 @@ class Remediator:
         return Remediation("not_found" if applied.outcome == "not_found" else "conflict",
                           f"nothing {_PAST[verb]} for {target.ref}: {why}")
 
-    def _settled(self, target: WatchedPod) -> Remediation | None:
+    def _settled(self, target: WatchedPod, key: str) -> Remediation | None:
         """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
         after all; reported as such (with its Events) instead of being sent again."""
-        unsettled = self.policy.unsettled.get(target.uid)
+        unsettled = self.policy.unsettled.get((target.uid, key))
         if unsettled is None or self.actuator.gone(target) is not True:
             return None  # still there: sent again; unreadable: the fresh GET below says why
         stall, verb = unsettled
@@ -284,11 +263,11 @@ class Remediator:
         Gone, terminating or replaced: the removal happened; reported as such, with its Events, once. Still
         there (unlisted by a label change, excluded, its namespace opted out): not ours to act on any more; dropped
         without a word (its charge stays). Unreadable: asked again next cycle."""
-        for uid in [uid for uid in self.policy.unsettled if uid not in watched_uids]:
-            stall, verb = self.policy.unsettled[uid]
+        for episode in [key for key in self.policy.unsettled if key[0] not in watched_uids]:
+            stall, verb = self.policy.unsettled[episode]
             fate = self.actuator.gone(stall.target)
             if fate is False:
-                del self.policy.unsettled[uid]
+                del self.policy.unsettled[episode]
             elif fate is True:
                 self._tell(stall.target, stall.key, self._removed(stall, verb, "its answer was lost and the pod is "
                                                                   "gone since"))

@@ -29,29 +29,11 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    :data:`PDB_BACKOFF_MAX_INTERVALS` intervals) and in between nothing is read or written for the stall.
 
 The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the voting pods, and
-at least ``breaker_min_pods``, look stalled at once — far more likely a shared fault than simultaneous engine
-hangs — **and still would with any one tenant left out** (its voting and stalled pods both taken away), and
-closes by itself ``breaker_cooldown_seconds`` after the last cycle that exceeded it. The rule of who counts, in
-one place (:func:`votes`, docs/safety.md "Mass-stall breaker"):
-
-- *Only pods the watchdog may remove vote*: a watched pod in an enforced namespace (``vllm-watchdog.io/enabled=
-  true``), whatever its target's action (delete, evict, or quarantine: the drain the breaker holds too). Pods in
-  dry-run namespaces are never removed, so they are neither watched nor stalled for it: a tenant's dry-run
-  namespaces, however many, cannot hold back a real deletion (their drains under ``quarantineInDryRun`` are held
-  by their own namespace's breaker, and by the fleet's when the enforced pods open it). Excluded pods are not
-  watched at all. The global ``dryRun`` changes nothing here (it decides first; the breaker shows what enforcing
-  would meet).
-- *A tenant is one voter however many namespaces it has*: the tenant of a pod is its namespace's
-  ``tenantLabel`` value (:func:`~watchdog.core.discovery.tenant_of`), else the namespace itself. The storms the
-  breaker is for (an engine version whose running gauge sticks, a monitoring fault) span many tenants; one
-  tenant's pods serving a frozen "busy" exposition span one, so they can never open it, alone or together with a
-  genuine wedge elsewhere, and never hold back another tenant's deletion.
-
-They open that namespace's own breaker instead (per namespace, every watched pod, dry-run or not: it holds
-deletions in that namespace only), which also covers a fleet that lives in a single tenant. Pods that cannot be
-judged (failed scrape, no usable series) count only towards their own namespace's breaker (same thresholds, rule
-``namespace_breaker``): a tenant controls its own pods, so it can hold back deletions in its namespace but never
-blind the watchdog for the others.
+at least ``breaker_min_pods``, look stalled at once **and still would with any one tenant left out**, and closes
+``breaker_cooldown_seconds`` after the last cycle that exceeded it; who votes is :func:`votes`, who is one tenant
+:func:`~watchdog.core.discovery.tenant_of` (docs/safety.md "Mass-stall breaker" says why). Each namespace has its
+own breaker (same thresholds, every watched pod, dry-run or not, and pods that cannot be judged: rule
+``namespace_breaker``): a tenant can hold back deletions in its own namespace, never blind the watchdog for others.
 
 The run-time brake is the annotation :data:`PAUSE_ANNOTATION` on one ConfigMap, read by the controller every
 cycle; :func:`brake_from` says what a ConfigMap it read means (``"true"`` in any case: on; ``"false"``, empty or
@@ -64,7 +46,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from watchdog.core.detector import window_reached, window_slack
@@ -161,6 +143,21 @@ class _Stall:
     leader: bool
 
 
+@dataclass
+class _Episode:
+    """What is kept of one stall episode of one engine series, ended and forgotten together: how it was ``acted``
+    on ("dry_run": announced, "delete", "retry": charged, its answer lost, the pod still there), the rules that
+    ``deferred`` it (announced once each), the deferral that ``held`` it as of its last decision (rule, frees at
+    (monotonic) or None, when), its eviction's ``refused`` backoff (refusals in a row, tried again at, why) and its
+    ``evidence`` record id."""
+
+    acted: str | None = None
+    deferred: set[str] = field(default_factory=set)
+    held: tuple[str, float | None, str] | None = None
+    refused: tuple[int, float, str] | None = None
+    evidence: str | None = None
+
+
 @dataclass(frozen=True)
 class CycleStatus:
     """What :meth:`DeletionPolicy.begin_cycle` found: ``breaker_tripped`` (it opened in this very cycle) and
@@ -186,15 +183,11 @@ class DeletionPolicy:
     def __init__(self, rails: Rails, started: float = 0.0, *, budget_known: bool = True) -> None:
         self.rails = rails
         self.started = started
-        # (uid, series) -> "dry_run" (announced) | "delete" | "retry" (charged, its answer lost, the pod still there)
-        self._acted: dict[tuple[str, str], str] = {}
-        # pod UID -> what to report once its removal whose answer was lost is seen to happen (settle): kept whatever
-        # becomes of the episode, until resolved or the pod, still there, is no longer watched
-        self.unsettled: dict[str, Any] = {}
+        self._episodes: dict[tuple[str, str], _Episode] = {}  # (pod UID, engine series) -> its stall episode
+        # (uid, series) -> what to report once its removal whose answer was lost is seen to happen (settle): kept
+        # until resolved, the episode ends or the pod, still there, is no longer watched
+        self.unsettled: dict[tuple[str, str], Any] = {}
         self._announced: dict[str, dict[str, str]] = {}  # pod UID -> Event key -> the series whose episode wrote it
-        self._deferred: dict[tuple[str, str], set[str]] = {}  # (uid, series) -> the rules already announced
-        # (uid, series) -> the deferral holding it as of its last decision: (rule, frees at (monotonic) or None, when)
-        self._held: dict[tuple[str, str], tuple[str, float | None, str]] = {}
         self._deletions: deque[tuple[float, str, str]] = deque()  # (t, namespace, pod UID), oldest first
         self._blind_until: float | None = None  # no ledger: earlier removals unknown until then
         self._blocked_owners: dict[str, float] = {}  # owner key -> when it lost a pod
@@ -204,9 +197,6 @@ class DeletionPolicy:
         self._budget_known = budget_known
         self._brake: str | None = None  # why the run-time brake holds, None while it is off
         self._trips: dict[str, str] = {}  # "" (fleet) or namespace -> what the breaker saw when it last tripped
-        # (uid, series) -> (refusals in a row of its eviction, when it may be tried again, why it was refused)
-        self._refused: dict[tuple[str, str], tuple[int, float, str]] = {}
-        self._evidence: dict[tuple[str, str], str] = {}  # (uid, series) -> the episode's evidence record id
 
     @property
     def paused_by(self) -> str | None:
@@ -292,7 +282,7 @@ class DeletionPolicy:
         created (None: unknown, treated as too young). ``leader``: this replica holds the lease. The first of
         :attr:`_RULES` that decides (the module docstring's numbered rules, in order) decides; else delete."""
         stall = _Stall(uid, series, namespace, namespace_mode, owner, pod_age_s, now, leader)
-        self._held.pop((uid, series), None)  # what holds it now is this decision's (:meth:`held`)
+        self._episode(uid, series).held = None  # what holds it now is this decision's (:meth:`held`)
         for rule in self._RULES:
             decision = rule(self, stall)
             if decision is not None:
@@ -302,7 +292,7 @@ class DeletionPolicy:
     def _episode_rule(self, s: _Stall) -> Decision | None:
         """1. One decision per episode and mode: a dry-run announcement does not stand for the deletion once the
         operator flips the namespace (or the global setting) to enforce; a lost answer is sent again."""
-        acted = self._acted.get((s.uid, s.series))
+        acted = self._episode(s.uid, s.series).acted
         observing = self.rails.dry_run or s.namespace_mode != "enforce"
         if acted == "delete" or (acted == "dry_run" and observing):
             return Decision("skip", "episode", "already acted on this stall episode")
@@ -421,7 +411,7 @@ class DeletionPolicy:
 
     def _pdb_rule(self, s: _Stall) -> Decision | None:
         """5. Deferred: a PodDisruptionBudget refused this episode's eviction and its backoff has not ended."""
-        count, until, why = self._refused.get((s.uid, s.series), (0, s.now, ""))
+        count, until, why = self._episode(s.uid, s.series).refused or (0, s.now, "")
         return _pdb_deferral(why, count, until - s.now) if s.now < until else None
 
     def _frees_at(self, times: list[float], limit: int) -> float:
@@ -464,7 +454,7 @@ class DeletionPolicy:
     # -- what happened ----------------------------------------------------------------------------------------
     def record(self, uid: str, series: str, action: str = "delete") -> None:
         """Remember that this stall episode was acted on: ``action`` "dry_run" (announced) or "delete"."""
-        self._acted[(uid, series)] = "dry_run" if action == "dry_run" else "delete"
+        self._episode(uid, series).acted = "dry_run" if action == "dry_run" else "delete"
 
     def record_deletion(self, now: float, *, uid: str, namespace: str, owner: str | None) -> None:
         """A pod was deleted (or evicted) at ``now``: charge the budgets (one entry per pod: a removal sent again
@@ -484,32 +474,31 @@ class DeletionPolicy:
         if outcome == "done":
             self.resolved(uid, series)
         elif outcome == "lost":
-            self._acted[(uid, series)] = "retry"
-            self.unsettled[uid] = pending
+            self._episode(uid, series).acted = "retry"
+            self.unsettled[(uid, series)] = pending
 
     def resolved(self, uid: str, series: str) -> None:
         """The episode's removal happened (answered, or seen after a lost answer): acted on, nothing unsettled."""
         self.record(uid, series)
-        self.unsettled.pop(uid, None)
+        self.unsettled.pop((uid, series), None)
 
     def refused(self, uid: str, series: str, now: float, why: str) -> Decision:
         """This episode's eviction was refused at ``now`` (``why``: a PodDisruptionBudget, or several): it is tried
         again after a backoff (one cycle interval, doubled after each refusal in a row, at most
         :data:`PDB_BACKOFF_MAX_INTERVALS` intervals); the deferral that says so."""
-        count = self._refused.get((uid, series), (0, now, why))[0] + 1
+        episode = self._episode(uid, series)
+        count = (episode.refused or (0, now, why))[0] + 1
         wait = self.rails.scrape_interval_seconds * min(2 ** (count - 1), PDB_BACKOFF_MAX_INTERVALS)
-        self._refused[(uid, series)] = (count, now + wait, why)
+        episode.refused = (count, now + wait, why)
         return _pdb_deferral(why, count, wait)
 
-    def evidence(self, uid: str, series: str) -> str | None:
-        """The id of this stall episode's evidence record, None before one was kept (one per episode: a removal
-        tried again, after a refusal or a lost answer, points to the first)."""
-        return self._evidence.get((uid, series))
-
-    def kept(self, uid: str, series: str, record_id: str) -> str:
-        """Remember ``record_id`` as this stall episode's evidence record; returns it."""
-        self._evidence[(uid, series)] = record_id
-        return record_id
+    def evidence(self, uid: str, series: str, keep: Callable[[], str]) -> str:
+        """The id of this stall episode's evidence record, kept by ``keep`` the first time it is asked for (one per
+        episode: a removal tried again, after a refusal or a lost answer, points to the first)."""
+        episode = self._episode(uid, series)
+        if episode.evidence is None:
+            episode.evidence = keep()
+        return episode.evidence
 
     def forget_budget(self) -> None:
         """Mark the deletion history as to be read back again (e.g. when this replica becomes leader): deletions
@@ -543,7 +532,7 @@ class DeletionPolicy:
 
     def first_deferral(self, uid: str, series: str, rule: DecisionRule) -> bool:
         """True the first time ``rule`` defers this stall episode (one Event per episode and rule, no spam)."""
-        rules = self._deferred.setdefault((uid, series), set())
+        rules = self._episode(uid, series).deferred
         if rule in rules:
             return False
         rules.add(rule)
@@ -554,29 +543,28 @@ class DeletionPolicy:
         PDB, fence — made at ``now``): remembered for /status until the next decision on it. Returns (the first
         deferral of this episode by any rule: ``vllm_watchdog_remediations_total{result="deferred"}`` counts a
         held stall once, not once per cycle; the first by this rule: :meth:`first_deferral`)."""
-        first_episode = not self._deferred.get((uid, series))
+        episode = self._episode(uid, series)
+        first_episode = not episode.deferred
         first_rule = self.first_deferral(uid, series, decision.rule)
         at = None if decision.frees_in_s is None else now + decision.frees_in_s
-        self._held[(uid, series)] = (decision.rule, at, decision.frees_when)
+        episode.held = (decision.rule, at, decision.frees_when)
         return first_episode, first_rule
 
     def episode_over(self, uid: str, series: str) -> None:
-        """The engine series left the stalled state: a later stall is a new episode."""
-        for state in self._episode_state():  # every progressing series every cycle: O(1)
-            state.pop((uid, series), None)
+        """The engine series left the stalled state: a later stall is a new episode (a removal whose answer was lost
+        is no longer reported as ours: the pod removed later is someone else's doing)."""
+        self._episodes.pop((uid, series), None)  # every progressing series every cycle: O(1)
+        self.unsettled.pop((uid, series), None)
         keys = self._announced.get(uid)
         if keys:  # only a pod with Events written: a handful of keys
             self._announced[uid] = {k: s for k, s in keys.items() if s != series}
 
-    def _episode_state(self) -> tuple[dict[tuple[str, str], Any], ...]:
-        """Everything kept per stall episode, keyed by (pod UID, engine series): ended and forgotten together."""
-        return self._acted, self._held, self._deferred, self._refused, self._evidence
+    def _episode(self, uid: str, series: str) -> _Episode:
+        return self._episodes.setdefault((uid, series), _Episode())
 
     def forget_pods(self, live_uids: set[str]) -> None:
         """Drop what is known about pods that are gone (budgets and owner blocks are kept)."""
-        for state in self._episode_state():
-            for key in [k for k in state if k[0] not in live_uids]:
-                del state[key]
+        self._episodes = {key: e for key, e in self._episodes.items() if key[0] in live_uids}
         self._announced = {uid: keys for uid, keys in self._announced.items() if uid in live_uids}
 
     # -- what it knows, for /status ------------------------------------------------------------------------------
@@ -618,7 +606,7 @@ class DeletionPolicy:
                 "namespaces": {ns: {"closes_in_s": round(until - now, 1), "why": self._trips.get(ns)}
                                for ns, until in sorted(self._namespace_breakers.items()) if now < until},
             },
-            "deferrals": dict(sorted(Counter(rule for rules in self._deferred.values() for rule in rules).items())),
+            "deferrals": dict(sorted(Counter(rule for e in self._episodes.values() for rule in e.deferred).items())),
         }
 
     def episodes(self, now: float) -> Callable[[str, str], tuple[str | None, list[str], dict[str, Any] | None]]:
@@ -626,11 +614,10 @@ class DeletionPolicy:
         "dry_run" or None), the rules that deferred it so far and what holds it as of its last decision (None: not
         held): ``{"rule", "frees_in_s" (from ``now``; None: not knowable from time), "frees_when"}``; indexed once (a
         status snapshot asks for thousands of series)."""
-        rules = {key: sorted(rules) for key, rules in self._deferred.items() if rules}
-        acted = dict(self._acted)
-        held = {key: {"rule": rule, "frees_in_s": None if at is None else round(max(0.0, at - now), 1),
-                      "frees_when": when} for key, (rule, at, when) in self._held.items()}
-        return lambda uid, series: (acted.get((uid, series)), rules.get((uid, series), []), held.get((uid, series)))
+        index = {key: (e.acted, sorted(e.deferred), None if e.held is None else {
+            "rule": e.held[0], "frees_in_s": None if e.held[1] is None else round(max(0.0, e.held[1] - now), 1),
+            "frees_when": e.held[2]}) for key, e in self._episodes.items()}
+        return lambda uid, series: index.get((uid, series), (None, [], None))
 
     def _expire(self, now: float) -> None:
         while self._deletions and now - self._deletions[0][0] >= self.rails.deletion_window_seconds:
@@ -638,7 +625,7 @@ class DeletionPolicy:
 
 
 def votes(pod: WatchedPod) -> bool:
-    """Whether ``pod`` counts in the fleet-wide breaker (module docstring): only a pod the watchdog may remove, one
+    """Whether ``pod`` counts in the fleet-wide breaker (docs/safety.md "Mass-stall breaker"): only a pod the watchdog may remove, one
     in an enforced namespace; a dry-run namespace's pods never do."""
     return pod.mode == "enforce"
 
