@@ -55,20 +55,19 @@ def watchdog(config: Settings, kube: Any, *, scraper: Any = None, **kw: Any) -> 
     return build(config, kube, scraper=scraper, **kw)
 
 
-def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, action: str = "delete", actuator: Any = None,
-               events: Any = None, evidence: Any = None, **kw: Any) -> Any:
+def remediator(kube: Any, policy: Any, rescrape: Any, metrics: Any, *, actuator: Any = None, events: Any = None,
+               evidence: Any = None, **kw: Any) -> Any:
     """The remediator with what a test leaves out built as the watchdog would with the settings' defaults (one
-    leader, no ledger, no node escalation, the real clocks unless given): target "vllm"'s policy the global one
-    with ``action``, an unfenced actuator, an Event recorder and an evidence keeper on it (clocks as given)."""
+    leader, no ledger, no node escalation, the real clocks unless given): an unfenced actuator, an Event recorder
+    and an evidence keeper on it (clocks as given)."""
     from watchdog.adapters.events import EventRecorder
     from watchdog.controller.remediator import Remediator
 
     config = defaults()
     actuator = actuator or Actuator(kube, write_timeout_s=config.api_timeout_seconds)
     clocks = {k: kw[k] for k in ("clock", "wall_clock") if k in kw}
-    given = {"policies": {"vllm": dataclasses.replace(config.base_policy, action=action)},
-             "grace_period_s": config.grace_period_seconds, "count_waiting": config.count_waiting,
-             "require_controller": config.require_controller, "clock": time.monotonic,
+    given = {"grace_period_s": config.grace_period_seconds, "require_controller": config.require_controller,
+             "clock": time.monotonic,
              "wall_clock": time.time, "escalation": None, **kw}
     return Remediator(kube, policy, rescrape, metrics, actuator=actuator,
                       events=events or EventRecorder(kube, actuator, metrics),

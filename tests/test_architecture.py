@@ -213,8 +213,8 @@ def test_the_removal_check_sees_a_second_send(tmp_path: Path) -> None:
     assert removal_sends(sneaky) == ["3: self.actuator.remove"]
 
 
-#: The names leadership is read by: the elector's (``is_leader``, ``term``, ``holds_for``), the cycle's leader callable
-#: (``leader``: the elector's ``term``) and the actuator's fence (``fence``: the elector's ``holds_for``; ``may_write``).
+#: The names leadership is read by: the elector's (``is_leader``, ``term``, ``holds_for``), the cycle's leader
+#: callable (``leader``: the elector's ``term``) and the actuator's fence (``fence``: its ``holds_for``; ``may_write``).
 LEADERSHIP = {"is_leader", "term", "holds_for", "leader", "fence", "may_write"}
 
 

@@ -5,6 +5,7 @@ here, never from each other."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
@@ -12,12 +13,17 @@ from typing import Any
 import pytest
 from builders import BASE, rails
 
-from watchdog.core.detector import Verdict
+from watchdog.config.settings import defaults
+from watchdog.controller.remediator import Remediation, Remediator
+from watchdog.controller.state import EngineRecord, PodRecord
+from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import discover
+from watchdog.core.evidence import HistoryEntry
 from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.policy import DeletionPolicy
+from watchdog.core.policy import SOLE_REPLICA, CycleFacts, DeletionPolicy
 from watchdog.core.profiles import Selector
+from watchdog.core.vocab import StallAction
 from watchdog.demo.emulator import EmulatorServer
 
 NS = "ml"
@@ -73,3 +79,20 @@ def open_policy(**kw: Any) -> DeletionPolicy:
     policy = DeletionPolicy(limits, started=-1e9)
     policy.begin_cycle(-1e9, watched=1, bad=0)
     return policy
+
+
+def remediate(rem: Remediator, target: WatchedPod, series: EngineSnapshot = SNAP, verdict: Verdict = VERDICT, *,
+              signals: tuple[Selector, ...] = SIGNALS, history: tuple[HistoryEntry, ...] = (),
+              action: StallAction = "delete", count_waiting: bool | None = None,
+              facts: CycleFacts = SOLE_REPLICA) -> Remediation:
+    """``rem`` acting on ``target`` as the cycle hands it a stalled engine series: the pod's record holding
+    ``series`` judged ``verdict`` (its detector on ``signals`` and ``count_waiting``, the settings' unless given,
+    the episode's ``history``), the pod first watched now and its target's policy the global one with ``action``."""
+    config = defaults()
+    record = PodRecord(restart_count=target.restart_count, first_seen=rem.clock())
+    waiting = config.count_waiting if count_waiting is None else count_waiting
+    detector = DetectorState(verdict.window_s or 120.0, count_waiting=waiting, signals=signals)
+    record.engines[series.key] = EngineRecord(detector, last_seen=record.first_seen, last=series, verdict=verdict,
+                                              history=history or None)
+    record.use_policy(dataclasses.replace(config.base_policy, action=action))
+    return rem.remediate(target, record, series.key, facts)

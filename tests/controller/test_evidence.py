@@ -10,7 +10,18 @@ from typing import Any
 import builders
 import pytest
 from fakes import FakeKube
-from remediator_kit import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
+from remediator_kit import (
+    NS,
+    SIGNALS,
+    SNAP,
+    VERDICT,
+    WALL,
+    Rescrape,
+    api,
+    open_policy,
+    remediate,
+    target_of,
+)
 
 from watchdog.adapters.kube import KubeClient, KubeError
 from watchdog.adapters.metrics import new_metrics
@@ -55,7 +66,7 @@ def test_the_evidence_is_written_right_before_the_delete(api: EmulatorServer, ku
 
     kube = FakeKube(kube_client, read_pod_log=log, delete_pod=delete)
     with caplog.at_level(logging.INFO):
-        assert remediator(kube).remediate(target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY).result == "deleted"
+        assert remediate(remediator(kube), target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY).result == "deleted"
     assert seen_at_delete == [1]  # the record existed when the DELETE was sent
     assert reads == [(NS, target.name, "vllm", 100, 1024 + 1)]  # the engine container, bounded (+1: a cut shows)
     [line] = records(caplog)
@@ -83,7 +94,7 @@ def test_a_log_that_cannot_be_read_never_stops_the_deletion(api: EmulatorServer,
     kube = FakeKube(kube_client)
     kube.fail["read_pod_log"] = failure
     with caplog.at_level(logging.INFO):
-        assert remediator(kube).remediate(target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY).result == "deleted"
+        assert remediate(remediator(kube), target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY).result == "deleted"
     assert api.get_pod(NS, target.name) is None and kube.calls["read_pod_log"] == 1
     [line] = records(caplog)
     assert line.__dict__["evidence"]["log"] == f"log unavailable: {failure}"
@@ -99,7 +110,7 @@ def test_evidence_that_cannot_be_written_never_stops_the_deletion(api: EmulatorS
 
     monkeypatch.setattr("watchdog.controller.evidence.build_record", broken)
     with caplog.at_level(logging.INFO):
-        outcome = remediator(kube_client, lines=0).remediate(target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY)
+        outcome = remediate(remediator(kube_client, lines=0), target, SNAP, VERDICT, signals=SIGNALS, history=HISTORY)
     assert outcome.result == "deleted" and api.get_pod(NS, target.name) is None
     assert [r.getMessage() for r in records(caplog)] == [f"evidence for {target.ref} could not be written"]
     assert "evidence:" not in " ".join(e["message"] for e in api.list_events(NS))  # no pointer to nothing
@@ -110,7 +121,7 @@ def test_dry_run_keeps_the_evidence_with_the_cycles_values(api: EmulatorServer, 
     target = target_of(api, seed_deployment(api, NS, "llama", "10.0.0.5", 8000)["pod"])
     kube = FakeKube(kube_client)
     with caplog.at_level(logging.INFO):
-        result = remediator(kube, lines=0, dry_run=True).remediate(target, SNAP, VERDICT, signals=SIGNALS,
+        result = remediate(remediator(kube, lines=0, dry_run=True), target, SNAP, VERDICT, signals=SIGNALS,
                                                                     history=HISTORY)
     assert result.result == "dry_run" and api.get_pod(NS, target.name) is not None
     assert kube.calls.get("read_pod_log", 0) == 0  # evidenceLogLines 0: no pods/log request at all
@@ -125,7 +136,7 @@ def test_a_deferral_writes_no_evidence(api: EmulatorServer, kube_client: KubeCli
                                        caplog: pytest.LogCaptureFixture) -> None:
     target = target_of(api, seed_deployment(api, NS, "llama", "10.0.0.5", 8000)["pod"])
     with caplog.at_level(logging.INFO):
-        assert remediator(FakeKube(kube_client), paused=True).remediate(target, SNAP, VERDICT).result == "deferred"
+        assert remediate(remediator(FakeKube(kube_client), paused=True), target, SNAP, VERDICT).result == "deferred"
     assert records(caplog) == []
     assert all("evidence" not in e["message"] for e in api.list_events(NS))
 

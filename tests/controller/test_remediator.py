@@ -23,6 +23,7 @@ from remediator_kit import (
     Rescrape,
     api,
     open_policy,
+    remediate,
     target_of,
 )
 
@@ -36,7 +37,7 @@ from watchdog.core.discovery import discover
 from watchdog.core.events import MAX_MESSAGE, event_body
 from watchdog.core.model import Target
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.vocab import REMEDIATION_RESULTS
+from watchdog.core.vocab import REMEDIATION_RESULTS, StallAction
 from watchdog.demo.emulator import EmulatorServer
 from watchdog.demo.scenario import pod_manifest, seed_deployment, seed_statefulset
 
@@ -109,7 +110,7 @@ def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_cli
     rem, metrics = remediator(kube_client, rescrape)
     before = len(api.emulator.request_log)
 
-    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
 
     assert outcome.result == "deleted"
     assert target.uid in outcome.detail and target.ref in outcome.detail
@@ -134,14 +135,14 @@ def test_deletes_with_events_on_pod_and_deployment(api: EmulatorServer, kube_cli
     assert VERDICT.reason not in message  # the detector's sentence is for logs; the Event is composed from facts
     assert results(metrics) == {"deleted": 1.0}
     # The same episode is never acted on twice.
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
     assert results(metrics) == {"deleted": 1.0}
 
 
 def test_statefulset_pod_gets_its_event_on_the_statefulset(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_statefulset(api, NS, "big", "10.0.0.6", 8000)
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "deleted"
+    assert remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "big-0"), ("StalledPodDeleted", "StatefulSet", "big")]
 
 
@@ -152,7 +153,7 @@ def test_bare_pod_gets_one_event(api: EmulatorServer, kube_client: KubeClient) -
     [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])],
                         require_controller=False, base=BASE).targets
     rem, _ = remediator(kube_client, require_controller=False)
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "bare")]
 
 
@@ -162,7 +163,7 @@ def test_event_message_is_cut_to_1_kib_keeping_its_head(api: EmulatorServer, kub
     long = dataclasses.replace(VERDICT, frozen=(("é" * 3000, 1.0),))
     rem, _ = remediator(kube_client)
     target = target_of(api, seeded["pod"])
-    assert rem.remediate(target, SNAP, long, signals=SIGNALS).result == "deleted"
+    assert remediate(rem, target, SNAP, long, signals=SIGNALS).result == "deleted"
     messages = [e["message"] for e in api.list_events(NS)]
     assert len(messages) == 2
     for message in messages:
@@ -183,9 +184,9 @@ def test_event_body_keeps_short_messages() -> None:
 def test_action_quarantine_removes_nothing_at_the_choke_point(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     target, rescrape = target_of(api, seeded["pod"]), Rescrape()
-    rem = builders.remediator(kube_client, open_policy(), rescrape, new_metrics(), action="quarantine")
+    rem = builders.remediator(kube_client, open_policy(), rescrape, new_metrics())
     before = len(api.emulator.request_log)
-    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS, action="quarantine")
     assert (outcome.result, rescrape.calls) == ("skip", 0)  # not even the confirmation scrape
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
     assert api.emulator.request_log[before:] == []  # no API request at all: no delete, no eviction, no Event
@@ -199,7 +200,7 @@ def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_cli
     rescrape = Rescrape()
     rem, metrics = remediator(kube_client, rescrape, dry_run=dry_run)
     target = target_of(api, seeded["pod"])
-    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "dry_run"
     assert api.get_pod(namespace, seeded["pod"]["metadata"]["name"]) is not None
     assert api.emulator.count_requests(verb="delete") == 0
@@ -212,7 +213,7 @@ def test_dry_run_writes_events_and_deletes_nothing(api: EmulatorServer, kube_cli
     assert all(re.search(rf"; dry-run, {why}\. evidence: {target.uid[:8]}-\d{{10}} in the watchdog log\.$",
                          e["message"]) for e in api.list_events(namespace))
     assert results(metrics) == {"dry_run": 1.0}
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"  # announced once per episode
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).result == "skip"  # announced once per episode
     assert len(api.list_events(namespace)) == 2
 
 
@@ -263,7 +264,7 @@ def test_aborts_when_the_pod_changed(api: EmulatorServer, kube_client: KubeClien
     change(api, seeded["pod"])
     rescrape = Rescrape()
     rem, metrics = remediator(kube_client, rescrape)
-    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "aborted"
     assert why in outcome.detail
     assert rescrape.calls == 0
@@ -291,7 +292,7 @@ def test_aborts_when_the_rescrape_does_not_confirm(api: EmulatorServer, kube_cli
     rescrape = Rescrape(now)
     rem, metrics = remediator(kube_client, rescrape)
     target = target_of(api, seeded["pod"])
-    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
     assert (outcome.result, rescrape.calls) == ("aborted", 1)
     assert why in outcome.detail
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is not None
@@ -317,7 +318,7 @@ def test_aborts_when_the_fresh_get_shows_the_pod_terminating(api: EmulatorServer
     kube = FakeKube(kube_client, get_pod=terminating, delete_pod=kube_client.delete_pod)
     rescrape = Rescrape()
     rem, metrics = remediator(kube, rescrape)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "aborted" and "skips it: terminating" in outcome.detail
     assert (kube.calls, rescrape.calls) == ({"get_pod": 1, "delete_pod": 0}, 0)
     assert results(metrics) == {"aborted": 1.0}
@@ -343,7 +344,7 @@ def test_a_wedge_with_one_nan_counter_is_deleted(api: EmulatorServer, kube_clien
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     nan = vary(heartbeat=float("nan"))
     rem, metrics = remediator(kube_client, Rescrape(dataclasses.replace(nan)))
-    outcome = rem.remediate(target_of(api, seeded["pod"]), nan, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), nan, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted", outcome.detail
     assert summed(metrics.registry, "vllm_watchdog_remediations_total", {"result": "deleted"}) == 1
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
@@ -356,7 +357,7 @@ def test_pod_recreated_between_get_and_delete_is_a_conflict(api: EmulatorServer,
     new: list[dict[str, Any]] = []
     rescrape = Rescrape(before=lambda: new.append(recreate(api, seeded["pod"])))
     rem, metrics = remediator(kube_client, rescrape)
-    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "conflict"
     assert "UID precondition failed" in outcome.detail
     survivor = api.get_pod(NS, seeded["pod"]["metadata"]["name"])
@@ -370,16 +371,16 @@ def test_pod_gone_between_get_and_delete_is_not_found(api: EmulatorServer, kube_
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     rescrape = Rescrape(before=lambda: _gone(api, seeded["pod"]))
     rem, metrics = remediator(kube_client, rescrape)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "not_found" and "already gone" in outcome.detail
     assert api.list_events(NS) == []
     assert results(metrics) == {"not_found": 1.0}
 
 
-def _second_stall(api: EmulatorServer, rem: Remediator) -> Remediation:
+def _second_stall(api: EmulatorServer, rem: Remediator, action: StallAction = "delete") -> Remediation:
     """Another stalled pod of another owner in the same namespace, decided right after."""
     other = seed_deployment(api, NS, "other", "10.0.0.8", 8000)
-    return rem.remediate(target_of(api, other["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    return remediate(rem, target_of(api, other["pod"]), SNAP, VERDICT, signals=SIGNALS, action=action)
 
 
 @pytest.mark.parametrize("action", ["delete", "evict"])
@@ -389,7 +390,7 @@ def _second_stall(api: EmulatorServer, rem: Remediator) -> Remediation:
     (500, False, "error"),    # 5xx without applying it: still charged (fail closed)
     (0, False, "error"),      # no answer, nothing applied: still charged
 ])
-def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client: KubeClient, action: str,
+def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client: KubeClient, action: StallAction,
                                                status: int, applied: bool, result: str) -> None:
     """Issue 11 item 1: a DELETE/evict whose answer is lost must charge the budgets before anything else, so
     the next stalled pod is not "allowed" in the same cycle, and be resolved by a GET (gone or terminating
@@ -405,10 +406,9 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
 
     kube = FakeKube(kube_client, **{verb: lost})
     metrics = new_metrics()
-    rem = builders.remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics,
-                     action=action)
+    rem = builders.remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics)
     target = target_of(api, seeded["pod"])
-    outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS, action=action)
     done = "evicted" if action == "evict" and result == "deleted" else result
     assert outcome.result == done, outcome.detail
     # Counted as the budget counts it: one removal by this action, whatever the GET showed afterwards.
@@ -420,22 +420,22 @@ def test_a_lost_answer_is_charged_and_resolved(api: EmulatorServer, kube_client:
     assert reasons == (["StalledPodDeleted", "StalledPodDeleted"] if applied else [])
     if not applied:
         assert "charged to the budgets" in outcome.detail
-    second = _second_stall(api, rem)  # the namespace budget (1) is used by the ambiguous attempt
+    second = _second_stall(api, rem, action)  # the namespace budget (1) is used by the ambiguous attempt
     assert (second.result, "namespace budget used" in second.detail) == ("deferred", True)
     if applied:  # the episode was acted on: no second DELETE for the same stall
-        assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
+        assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS, action=action).result == "skip"
         assert kube.calls[verb] == 1
         return
     # Issue 27 item 14: charged but not applied (the pod is still there): sent again on the next cycle that still
     # finds the stall, with the same UID precondition, never charged twice.
     del kube.overrides[verb]
-    again = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    again = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS, action=action)
     assert again.result == ("evicted" if action == "evict" else "deleted"), again.detail
     assert "sent again after a lost answer" in again.detail and api.get_pod(NS, name) is None
     assert summed(metrics.registry, "vllm_watchdog_deletions_total", {"action": action}) == 1.0
     assert [e["involvedObject"]["name"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeleted"] == [
         name, "llama"]  # the pod and its Deployment, once
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "skip"
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS, action=action).result == "skip"
 
 
 @pytest.mark.parametrize("seen", ["terminating", "gone"])
@@ -462,7 +462,7 @@ def test_a_lost_removal_applied_later_is_reported_once(api: EmulatorServer, kube
     metrics = new_metrics()
     rem = builders.remediator(kube, open_policy(), Rescrape(), metrics)
     target = target_of(api, seeded["pod"])
-    first = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+    first = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
     assert first.result == "error" and "sent again next cycle" in first.detail
     # Issue 38: what is kept across cycles for it is data (the stall and the verb), never a closure.
     assert all(not callable(part) for kept in rem.policy.unsettled.values() for part in kept)
@@ -470,7 +470,7 @@ def test_a_lost_removal_applied_later_is_reported_once(api: EmulatorServer, kube
     assert [e["reason"] for e in api.list_events(NS)] == []
     if seen == "terminating":
         api.patch_object(pod_path(seeded["pod"]), {"metadata": {"deletionTimestamp": "2026-12-03T16:00:00Z"}})
-        again = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+        again = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
         assert again.result == "deleted" and "answer was lost" in again.detail
     else:
         kube_client.delete_pod(NS, name, uid, None)
@@ -493,7 +493,7 @@ def test_a_lost_removal_whose_pod_is_merely_no_longer_watched_is_not_reported(ap
 
     kube = FakeKube(kube_client, delete_pod=unapplied)
     rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics())
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "error"
+    assert remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "error"
     rem.settle_gone(set())  # excluded: no longer watched, still there
     rem.settle_gone(set())
     assert api.list_events(NS) == [] and kube.calls["delete_pod"] == 1
@@ -512,7 +512,7 @@ def test_a_lost_removal_is_not_ours_to_report_once_its_stall_episode_ended(api: 
 
     kube = FakeKube(kube_client, delete_pod=unapplied)
     rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics())
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "error"
+    assert remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "error"
     rem.policy.episode_over(uid, SNAP.key)  # the engine was seen progressing again
     kube_client.delete_pod(NS, name, uid, None)  # someone else removes it
     rem.settle_gone(set())
@@ -528,7 +528,7 @@ def test_a_refused_delete_is_not_charged(api: EmulatorServer, kube_client: KubeC
     kube = FakeKube(kube_client, delete_pod=forbidden)
     metrics = new_metrics()
     rem = builders.remediator(kube, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(), metrics)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "error" and "refused, not retried" in outcome.detail
     assert api.list_events(NS) == []
     assert _second_stall(api, rem).result == "error"  # not deferred: nothing was charged
@@ -546,7 +546,7 @@ def test_fresh_get_failure_aborts(api: EmulatorServer, kube_client: KubeClient, 
 
     kube = FakeKube(kube_client, get_pod=boom, delete_pod=kube_client.delete_pod)
     rem, _ = remediator(kube)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == result and "fresh GET failed" in outcome.detail
     assert kube.calls["delete_pod"] == 0
 
@@ -559,7 +559,7 @@ def test_event_failures_never_block_the_delete(api: EmulatorServer, kube_client:
 
     kube = FakeKube(kube_client, create_event=boom)
     rem, metrics = remediator(kube)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted"
     assert api.get_pod(NS, seeded["pod"]["metadata"]["name"]) is None
     assert kube.calls["create_event"] == 2  # pod and Deployment, each tried once
@@ -576,7 +576,7 @@ def test_any_exception_from_events_or_the_owner_walk_is_contained(api: EmulatorS
 
     kube = FakeKube(kube_client, create_event=boom, get_object=boom)
     rem, metrics = remediator(kube)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert outcome.result == "deleted"
     assert kube.calls["create_event"] == 1  # the owner walk failed: only the pod's Event was tried
     assert metrics.registry.get_sample_value("vllm_watchdog_event_failures_total") == 1.0
@@ -588,7 +588,7 @@ def test_owner_walk_stops_at_a_missing_owner(api: EmulatorServer, kube_client: K
     rs = seeded["replicaset"]["metadata"]["name"]
     assert api.request("DELETE", f"/apis/apps/v1/namespaces/{NS}/replicasets/{rs}")[0] == 200
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "deleted"
+    assert remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", seeded["pod"]["metadata"]["name"])]
 
 
@@ -603,7 +603,7 @@ def test_configured_grace_period_is_sent(api: EmulatorServer, kube_client: KubeC
     kube = FakeKube(kube_client, delete_pod=spy)
     rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), grace_period_s=7)
     target = target_of(api, seeded["pod"])
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert sent == [(NS, target.name, target.uid, 7)]
 
 
@@ -612,8 +612,9 @@ def test_waiting_requests_keep_the_engine_busy_with_count_waiting(api: EmulatorS
                                                                   count_waiting: bool, result: str) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     queued = dataclasses.replace(SNAP, running=0.0, waiting=5.0)
-    rem = builders.remediator(kube_client, open_policy(), Rescrape(queued), new_metrics(), count_waiting=count_waiting)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), queued, VERDICT, signals=SIGNALS)
+    rem = builders.remediator(kube_client, open_policy(), Rescrape(queued), new_metrics())
+    outcome = remediate(rem, target_of(api, seeded["pod"]), queued, VERDICT, signals=SIGNALS,
+                        count_waiting=count_waiting)
     assert outcome.result == result
     if result == "aborted":
         assert "engine went idle" in outcome.detail
@@ -629,8 +630,8 @@ def test_progressed_reads_values_as_the_detector_does() -> None:
 def test_an_eviction_says_evicted_in_its_events_and_result(api: EmulatorServer, kube_client: KubeClient) -> None:
     """The real API server tier caught "evictd:" in the Event message (the verb + "d")."""
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
-    rem = builders.remediator(kube_client, open_policy(), Rescrape(), new_metrics(), action="evict")
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    rem = builders.remediator(kube_client, open_policy(), Rescrape(), new_metrics())
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS, action="evict")
     assert outcome.result == "evicted" and outcome.detail.startswith("evicted ")
     messages = [e["message"] for e in api.list_events(NS)]
     ref = outcome.detail.split()[1]
@@ -644,15 +645,15 @@ def test_a_pod_under_several_pdbs_is_deferred_with_the_reason(api: EmulatorServe
     api.emulator.several_pdbs = {f"{NS}/{seeded['pod']['metadata']['name']}"}
     metrics = new_metrics()
     rem = builders.remediator(kube_client, open_policy(max_deletions=5, max_deletions_per_namespace=1), Rescrape(),
-                              metrics, action="evict")
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+                              metrics)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS, action="evict")
     assert outcome.result == "deferred" and "more than one PodDisruptionBudget" in outcome.detail
     assert summed(metrics.registry, "vllm_watchdog_deferrals_total", {"rule": "pdb"}) == 1
     messages = [e["message"] for e in api.list_events(NS) if e["reason"] == "StalledPodDeletionDeferred"]
     assert len(messages) == 2 and all("overlapping PDBs" in m for m in messages)
     assert all("; may proceed in 15 s (at " in m and  # the backoff: one cycle interval after the first refusal
                "when the Eviction API allows it (tried again after a backoff). evidence: " in m for m in messages)
-    assert _second_stall(api, rem).result == "evicted"  # nothing was charged
+    assert _second_stall(api, rem, "evict").result == "evicted"  # nothing was charged
 
 
 def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, kube_client: KubeClient) -> None:
@@ -665,7 +666,7 @@ def test_a_node_owned_static_pod_gets_only_its_pod_event(api: EmulatorServer, ku
     assert stored is not None
     [target] = discover(api.list_objects("/api/v1/namespaces"), [(Target("vllm", "x=y"), [stored])], base=BASE).targets
     rem, _ = remediator(kube_client)
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert events(api) == [("StalledPodDeleted", "Pod", "static-gpu-1")]
     assert api.list_events("default") == []
     assert not [r for r in api.emulator.request_log if r.resource == "nodes"]
@@ -685,7 +686,7 @@ def test_no_removal_while_the_ledger_cannot_be_written(api: EmulatorServer, kube
     kube = FakeKube(kube_client, delete_pod=lambda *a: "deleted")
     kube.fail["create_config_map"] = KubeError("create configmap", 503, "Service Unavailable")
     rem, _ = ledger_rig(api, kube)
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert (outcome.result, outcome.rule) == ("deferred", "ledger")
     assert outcome.detail.endswith("; may proceed once the deletion ledger can be written (tried every cycle)")
     assert kube.calls["delete_pod"] == 0
@@ -706,7 +707,7 @@ def test_the_fence_is_checked_after_the_slow_log_read(api: EmulatorServer, kube_
     actuator = Actuator(kube, fence=lambda s: clock() + s < lease_end, write_timeout_s=10.0)
     rem = builders.remediator(kube, open_policy(), Rescrape(), new_metrics(), actuator=actuator, clock=clock,
                      evidence=builders.evidence_keeper(actuator, log_lines=5, clock=clock))
-    outcome = rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    outcome = remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     assert kube.calls["read_pod_log"] == 1
     assert kube.calls["delete_pod"] == 0
     assert (outcome.result, outcome.rule) == ("deferred", "not_leader")
@@ -722,7 +723,7 @@ def test_one_event_per_pod_however_many_engine_series_it_invents(api: EmulatorSe
     target = target_of(api, seeded["pod"])
     for n in range(64):
         snap = dataclasses.replace(SNAP, labels=(("engine", str(n)),))
-        assert rem.remediate(target, snap, VERDICT, signals=SIGNALS).result == "dry_run"
+        assert remediate(rem, target, snap, VERDICT, signals=SIGNALS).result == "dry_run"
     assert events(api, "obs") == [("StalledPodDryRun", "Deployment", "llama"), ("StalledPodDryRun", "Pod",
                                                                                  target.name)]
     assert results(metrics) == {"dry_run": 64.0}
@@ -731,7 +732,7 @@ def test_one_event_per_pod_however_many_engine_series_it_invents(api: EmulatorSe
 def test_the_event_message_names_the_window_once(api: EmulatorServer, kube_client: KubeClient) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     rem, _ = remediator(kube_client)
-    rem.remediate(target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
+    remediate(rem, target_of(api, seeded["pod"]), SNAP, VERDICT, signals=SIGNALS)
     messages = [e["message"] for e in api.list_events(NS)]
     assert messages and all(m.count("window") == VERDICT.reason.count("window") == 1 for m in messages), messages
 
@@ -763,14 +764,15 @@ def nesting(text: str) -> int:
      "raised above 0"),
 ])
 def test_event_messages_lead_with_the_facts(api: EmulatorServer, kube_client: KubeClient,
-                                            caplog: pytest.LogCaptureFixture, rails: dict[str, Any], action: str,
-                                            result: str, rule: str | None, what: str, why: str) -> None:
+                                            caplog: pytest.LogCaptureFixture, rails: dict[str, Any],
+                                            action: StallAction, result: str, rule: str | None, what: str,
+                                            why: str) -> None:
     seeded = seed_deployment(api, NS, "llama", "10.0.0.5", 8000)
     target = target_of(api, seeded["pod"])
-    rem = builders.remediator(kube_client, open_policy(**rails), Rescrape(), new_metrics(), action=action,
-                     clock=lambda: 140.0, wall_clock=lambda: WALL)
+    rem = builders.remediator(kube_client, open_policy(**rails), Rescrape(), new_metrics(), clock=lambda: 140.0,
+                              wall_clock=lambda: WALL)
     with caplog.at_level(logging.INFO, logger="watchdog.controller.remediator"):
-        assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == result
+        assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS, action=action).result == result
     messages = {e["message"] for e in api.list_events(NS)}  # the same on the pod and on the Deployment
     pointer = "" if result == "deferred" else f" evidence: {target.uid[:8]}-{int(WALL)} in the watchdog log."
     assert messages == {f"{what} {target.ref}{FACTS}{SINCE}. Why: {why}.{pointer}"}
@@ -794,7 +796,7 @@ def test_a_lost_answer_that_was_applied_says_so_after_the_rule(api: EmulatorServ
     rem = builders.remediator(FakeKube(kube_client, delete_pod=lost), open_policy(), Rescrape(), new_metrics(),
                      clock=lambda: 140.0, wall_clock=lambda: WALL)
     target = target_of(api, seeded["pod"])
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).result == "deleted"
     assert {e["message"] for e in api.list_events(NS)} == {
         f"Deleted pod {target.ref}{FACTS}{SINCE}. Why: stalled past the 120 s window (global) over 9 busy samples; the "
         f"delete answer was lost (Gateway Timeout) and the pod is gone or terminating. evidence: {target.uid[:8]}-"

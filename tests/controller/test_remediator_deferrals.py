@@ -10,7 +10,18 @@ import builders
 import pytest
 from fakes import FakeClock
 from metricsum import summed
-from remediator_kit import NS, SIGNALS, SNAP, VERDICT, WALL, Rescrape, api, open_policy, target_of
+from remediator_kit import (
+    NS,
+    SIGNALS,
+    SNAP,
+    VERDICT,
+    WALL,
+    Rescrape,
+    api,
+    open_policy,
+    remediate,
+    target_of,
+)
 
 from watchdog.adapters.kube import KubeClient
 from watchdog.adapters.metrics import Metrics, new_metrics
@@ -38,7 +49,7 @@ def test_a_budget_deferral_says_when_the_budget_frees(api: EmulatorServer, kube_
                               wall_clock=lambda: WALL)
     target = target_of(api, seeded["pod"])
     with caplog.at_level(logging.INFO, logger="watchdog.controller.remediator"):
-        outcome = rem.remediate(target, SNAP, VERDICT, signals=SIGNALS)
+        outcome = remediate(rem, target, SNAP, VERDICT, signals=SIGNALS)
     when = f"may proceed in 450 s (at 2026-12-01T05:21:50Z), when the oldest counted deletion in {NS} leaves {WINDOW}"
     assert (outcome.result, outcome.rule) == ("deferred", "namespace_budget")
     assert outcome.detail == f"{target.ref}: namespace budget used: 1 deletions in {NS} in the last 600 s; {when}"
@@ -65,7 +76,7 @@ def test_a_stall_held_for_24_cycles_is_counted_once(api: EmulatorServer, kube_cl
     target = target_of(api, seeded["pod"])
     for _ in range(24):
         clock.advance(15.0)
-        assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).rule == "namespace_budget"
+        assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).rule == "namespace_budget"
     deferred = {"result": "deferred"}
     assert value(metrics, "vllm_watchdog_remediations_total", deferred) == 1.0
     assert value(metrics, "vllm_watchdog_deferrals_total", {"rule": "namespace_budget"}) == 1.0
@@ -73,11 +84,11 @@ def test_a_stall_held_for_24_cycles_is_counted_once(api: EmulatorServer, kube_cl
     policy.set_brake("the brake")  # the same episode, now held by another rule
     for _ in range(3):
         clock.advance(15.0)
-        assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).rule == "paused"
+        assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).rule == "paused"
     assert value(metrics, "vllm_watchdog_remediations_total", deferred) == 1.0
     assert value(metrics, "vllm_watchdog_deferrals_total", {"rule": "paused"}) == 1.0
     policy.episode_over(target.uid, SNAP.key)  # it progressed; it wedges again: a new episode
     clock.advance(15.0)
-    assert rem.remediate(target, SNAP, VERDICT, signals=SIGNALS).rule == "paused"
+    assert remediate(rem, target, SNAP, VERDICT, signals=SIGNALS).rule == "paused"
     assert value(metrics, "vllm_watchdog_remediations_total", deferred) == 2.0
     assert value(metrics, "vllm_watchdog_deferrals_total", {"rule": "paused"}) == 2.0

@@ -507,15 +507,10 @@ class Watchdog:
         return present
 
     def _act(self, target: WatchedPod, pod: PodRecord, report: CycleReport, this_cycle: CycleFacts) -> None:
-        for _key, engine in sorted(pod.engines.items()):
+        for key, engine in sorted(pod.engines.items()):
             if engine.verdict is None or engine.verdict.state != "stalled" or engine.last is None or engine.held:
                 continue  # a held verdict (no newer sample from Prometheus) waits for one
-            seen_for = self.clock() - pod.first_seen
-            result = self.remediator.remediate(target, engine.last, engine.verdict, seen_for_s=seen_for,
-                                               signals=self._profiles[target.target_name].progress,
-                                               history=engine.history or (),
-                                               window_source=pod.policy.window_source if pod.policy else "global",
-                                               facts=this_cycle)
+            result = self.remediator.remediate(target, pod, key, this_cycle)
             if result.result == "skip":
                 continue  # this stall episode was already acted on
             report.remediations.append((target.ref, result))

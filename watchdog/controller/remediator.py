@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -24,8 +24,9 @@ from watchdog.adapters.metrics import Metrics
 from watchdog.controller.actuator import Actuator, Removal
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ports import Clock, Escalation, KubeApi
+from watchdog.controller.state import PodRecord
 from watchdog.core.confirm import no_evidence, not_confirmed
-from watchdog.core.detector import Verdict
+from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import recheck
 from watchdog.core.events import (
     REASON_DEFERRED,
@@ -35,10 +36,9 @@ from watchdog.core.events import (
     frees_phrase,
     stall_message,
 )
-from watchdog.core.evidence import HistoryEntry, pointer
+from watchdog.core.evidence import pointer
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import (
     SOLE_REPLICA,
     CycleFacts,
@@ -46,7 +46,6 @@ from watchdog.core.policy import (
     DeletionPolicy,
     not_leader,
 )
-from watchdog.core.profiles import Selector
 from watchdog.core.vocab import DecisionRule, RemediationResult, RemovalAction, WindowSource
 
 log = logging.getLogger("watchdog.controller.remediator")
@@ -104,35 +103,27 @@ def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float) -> float |
 class Remediator:
     """Deletes stalled pods through :meth:`remediate` only, as the composition root wires it.
 
-    ``policies``: target name -> its policy (what is done to a stalled pod, the completion-only window);
-    ``grace_period_s`` None keeps the pod's own; ``count_waiting``: the detector's setting, so the re-scrape
-    judges idleness the same way; ``clock``: monotonic seconds; ``wall_clock``: Unix seconds (pod age, the Events'
-    times); ``escalation``: node escalation or None.
+    ``grace_period_s`` None keeps the pod's own; ``clock``: monotonic seconds; ``wall_clock``: Unix seconds (pod
+    age, the Events' times); ``escalation``: node escalation or None.
     """
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
                  actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
-                 policies: Mapping[str, EffectivePolicy], grace_period_s: int | None, count_waiting: bool,
-                 require_controller: bool, clock: Clock, wall_clock: Clock,
+                 grace_period_s: int | None, require_controller: bool, clock: Clock, wall_clock: Clock,
                  escalation: Escalation | None) -> None:
         self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
-        self.actuator, self.events, self.evidence, self.policies = actuator, events, evidence, policies
-        self.grace_period_s, self.count_waiting = grace_period_s, count_waiting
-        self.require_controller = require_controller
+        self.actuator, self.events, self.evidence = actuator, events, evidence
+        self.grace_period_s, self.require_controller = grace_period_s, require_controller
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
 
-    def remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, *,
-                  seen_for_s: float = 0.0, signals: tuple[Selector, ...] = (),
-                  history: tuple[HistoryEntry, ...] = (), window_source: WindowSource = "global",
-                  facts: CycleFacts = SOLE_REPLICA) -> Remediation:
-        """Act on a stalled engine ``series`` of ``target`` (the snapshot the verdict was made on).
-        ``seen_for_s``: seconds (monotonic) this process has watched the pod; ``signals``: the profile's
-        progress signals, for the confirmation scrape (which ones are completion-only, which one moved);
-        ``history``: the episode's samples, for the evidence; ``facts``: the cycle's (its reading of leadership,
-        the only one). Every outcome but ``skip`` is logged once, with its
-        facts as fields."""
-        outcome = self._remediate(target, series, verdict, seen_for_s, signals, history, window_source, facts)
-        self._tell(target, series.key, outcome, verdict.state)
+    def remediate(self, target: WatchedPod, pod: PodRecord, key: str, facts: CycleFacts = SOLE_REPLICA,
+                  ) -> Remediation:
+        """Act on the stalled engine series ``key`` of ``target`` as its record ``pod`` holds it (the snapshot and
+        verdict judged, the detector's signals, the episode's history, the pod's effective policy, since when it is
+        watched); ``facts``: the cycle's (its reading of leadership, the only one). Every outcome but ``skip`` is
+        logged once, with its facts as fields."""
+        outcome = self._remediate(target, pod, key, facts)
+        self._tell(target, key, outcome, "stalled")
         return outcome
 
     def _tell(self, target: WatchedPod, key: str, outcome: Remediation, state: str = "") -> None:
@@ -145,14 +136,15 @@ class Remediator:
                 "remediation %s: %s", outcome.result, outcome.detail, extra=facts(
                     target, engine=key, state=state, result=outcome.result, rule=outcome.rule, reason=outcome.detail))
 
-    def _remediate(self, target: WatchedPod, series: EngineSnapshot, verdict: Verdict, seen_for_s: float,
-                   signals: tuple[Selector, ...], history: tuple[HistoryEntry, ...], window_source: WindowSource,
-                   facts: CycleFacts) -> Remediation:
-        action = self.policies[target.target_name].action
-        if action == "quarantine":  # drain through the readiness gate only: nothing removed here
+    def _remediate(self, target: WatchedPod, pod: PodRecord, key: str, facts: CycleFacts) -> Remediation:
+        engine, policy = pod.engines[key], pod.policy
+        series, verdict = engine.last, engine.verdict
+        if series is None or verdict is None or policy is None:
+            return Remediation("skip", "nothing judged yet")
+        if policy.action == "quarantine":  # drain through the readiness gate only: nothing removed here
             return Remediation("skip", "action quarantine: the readiness gate drains, nothing is removed")
         now = self.clock()
-        age = pod_age_s(target, self.wall_clock(), seen_for_s)
+        age = pod_age_s(target, self.wall_clock(), now - pod.first_seen)
         decision = self.policy.decide(
             uid=target.uid, series=series.key, namespace=target.namespace, namespace_mode=target.mode,
             owner=target.owner_key, pod_age_s=age, now=now, leader=facts.leader)
@@ -161,13 +153,13 @@ class Remediator:
         # The stall clock's start (its sample time minus the stall), from the monotonic clock to the wall clock.
         start = (verdict.t if verdict.t is not None else now) - verdict.stalled_for_s
         since = dt.datetime.fromtimestamp(self.wall_clock() - (now - start), dt.UTC)
-        stall = _Acting(target, series.key, verdict, since, window_source)
+        stall = _Acting(target, key, verdict, since, policy.window_source)
 
         def keep(outcome: str, final: EngineSnapshot, final_from: str) -> str:
             """The episode's evidence record, kept once (its log read once): a removal tried again points to it."""
-            return self.policy.evidence(target.uid, series.key, lambda: self.evidence.keep(
-                target, verdict, history, outcome=outcome, final=final, final_from=final_from, engine=series.key,
-                signals=signals, window_source=window_source))
+            return self.policy.evidence(target.uid, key, lambda: self.evidence.keep(
+                target, verdict, engine.history or (), outcome=outcome, final=final, final_from=final_from,
+                engine=key, signals=engine.detector.signals, window_source=policy.window_source))
 
         if decision.action == "dry_run":
             self.policy.record(target.uid, series.key, "dry_run")
@@ -184,15 +176,17 @@ class Remediator:
             settled = self._settled(target, series.key)
             if settled is not None:
                 return settled
-        fresh = self._confirmed(target, series, signals)
+        fresh = self._confirmed(target, series, engine.detector, policy.completion_only_window_s > 0)
         if isinstance(fresh, Remediation):
             return fresh
-        stall = replace(stall, evidence=keep(action, fresh, "confirmation"))  # the log read: before the fence
-        return self._remove(stall, action, now, retry=decision.action == "retry")
+        stall = replace(stall, evidence=keep(policy.action, fresh, "confirmation"))  # the log read: before the fence
+        return self._remove(stall, policy.action, now, retry=decision.action == "retry")
 
-    def _confirmed(self, target: WatchedPod, series: EngineSnapshot, signals: tuple[Selector, ...],
+    def _confirmed(self, target: WatchedPod, series: EngineSnapshot, detector: DetectorState, completion_only: bool,
                    ) -> EngineSnapshot | Remediation:
-        """The fresh GET and the confirmation scrape: the fresh snapshot that confirms the stall, or why not."""
+        """The fresh GET and the confirmation scrape, judged as ``detector`` judges (its signals, busy rule; the
+        completion-only signals alone evidence when ``completion_only``): the fresh snapshot that confirms the
+        stall, or why not."""
         try:
             pod = self.kube.get_pod(target.namespace, target.name)
             namespace = self.kube.get_namespace(target.namespace) if pod is not None else None
@@ -208,11 +202,10 @@ class Remediator:
         if fresh is None:
             return Remediation("aborted",
                                f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
-        completion_only = self.policies[target.target_name].completion_only_window_s > 0  # judged when it is on
-        why = no_evidence(fresh, signals, completion_only)
+        why = no_evidence(fresh, detector.signals, completion_only)
         if why is not None:
             return Remediation("aborted", f"re-scrape of {target.url} gave {why}; retrying next cycle")
-        why = not_confirmed(series, fresh, self.count_waiting, signals)
+        why = not_confirmed(series, fresh, detector.count_waiting, detector.signals)
         if why is not None:
             return Remediation("aborted", f"engine recovered before deletion: {why}")
         return fresh

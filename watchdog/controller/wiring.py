@@ -121,8 +121,7 @@ def build(config: Settings, kube: Cluster, *, metrics: Metrics | None = None, sc
     confirmations = Confirmations(sources, metrics, clock, budget_s=config.scrape_deadline_seconds)
     remediator = Remediator(
         kube, policy, confirmations, metrics, actuator=actuator, events=events, evidence=evidence,
-        policies={t.name: config.policy_of(t)[0] for t in config.targets}, grace_period_s=config.grace_period_seconds,
-        count_waiting=config.count_waiting, require_controller=config.require_controller, clock=clock,
+        grace_period_s=config.grace_period_seconds, require_controller=config.require_controller, clock=clock,
         wall_clock=wall_clock, escalation=escalation)
     quarantine = Quarantine(actuator, metrics, events, QuarantineRails(
         config.quarantine_after_seconds, config.quarantine_max_owner_fraction, config.quarantine_in_dry_run,

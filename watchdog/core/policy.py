@@ -625,8 +625,8 @@ class DeletionPolicy:
 
 
 def votes(pod: WatchedPod) -> bool:
-    """Whether ``pod`` counts in the fleet-wide breaker (docs/safety.md "Mass-stall breaker"): only a pod the watchdog may remove, one
-    in an enforced namespace; a dry-run namespace's pods never do."""
+    """Whether ``pod`` counts in the fleet-wide breaker (docs/safety.md "Mass-stall breaker"): only a pod the
+    watchdog may remove, one in an enforced namespace; a dry-run namespace's pods never do."""
     return pod.mode == "enforce"
 
 
