@@ -1,22 +1,14 @@
 """The one door to the cluster for every side effect (I/O): the only module that calls the Kubernetes API's
 write methods — pod DELETE and eviction, the readiness gate's ``pods/status`` patch, the node taint, the deletion
 ledger's ConfigMap, Events — and the one read that sits between a decision and its write (``pods/log``, the
-evidence's log tail). ``tests/test_architecture.py`` fails when any other module calls one of them. The one write
-outside this door is the leader election's own Lease (:mod:`watchdog.adapters.leader`): the campaign that
-defines the fence cannot sit behind it.
+evidence's log tail); ``tests/test_architecture.py`` holds every other module to that. The one write outside is the
+leader election's own Lease (:mod:`watchdog.adapters.leader`): the campaign that defines the fence.
 
-The leadership fence: a write is sent only while this replica's Lease stays valid for longer than the write's
-own timeout plus :data:`~watchdog.core.model.FENCE_MARGIN_S`
-(:meth:`watchdog.adapters.leader.LeaderElector.holds_for`), checked right before the request leaves, after every
-other step of the decision (the slow ones, such as the log read, come before it). A write the fence holds back
-is not sent (a pod write's outcome ``fenced``; the other writes raise :class:`Fenced`): a standby replica, or a
-leader whose last renew is too old, writes nothing at all, dry-run announcements and Events included. Without
-leader election the fence always holds.
-
-A pod write's answer comes back as one closed :class:`Applied` outcome (:func:`watchdog.core.policy.ambiguous`
-sorts a failed request, here alone): a definite answer (2xx, or a 4xx refusal) was applied or not; a lost one (no
-answer, 5xx) may have been applied. A removal is the whole protocol (:meth:`Actuator.remove`). The other writes
-(taints, the ledger, Events) raise: their callers have one way each to fail.
+The leadership fence (:meth:`watchdog.adapters.leader.LeaderElector.holds_for` with the write's own timeout plus
+:data:`~watchdog.core.model.FENCE_MARGIN_S`; always open without election) is asked right before each request
+leaves, after every slow step of the decision: a write it holds back is not sent (a pod write's outcome ``fenced``;
+the other writes raise :class:`Fenced`). A pod write's answer is one closed :class:`Applied` outcome
+(:func:`watchdog.core.policy.ambiguous` sorts a failed request, here alone); the other writes raise.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The deletion budget survives restarts and leader changes: read this watchdog's recent removals back into the
-policy from its deletion ledger (one GET of a small ConfigMap in its own namespace, written ahead of every
-removal), MERGED with what this process already knows. Nothing else counts: Events can be written by any tenant
-allowed to create them, so they are never read back. Until a read succeeds the policy fails closed
-(``budget_unknown``). Without a ledger (``budgetLedger: false``) what an earlier replica removed cannot be known:
-every start and leader change then waits one deletion window before removing anything (also ``budget_unknown``)."""
+"""The deletion budget survives restarts and leader changes: this watchdog's recent removals read back into the
+policy from its deletion ledger, MERGED with what this process already knows (docs/safety.md "Deletion budgets":
+never from Events; without a ledger, one deletion window of ``budget_unknown``)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""The deletion ledger's I/O (see :mod:`watchdog.core.ledger`): one ConfigMap in the watchdog's own namespace,
-the durable record of every removal, written AHEAD of it (write-ahead: :meth:`DeletionLedger.intend` before the
-DELETE or eviction; no removal is sent while its record cannot be written) and read back with one GET when the
-budget must be restored. An intent counts as a deletion until it is withdrawn, which happens only when the API
-answered that the removal was not applied (refused, already gone, a new pod under the name); an intent whose outcome
-is unknown (an answer lost, a crash, a failover) keeps counting: fail closed. An eviction a PodDisruptionBudget
-refuses keeps its intent (stamped again at each try after a backoff): no ledger rewrites while the PDB refuses.
-Every write is read-modify-write guarded by ``resourceVersion`` (one retry on a conflict) and goes through the
-actuator (the leadership fence). Never raises: a failure is logged and reported.
-
-Entries are stamped, trimmed and aged on the API server's clock (:func:`server_clock`), the one clock every replica
-shares: a replica whose own clock is minutes off neither frees the budget early nor holds it for ever."""
+"""The deletion ledger's I/O (see :mod:`watchdog.core.ledger`; docs/safety.md "Deletion budgets" for what it
+holds and why): one ConfigMap in the watchdog's own namespace, written AHEAD of every removal
+(:meth:`DeletionLedger.intend`; when a record is withdrawn: :meth:`~watchdog.controller.actuator.Actuator.remove`)
+and read back with one GET when the budget must be restored. Every write is read-modify-write guarded by
+``resourceVersion`` (one retry on a conflict) through the actuator (the leadership fence); entries are stamped on
+the API server's clock (:func:`server_clock`). Never raises: a failure is logged and reported."""
 
 from __future__ import annotations
 

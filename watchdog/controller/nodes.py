@@ -1,20 +1,11 @@
-"""Node escalation (opt-in, off by default): taint a node on which stalls keep repeating.
+"""Node escalation (opt-in, off by default; docs/safety.md "Node escalation" says when and why): taint a node on
+which stalls of at least two tenants keep repeating (:class:`~watchdog.core.escalation.NodeStallHistory`, pure,
+decides), with a Warning Event ``StalledNodeTainted`` on the Node; never remove a taint.
 
-When the watchdog has deleted ``threshold`` (2) different stalled pods, from at least two different tenants, on
-the same node within ``window_s`` (3600 s), the node likely has a bad GPU (one tenant's pods alone, in however
-many namespaces, never taint a shared node: their owner controls their metrics; see
-:mod:`watchdog.core.escalation`).
-:class:`NodeEscalator` then adds a taint (default ``vllm-watchdog.io/stalled=true:NoSchedule``) so replacement
-pods stop landing there, and records a Warning Event ``StalledNodeTainted`` on the Node (in namespace
-``default``, where node Events live). It never removes a taint: a human checks the host and runs
-``kubectl taint nodes NODE vllm-watchdog.io/stalled-``.
-
-- :class:`~watchdog.core.escalation.NodeStallHistory` is pure (no I/O): which distinct pods, of which
-  tenants, stalled on which node, when (monotonic s).
-- The taint is written with a JSON merge patch of the whole ``spec.taints`` list (the taints read plus ours)
-  guarded by the Node's ``resourceVersion``: a concurrent change gives 409, which is reported as "error" and
-  NOT blindly retried (the next deletion on that node reads the node again).
-- Nothing here raises: API errors are logged and returned as "error"; the Event is best effort.
+The taint is written with a JSON merge patch of the whole ``spec.taints`` list (the taints read plus ours) guarded
+by the Node's ``resourceVersion``: a concurrent change gives 409, reported as "error" and NOT blindly retried (the
+next deletion on that node reads the node again). Nothing here raises: API errors are logged and returned as
+"error"; the Event is best effort.
 """
 
 from __future__ import annotations

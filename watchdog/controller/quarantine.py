@@ -1,16 +1,11 @@
 """Quarantine through the readiness gate (I/O): writes the gate condition the pure rule
-(:mod:`watchdog.core.quarantine`) asks for, one ``pods/status`` patch per change.
+(:mod:`watchdog.core.quarantine`) asks for, one ``pods/status`` patch per change through the actuator, the pod's UID
+as its precondition (404 and 409: gone or replaced, not an error).
 
-Once per cycle: :meth:`Quarantine.observe` reads the gate's view of the pod LIST (gated pods, their condition,
-owners' pod and Ready counts), then :meth:`Quarantine.run` walks the judged pods. Only the leader writes (a
-standby replica writes nothing and forgets what it wrote: the next leader starts from the LIST). The patch
-carries ``metadata.uid`` (a pod re-created under the name is never touched) and goes through the actuator (the
-leadership fence); 404 and 409 mean the pod is gone or replaced, not an error. A drain whose answer was lost
-counts in this cycle's owner share and last-Ready rail (fail closed) and the next LIST says what happened (docs/
-safety.md, "lost answer").
-Every write is counted (``vllm_watchdog_quarantine_changes_total{to}``); a quarantine and a release are Events
-on the pod and its top owner (``StalledPodQuarantined``, ``StalledPodReleased``); a first admission is logged
-only (one per new pod of a rollout). A drain held back by a rail is logged and counted once per pod and rule.
+Once per cycle: :meth:`Quarantine.observe` reads the gate's view of the pod LIST, then :meth:`Quarantine.run` walks
+the judged pods. Only the leader writes (a standby forgets what it wrote: the next leader starts from the LIST). A
+drain whose answer was lost counts in this cycle's owner share and last-Ready rail (fail closed); the next LIST says
+what happened. What is counted, logged and told in Events: docs/safety.md "Quarantine through a readiness gate".
 Nothing here removes a pod.
 """
 

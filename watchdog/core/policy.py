@@ -12,18 +12,10 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a te
    speaks for the stall.
 3. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
    turns the deletion into a ``StalledPodDryRun`` Event.
-4. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle): the global pause (the ``paused`` setting or the
-   run-time brake, :meth:`DeletionPolicy.set_brake`: one rule, ``paused``); warm-up (no deletion before a full
-   window since start and since the first successful pod listing, with the detector's slack:
-   :func:`~watchdog.core.detector.window_reached`); the pod is younger than the minimum age (by default the window,
-   with that slack); the mass-stall breaker is open, or the namespace's own breaker; the budget is unknown (earlier
-   deletions not read back yet from the deletion ledger, or, without a ledger, for a while after a start); the
-   cluster-wide budget (default 2 per 10 min), the namespace budget (1 per 10 min; per namespace, not per tenant:
-   docs/safety.md "Deletion budgets" says why) or the owner rule (1 per owner until a replacement pod of that owner is
-   Ready) is used up. Each deferral says when it frees (:class:`Decision`'s ``frees_in_s``, in the caller's
-   monotonic seconds where time alone frees it, and ``frees_when``): the budgets when the counted deletion that must
-   go leaves the rolling window, warm-up and minimum age when they end, the breakers when their cooldown ends, the
-   owner rule when the replacement is Ready.
+4. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle), one ``_<rule>_rule`` method each, in this
+   order: ``paused``, ``warm_up``, ``min_age``, ``breaker``, ``namespace_breaker``, ``budget_unknown``, ``budget``,
+   ``namespace_budget``, ``owner`` (docs/safety.md says what each holds and why); each says when it frees
+   (:class:`Decision`).
 5. *A PodDisruptionBudget refused the eviction* (``pdb``, a deferral): the eviction is tried again after a
    backoff (:meth:`DeletionPolicy.refused`: one cycle interval, doubled after each refusal, at most
    :data:`PDB_BACKOFF_MAX_INTERVALS` intervals) and in between nothing is read or written for the stall.
@@ -64,14 +56,10 @@ PAUSE_ANNOTATION = "vllm-watchdog.io/paused"
 
 @dataclass(frozen=True)
 class Decision:
-    """``action``: delete | dry_run | defer | skip; ``rule``: short machine name of the rule that decided
-    (e.g. ``budget``, ``breaker``); ``why``: one human phrase for logs and Events.
-
-    For a deferral, when the rule that held it frees (the ONE place Events, the log line and /status read it
-    from): ``frees_in_s``, seconds after the decision's ``now`` (the caller's monotonic clock) when that is
-    knowable from time alone (the budgets, warm-up, minimum age, the breakers' cooldowns), else None; and
-    ``frees_when``, the phrase that says what frees it (``"when the replacement pod is Ready"``). Another rail may
-    still hold the stall then: the stall is decided afresh every cycle."""
+    """``action`` and the ``rule`` that decided it; ``why``: one human phrase for logs and Events. For a deferral,
+    when the rule that held it frees (the ONE place Events, the log line and /status read it from): ``frees_in_s``,
+    seconds after the decision's ``now`` when time alone frees it, else None; ``frees_when``, the phrase that says
+    what frees it (another rail may still hold the stall then: it is decided afresh every cycle)."""
 
     action: DecisionAction
     rule: DecisionRule
@@ -169,15 +157,9 @@ class CycleStatus:
 
 
 class DeletionPolicy:
-    """Decisions plus the few facts they need across cycles. ``started``: monotonic start time.
-
-    Its state changes only through its methods: :meth:`begin_cycle` (once per cycle), :meth:`restore` and
-    :meth:`forget_budget` (the deletion history read back after a restart or a leadership change; until the
-    first :meth:`restore` the budget is unknown and every deletion is deferred — fail closed, unless
-    ``budget_known`` says there is nothing to read back), :meth:`record` / :meth:`record_deletion` /
-    :meth:`settle` / :meth:`resolved` (what the remediator did and what it came to), :meth:`episode_over` and
-    :meth:`forget_pods`; only :attr:`unsettled` is dropped by the remediator too, for a pod still there that is no
-    longer watched.
+    """Decisions plus the few facts they need across cycles. ``started``: monotonic start time; ``budget_known``
+    False: deletions are deferred until the first :meth:`restore` (fail closed). Its state changes only through its
+    methods (but :attr:`unsettled`, which the remediator drops for a pod still there that is no longer watched).
     """
 
     def __init__(self, rails: Rails, started: float = 0.0, *, budget_known: bool = True) -> None:
