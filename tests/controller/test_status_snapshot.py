@@ -17,7 +17,7 @@ from watchdog.controller.state import EngineRecord, PodRecord
 from watchdog.core.detector import DetectorState
 from watchdog.core.model import NAMESPACE_LABEL, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.policy import DeletionPolicy
+from watchdog.core.policy import Decision, DeletionPolicy
 from watchdog.core.profiles import get_profile
 from watchdog.demo.emulator import EmulatorServer
 
@@ -151,7 +151,7 @@ def test_the_document_is_made_when_first_asked_from_what_the_cycle_left(monkeypa
     assert built == []  # a cycle nobody asks about builds no document
     record.outcome, record.engines["a"].last_seen = "timeout", 9.0  # the next cycle changes the record ...
     record.engines["b"] = engine(running=1.0, progress=())
-    policy.first_deferral(t.uid, "a", "paused")
+    policy.held(t.uid, "a", Decision("defer", "paused", "held"), 10.0)
     (pod,) = snap.doc["pods"]  # ... the snapshot still says what this cycle left
     assert built == [1] and snap.doc is snap.doc  # built once
     assert pod["scrape"]["outcome"] == "ok" and [e["engine"] for e in pod["engines"]] == ["a"]

@@ -14,6 +14,7 @@ from builders import rails
 from watchdog.core.events import REASON_DEFERRED, REASON_DELETED, REASON_DRY_RUN
 from watchdog.core.model import WatchedPod
 from watchdog.core.policy import PAUSE_ANNOTATION, CycleStatus, Decision, DeletionPolicy, brake_from, votes
+from watchdog.core.vocab import DeferralRule
 
 SERIES = 'engine="0",model_name="m"'
 T0 = 1000.0  # monotonic seconds at start
@@ -208,13 +209,18 @@ def test_unknown_budget_fails_closed_until_restored() -> None:
     assert decide(p, ns="third").rule == "budget"  # two restored deletions use up the default budget of 2
 
 
+def first_deferral(p: DeletionPolicy, uid: str, rule: DeferralRule) -> bool:
+    """Whether a deferral by ``rule`` of ``uid``'s stall episode is the first by that rule (its Event is written)."""
+    return p.held(uid, SERIES, Decision("defer", rule, "held"), T0)[1]
+
+
 def test_deferral_is_announced_once_per_episode_and_rule() -> None:
     p = policy()
-    assert p.first_deferral("u1", SERIES, "budget")
-    assert not p.first_deferral("u1", SERIES, "budget")
-    assert p.first_deferral("u1", SERIES, "breaker")
+    assert first_deferral(p, "u1", "budget")
+    assert not first_deferral(p, "u1", "budget")
+    assert first_deferral(p, "u1", "breaker")
     p.episode_over("u1", SERIES)
-    assert p.first_deferral("u1", SERIES, "budget")
+    assert first_deferral(p, "u1", "budget")
 
 
 def test_a_dry_run_announcement_does_not_stand_for_the_deletion_after_a_flip_to_enforce() -> None:
@@ -262,8 +268,8 @@ def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> Non
     p.record_deletion(T0 + 200, uid="u1", namespace="team-a", owner="team-a/ReplicaSet/x")
     p.record("u1", SERIES)  # the episode acted on (the remediator marks it)
     p.begin_cycle(T0 + 210, watched=10, bad=4, namespaces={"team-b": (3, 3), "team-c": (3, 0)})
-    assert p.first_deferral("u2", SERIES, "breaker") and p.first_deferral("u3", SERIES, "breaker")
-    assert p.first_deferral("u2", SERIES, "budget")
+    assert first_deferral(p, "u2", "breaker") and first_deferral(p, "u3", "breaker")
+    assert first_deferral(p, "u2", "budget")
     p.set_brake("the brake")
     view = p.view(T0 + 250)
     assert view["warm_up"] == {"done": True, "left_s": 0.0}
@@ -276,7 +282,8 @@ def test_the_view_shows_budget_breakers_deferrals_warm_up_and_the_pause() -> Non
                                                          "why": "3 of its 3 watched pods looked stalled or unknown"}}}
     assert view["deferrals"] == {"breaker": 2, "budget": 1}
     assert (view["paused"], view["paused_why"]) == (True, "the brake")
-    assert p.episodes(T0 + 250)("u2", SERIES) == (None, ["breaker", "budget"], None)
+    assert p.episodes(T0 + 250)("u2", SERIES) == (None, ["breaker", "budget"],
+                                                  {"rule": "budget", "frees_in_s": None, "frees_when": ""})
     assert p.episodes(T0 + 250)("u1", SERIES) == ("delete", [], None)
     later = p.view(T0 + 900)  # the deletion left the window; the breakers closed
     assert later["budget"]["cluster"]["used"] == 0 and later["budget"]["namespaces"] == {}

@@ -512,22 +512,14 @@ class DeletionPolicy:
         keys[key] = series
         return True
 
-    def first_deferral(self, uid: str, series: str, rule: DecisionRule) -> bool:
-        """True the first time ``rule`` defers this stall episode (one Event per episode and rule, no spam)."""
-        rules = self._episode(uid, series).deferred
-        if rule in rules:
-            return False
-        rules.add(rule)
-        return True
-
     def held(self, uid: str, series: str, decision: Decision, now: float) -> tuple[bool, bool]:
         """The remediator deferred this stall episode (``decision``: the policy's, or one of its own — ledger,
         PDB, fence — made at ``now``): remembered for /status until the next decision on it. Returns (the first
         deferral of this episode by any rule: ``vllm_watchdog_remediations_total{result="deferred"}`` counts a
-        held stall once, not once per cycle; the first by this rule: :meth:`first_deferral`)."""
+        held stall once, not once per cycle; the first by this rule: one Event per episode and rule, no spam)."""
         episode = self._episode(uid, series)
-        first_episode = not episode.deferred
-        first_rule = self.first_deferral(uid, series, decision.rule)
+        first_episode, first_rule = not episode.deferred, decision.rule not in episode.deferred
+        episode.deferred.add(decision.rule)
         at = None if decision.frees_in_s is None else now + decision.frees_in_s
         episode.held = (decision.rule, at, decision.frees_when)
         return first_episode, first_rule
