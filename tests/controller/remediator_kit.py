@@ -21,7 +21,7 @@ from watchdog.core.discovery import discover
 from watchdog.core.evidence import HistoryEntry
 from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
 from watchdog.core.parsing import EngineSnapshot
-from watchdog.core.policy import SOLE_REPLICA, CycleFacts, DeletionPolicy
+from watchdog.core.policy import CycleFacts, DeletionPolicy
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import StallAction
 from watchdog.demo.emulator import EmulatorServer
@@ -83,8 +83,7 @@ def open_policy(**kw: Any) -> DeletionPolicy:
 
 def remediate(rem: Remediator, target: WatchedPod, series: EngineSnapshot = SNAP, verdict: Verdict = VERDICT, *,
               signals: tuple[Selector, ...] = SIGNALS, history: tuple[HistoryEntry, ...] = (),
-              action: StallAction = "delete", count_waiting: bool | None = None,
-              facts: CycleFacts = SOLE_REPLICA) -> Remediation:
+              action: StallAction = "delete", count_waiting: bool | None = None) -> Remediation:
     """``rem`` acting on ``target`` as the cycle hands it a stalled engine series: the pod's record holding
     ``series`` judged ``verdict`` (its detector on ``signals`` and ``count_waiting``, the settings' unless given,
     the episode's ``history``), the pod first watched now and its target's policy the global one with ``action``."""
@@ -95,4 +94,4 @@ def remediate(rem: Remediator, target: WatchedPod, series: EngineSnapshot = SNAP
     record.engines[series.key] = EngineRecord(detector, last_seen=record.first_seen, last=series, verdict=verdict,
                                               history=history or None)
     record.use_policy(dataclasses.replace(config.base_policy, action=action))
-    return rem.remediate(target, record, series.key, facts)
+    return rem.remediate(target, record, series.key, CycleFacts(leader=True))  # a sole replica

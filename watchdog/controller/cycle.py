@@ -315,11 +315,10 @@ class Watchdog:
             if isinstance(read, str):
                 return set()
             fresh = {s.key: s for s in read.series}
-            signals = self._profiles[target.target_name].progress
             completion_only = bool(pod.policy and pod.policy.completion_only_window_s)
-            return {key for key, engine in stalled.items() if engine.last is not None and key in fresh and (
-                no_evidence(fresh[key], signals, completion_only) or not_confirmed(
-                    engine.last, fresh[key], self.config.count_waiting, signals)) is None}
+            return {key for key, e in stalled.items() if e.last is not None and key in fresh and (no_evidence(
+                fresh[key], e.detector.signals, completion_only) or not_confirmed(
+                    e.last, fresh[key], e.detector.count_waiting, e.detector.signals)) is None}
         return pod.stall_confirmed(confirm)
 
     def _check_clock(self) -> None:

@@ -40,7 +40,6 @@ from watchdog.core.evidence import pointer
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.policy import (
-    SOLE_REPLICA,
     CycleFacts,
     Decision,
     DeletionPolicy,
@@ -54,7 +53,7 @@ _PAST: dict[RemovalAction, Literal["deleted", "evicted"]] = {"delete": "deleted"
 
 #: Re-read one engine series of a target now: its snapshot, None when the pod has no such series, or why the read
 #: failed (never raises).
-Rescrape = Callable[[WatchedPod, str], EngineSnapshot | str | None]  # str: why the read failed
+Rescrape = Callable[[WatchedPod, str], EngineSnapshot | str | None]
 
 
 @dataclass(frozen=True)
@@ -101,11 +100,9 @@ def pod_age_s(target: WatchedPod, wall_now: float, seen_for_s: float) -> float |
 
 
 class Remediator:
-    """Deletes stalled pods through :meth:`remediate` only, as the composition root wires it.
-
-    ``grace_period_s`` None keeps the pod's own; ``clock``: monotonic seconds; ``wall_clock``: Unix seconds (pod
-    age, the Events' times); ``escalation``: node escalation or None.
-    """
+    """Removes stalled pods through :meth:`remediate` only. ``grace_period_s`` None keeps the pod's own; ``clock``:
+    monotonic seconds; ``wall_clock``: Unix seconds (pod age, the Events' times); ``escalation``: node escalation or
+    None."""
 
     def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
                  actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
@@ -116,8 +113,7 @@ class Remediator:
         self.grace_period_s, self.require_controller = grace_period_s, require_controller
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
 
-    def remediate(self, target: WatchedPod, pod: PodRecord, key: str, facts: CycleFacts = SOLE_REPLICA,
-                  ) -> Remediation:
+    def remediate(self, target: WatchedPod, pod: PodRecord, key: str, facts: CycleFacts) -> Remediation:
         """Act on the stalled engine series ``key`` of ``target`` as its record ``pod`` holds it (the snapshot and
         verdict judged, the detector's signals, the episode's history, the pod's effective policy, since when it is
         watched); ``facts``: the cycle's (its reading of leadership, the only one). Every outcome but ``skip`` is
@@ -252,10 +248,9 @@ class Remediator:
         return self._removed(stall, verb, "its answer was lost and the pod is gone or terminating since")
 
     def settle_gone(self, watched_uids: set[str]) -> None:
-        """Pods whose removal's answer was lost and that are no longer watched: a GET says what became of them.
-        Gone, terminating or replaced: the removal happened; reported as such, with its Events, once. Still
-        there (unlisted by a label change, excluded, its namespace opted out): not ours to act on any more; dropped
-        without a word (its charge stays). Unreadable: asked again next cycle."""
+        """Pods whose removal's answer was lost and that are no longer watched: a GET says what became of them (gone,
+        terminating or replaced: reported once, with its Events; still there: dropped without a word, its charge
+        stays; unreadable: asked again next cycle)."""
         for episode in [key for key in self.policy.unsettled if key[0] not in watched_uids]:
             stall, verb = self.policy.unsettled[episode]
             fate = self.actuator.gone(stall.target)
@@ -276,10 +271,8 @@ class Remediator:
         return Remediation(done, f"{done} {target.ref} (uid {target.uid})" + (f"; {note}" if note else ""))
 
     def _defer(self, stall: _Acting, decision: Decision, now: float) -> Remediation:
-        """A deferral: its Event, log line and /status (the policy's :meth:`~DeletionPolicy.held`) say why and when
-        it may proceed, from the one ``decision``. Counted once per stall episode (remediations_total{result=
-        "deferred"}: a stall held for 24 cycles is one) and once per episode and rule (deferrals_total, the
-        Event); a standby replica writes nothing to the cluster: the leader speaks for the stall."""
+        """A deferral: its Event, log line and /status say why and when it may proceed, from the one ``decision``,
+        counted as :meth:`~DeletionPolicy.held` says; a standby writes nothing: the leader speaks for the stall."""
         target, key, rule, why = stall.target, stall.key, decision.rule, decision.why
         first_episode, first = self.policy.held(target.uid, key, decision, now)
         frees = frees_phrase(decision.frees_in_s, decision.frees_when, self.wall_clock())

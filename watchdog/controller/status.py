@@ -41,14 +41,12 @@ from watchdog.core.discovery import Overlap
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import EngineSnapshot
 from watchdog.core.podpolicy import EffectivePolicy
-from watchdog.core.policy import DeletionPolicy
+from watchdog.core.policy import DeletionPolicy, Episodes
 from watchdog.core.profiles import Profile
 from watchdog.core.vocab import ENGINE_STATES
 
 MAX_PODS = 2000
 MAX_SERIES = 4000
-#: (uid, series) -> (acted, deferring rules, what holds it now: {rule, frees_in_s, frees_when} or None)
-Episodes = Callable[[str, str], tuple[str | None, list[str], dict[str, Any] | None]]
 #: Worst first: the order pods and engine series are listed in.
 SEVERITY = ("stalled", "suspect", "unknown", "paused", "progressing", "idle")
 

@@ -113,10 +113,6 @@ class CycleFacts:
     leader: bool
 
 
-#: The facts outside a cycle (a single replica, tests of one remediation): the leader.
-SOLE_REPLICA = CycleFacts(leader=True)
-
-
 @dataclass(frozen=True)
 class _Stall:
     """What :meth:`DeletionPolicy.decide` is asked about: its arguments, for its rules."""
@@ -129,6 +125,10 @@ class _Stall:
     pod_age_s: float | None
     now: float
     leader: bool
+
+
+#: (uid, series) -> (how it was acted on, the rules that deferred it, what holds it now or None): :meth:`episodes`.
+Episodes = Callable[[str, str], tuple[str | None, list[str], dict[str, Any] | None]]
 
 
 @dataclass
@@ -583,7 +583,7 @@ class DeletionPolicy:
             "deferrals": dict(sorted(Counter(rule for e in self._episodes.values() for rule in e.deferred).items())),
         }
 
-    def episodes(self, now: float) -> Callable[[str, str], tuple[str | None, list[str], dict[str, Any] | None]]:
+    def episodes(self, now: float) -> Episodes:
         """The stall episode of any engine series ``(uid, series)`` at ``now``: how it was acted on ("delete",
         "dry_run" or None), the rules that deferred it so far and what holds it as of its last decision (None: not
         held): ``{"rule", "frees_in_s" (from ``now``; None: not knowable from time), "frees_when"}``; indexed once (a
