@@ -244,3 +244,11 @@ def test_settle_moves_a_retry_to_its_own_send_and_never_charges_it_twice(outcome
     p.settle("lost", T0 + 200, uid="u1", series=SERIES, namespace="llm", owner=None, again=False)
     p.settle("unrecorded", T0 + 900, uid="u1", series=SERIES, namespace="llm", owner=None, again=True)
     assert p.view(T0 + 1400)["budget"]["cluster"]["used"] == 0  # no record written again: not moved
+
+
+def test_a_stall_episode_opens_once_and_ends_only_when_the_engine_settles() -> None:
+    """Issue 38: the episode lives in the policy alone (the cycle asks it, the stalls counter counts its openings)."""
+    p = policy()
+    assert p.stalled("u1", SERIES) and not p.stalled("u1", SERIES)  # still stalled (a failed scrape between): open
+    p.episode_over("u1", SERIES)
+    assert p.stalled("u1", SERIES)  # stalled again after progress: a new episode

@@ -59,7 +59,7 @@ from watchdog.core.podpolicy import EffectivePolicy
 from watchdog.core.policy import CycleFacts, DeletionPolicy, Rails
 from watchdog.core.profiles import Profile
 from watchdog.core.sourcehealth import FAILED_CYCLES, SourceHealth
-from watchdog.core.vocab import ENGINE_STATES
+from watchdog.core.vocab import ENGINE_STATES, SETTLED_STATES
 
 log = logging.getLogger(__name__)
 
@@ -486,10 +486,9 @@ class Watchdog:
                     said = f"{verdict.state}: {said}"
                 log.info("pod %s series {%s}: %s -> %s", target.ref, seen.key, seen.previous or "new", said,
                          extra=facts(target, engine=seen.key, state=verdict.state, reason=verdict.reason))
-            episode = seen.engine.follow_episode()
-            if episode:
+            if verdict.state == "stalled" and self.policy.stalled(target.uid, seen.key):
                 self.metrics.stalls.labels(*workload).inc()
-            elif episode is not None:
+            elif verdict.state in SETTLED_STATES:
                 self.policy.episode_over(target.uid, seen.key)
         if not observations:  # no engine series known (scrape failed, or none in the body): one unknown engine
             report.engines["unknown"] += 1

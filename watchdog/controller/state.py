@@ -21,7 +21,6 @@ from watchdog.core.lines import Labels
 from watchdog.core.model import WatchedPod
 from watchdog.core.parsing import LIMITS, EngineSnapshot, ParseResult
 from watchdog.core.podpolicy import EffectivePolicy
-from watchdog.core.vocab import SETTLED_STATES
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +29,12 @@ MAX_SERIES_PER_POD = LIMITS.series  # the same cap as per scrape body (one rule,
 
 @dataclass(slots=True)
 class EngineRecord:
-    """The detector, latest snapshot and verdict of one engine series. ``last_seen``: monotonic time the
-    series was last in a successfully parsed body; ``in_episode``: a stall episode is open (it closes only when
-    the detector sees the engine idle or progressing — a failed scrape in between does not end it);
-    ``history``: the samples of the current suspect/stalled episode (the evidence kept before a deletion), None
-    outside one (a healthy series holds none); ``fed_at``: the time of the last sample fed from its own stamp
-    (source prometheus), which is never fed again; ``held``: the last reading had no newer sample of it, so its
-    verdict stands on older data (nothing acts on a held verdict: a target that stopped delivering without a
-    staleness marker keeps answering its last sample, and a confirmation would only read that again)."""
+    """The detector, latest snapshot and verdict of one engine series. ``last_seen``: monotonic time the series was last
+    in a successfully parsed body; ``history``: the samples of the current suspect/stalled episode (the evidence kept
+    before a deletion), None outside one (a healthy series holds none); ``fed_at``: the time of the last sample fed
+    from its own stamp (source prometheus), which is never fed again; ``held``: the last reading had no newer sample
+    of it, so its verdict stands on older data (nothing acts on a held verdict: a target that stopped delivering
+    without a staleness marker keeps answering its last sample, and a confirmation would only read that again)."""
 
     detector: DetectorState
     last_seen: float
@@ -45,21 +42,7 @@ class EngineRecord:
     held: bool = False
     last: EngineSnapshot | None = None
     verdict: Verdict | None = None
-    in_episode: bool = False
     history: tuple[HistoryEntry, ...] | None = None
-
-    def follow_episode(self) -> bool | None:
-        """Stall episodes follow the detector's own clock: one opens when the series turns stalled and closes only
-        when the engine is seen idle or progressing (the clock restarted), never on a failed scrape. True: one
-        opened now; False: one closed (or none was open) now that the engine settled; None: neither."""
-        state = self.verdict.state if self.verdict else None
-        if state == "stalled" and not self.in_episode:
-            self.in_episode = True
-            return True
-        if state in SETTLED_STATES:
-            self.in_episode = False
-            return False
-        return None
 
 
 class Observation(NamedTuple):

@@ -524,6 +524,14 @@ class DeletionPolicy:
         episode.held = (decision.rule, at, decision.frees_when)
         return first_episode, first_rule
 
+    def stalled(self, uid: str, series: str) -> bool:
+        """The engine series is judged stalled: True when that opens its stall episode (one follows the detector's
+        clock: it ends only at :meth:`episode_over`, the engine seen idle, paused or progressing, never on a failed
+        scrape)."""
+        opened = (uid, series) not in self._episodes
+        self._episode(uid, series)
+        return opened
+
     def episode_over(self, uid: str, series: str) -> None:
         """The engine series left the stalled state: a later stall is a new episode (a removal whose answer was lost
         is no longer reported as ours: the pod removed later is someone else's doing)."""
