@@ -1,24 +1,17 @@
 """The deletion policy: given a stall, may the watchdog delete now, only report it, or hold off? Pure.
 
-Rules, checked in this order by :meth:`DeletionPolicy.decide` (each one has a test that fails without it):
+Rules, checked in this order by :meth:`DeletionPolicy.decide`, one ``_<name>_rule`` method each (docs/safety.md
+"The order of the decision" says what each holds and why; each one has a test that fails without it):
 
-1. *One decision per stall episode and mode*: a pod+engine series already acted on is skipped until its
-   engine leaves the stalled state (``episode_over``) or the pod goes; a dry-run announcement does not count
-   once the namespace (or the global setting) is flipped to enforce: that is a new decision. An episode whose
-   removal was charged but not seen to happen (its answer lost, the pod still there: :meth:`settle`) is
-   decided ``retry`` instead, unless paused or not the leader: sent again, never charged twice.
-2. *Not the leader* (``not_leader``, a deferral): a standby decides nothing else, so it never reaches the
-   dry-run (no ``StalledPodDryRun`` Event, no evidence record, no log read) nor any other rule; the leader
-   speaks for the stall.
-3. *Dry-run*: the global ``dryRun`` setting, or a namespace labelled ``vllm-watchdog.io/enabled=dry-run``,
-   turns the deletion into a ``StalledPodDryRun`` Event.
-4. *Deferrals* (``StalledPodDeletionDeferred``, retried next cycle), one ``_<rule>_rule`` method each, in this
-   order: ``paused``, ``warm_up``, ``min_age``, ``breaker``, ``namespace_breaker``, ``budget_unknown``, ``budget``,
-   ``namespace_budget``, ``owner`` (docs/safety.md says what each holds and why); each says when it frees
-   (:class:`Decision`).
-5. *A PodDisruptionBudget refused the eviction* (``pdb``, a deferral): the eviction is tried again after a
-   backoff (:meth:`DeletionPolicy.refused`: one cycle interval, doubled after each refusal, at most
-   :data:`PDB_BACKOFF_MAX_INTERVALS` intervals) and in between nothing is read or written for the stall.
+1. ``episode``: one decision per stall episode and mode (a dry-run announcement does not stand for the deletion
+   after a flip to enforce); an episode whose removal's answer was lost, the pod still there, is decided ``retry``
+   (sent again, never charged twice) while :attr:`DeletionPolicy._RETRY_HOLDS` allow it;
+2. ``not_leader``: a standby decides nothing else (no dry-run announcement, no evidence, no log read);
+3. ``dry_run``: the global ``dryRun`` setting or a namespace labelled dry-run: a ``StalledPodDryRun`` Event;
+4. the deferrals (retried next cycle), in this order: ``paused``, ``warm_up``, ``min_age``, ``breaker``,
+   ``namespace_breaker``, ``budget_unknown``, ``budget``, ``namespace_budget``, ``owner``; each says when it frees;
+5. ``pdb``: a PodDisruptionBudget refused this episode's eviction: tried again after a backoff
+   (:meth:`DeletionPolicy.refused`), nothing read or written for the stall in between.
 
 The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the voting pods, and
 at least ``breaker_min_pods``, look stalled at once **and still would with any one tenant left out**, and closes
@@ -26,10 +19,6 @@ at least ``breaker_min_pods``, look stalled at once **and still would with any o
 :func:`~watchdog.core.discovery.tenant_of` (docs/safety.md "Mass-stall breaker" says why). Each namespace has its
 own breaker (same thresholds, every watched pod, dry-run or not, and pods that cannot be judged: rule
 ``namespace_breaker``): a tenant can hold back deletions in its own namespace, never blind the watchdog for others.
-
-The run-time brake is the annotation :data:`PAUSE_ANNOTATION` on one ConfigMap, read by the controller every
-cycle; :func:`brake_from` says what a ConfigMap it read means (``"true"`` in any case: on; ``"false"``, empty or
-absent: off; any other value: on — a brake that was meant to hold must not slip on a typo).
 
 All times are seconds on the caller's monotonic clock. State is keyed by pod UID, namespace and owner.
 """
