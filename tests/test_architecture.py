@@ -214,7 +214,8 @@ def test_the_removal_check_sees_a_second_send(tmp_path: Path) -> None:
 
 
 #: The names leadership is read by: the elector's (``is_leader``, ``term``, ``holds_for``), the cycle's leader
-#: callable (``leader``: the elector's ``term``) and the actuator's fence (``fence``: its ``holds_for``; ``may_write``).
+#: callable (``leader``: the elector's ``term``) and the actuator's fence (``fence``: its ``holds_for``), and the
+#: name an early look at the fence had (``may_write``).
 LEADERSHIP = {"is_leader", "term", "holds_for", "leader", "fence", "may_write"}
 
 
@@ -233,7 +234,7 @@ def test_leadership_is_read_once_per_cycle_and_fenced_in_the_actuator() -> None:
                if module_name(p) != "watchdog.adapters.leader" and not module_name(p).startswith("watchdog.demo")
                and (calls := leadership_reads(p))}
     assert readers == {"watchdog.controller.cycle": ["leader", "self.leader"],
-                       "watchdog.controller.actuator": ["self.fence", "self.may_write"]}
+                       "watchdog.controller.actuator": ["self.fence"]}
 
 
 def test_the_leadership_check_sees_a_second_reader(tmp_path: Path) -> None:

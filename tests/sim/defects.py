@@ -38,7 +38,8 @@ DEFECTS = (
            "        if self.ledger is not None and not self.ledger.intend(pod.namespace, pod.name, pod.uid):",
            "        if self.ledger is not None and False:"),
     Defect("no-fence", "writes not fenced by the Lease (leadership lost mid-cycle)", "controller/actuator.py",
-           "        if not self.may_write():\n            log.info(", "        if False:\n            log.info("),
+           "        if not self.fence(self.write_timeout_s + FENCE_MARGIN_S):\n            log.info(",
+           "        if False:\n            log.info("),
     Defect("fence-no-margin", "the fence ignores the write's own timeout", "adapters/leader.py",
            "renewed + self.lease_duration_s - self.clock() > seconds", "renewed + self.lease_duration_s - "
            "self.clock() > 0"),

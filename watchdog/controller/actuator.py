@@ -95,22 +95,17 @@ class Writes(Protocol):
 
 
 class Actuator:
-    """Every write through ``kube`` behind ``fence``; ``write_timeout_s``: one API request's timeout
-    (the setting ``apiTimeoutSeconds``), the time a write may take. Its callers say what they want done (remove
-    a pod, set its gate, taint a node, save a ConfigMap, post an Event, read a log); only this class turns that
-    into the API's requests (a test holds every other module to it). ``ledger``: the deletion ledger every removal
-    is recorded in ahead of it (None: budgetLedger off), set once it is built (it writes through this door)."""
+    """Every write through ``kube`` behind ``fence``; ``write_timeout_s``: one API request's timeout (the setting
+    ``apiTimeoutSeconds``); ``ledger``: the deletion ledger every removal is recorded in ahead of it (None:
+    budgetLedger off), set once it is built (it writes through this door)."""
 
     def __init__(self, kube: Writes, *, fence: Fence = unfenced, write_timeout_s: float) -> None:
         self.kube, self.fence, self.write_timeout_s = kube, fence, write_timeout_s
         self.ledger: Intents | None = None
 
-    def may_write(self) -> bool:
-        """The fence as it stands now (a cheap early check; each write checks it again right before it)."""
-        return self.fence(self.write_timeout_s + FENCE_MARGIN_S)
-
     def _fenced(self, what: str) -> None:
-        if not self.may_write():
+        """Raise :class:`Fenced` unless this replica's Lease outlasts the write's timeout and the margin."""
+        if not self.fence(self.write_timeout_s + FENCE_MARGIN_S):
             log.info("%s held back by the leadership fence", what)
             raise Fenced(what)
 

@@ -3,14 +3,9 @@ when. Pure (times are the caller's monotonic seconds); :mod:`watchdog.controller
 for.
 
 The rule: a node is escalated once at least ``threshold`` distinct pods **from at least ``min_tenants`` (2)
-distinct tenants** were deleted as stalled on it within the window (a pod's tenant: its namespace's
-``tenantLabel`` value, else the namespace itself; :func:`~watchdog.core.discovery.tenant_of`). A taint is a
-cluster-wide action that lands on every tenant of the node, while a pod's metrics are controlled by whoever runs
-it: one tenant can make its own pods look wedged (a frozen "busy" exposition), in as many of its namespaces as it
-likes, and pin them to a node with ``spec.nodeName``. A bad GPU host wedges whatever lands on it, so on a shared
-node its stalls soon come from a second tenant, a witness the first tenant does not control. A fleet whose
-engines all belong to one tenant therefore never taints a node (deletions go on as before; node health belongs
-to DCGM / node-problem-detector there).
+distinct tenants** were deleted as stalled on it within the window (a pod's tenant:
+:func:`~watchdog.core.discovery.tenant_of`); why two tenants, and what a fleet of one tenant gets instead:
+docs/safety.md "Node escalation".
 """
 
 from __future__ import annotations

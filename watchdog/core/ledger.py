@@ -1,8 +1,6 @@
-"""The deletion ledger: this watchdog's recent removals, kept in one small ConfigMap it owns, so the deletion
-budget survives a restart or a leader change with ONE cheap GET. It is the only record the budget is read back
-from: Events can be written by any tenant allowed to create Events, so none of them is trusted to count.
-Pure: encoding, trimming and the budget arithmetic; :mod:`watchdog.controller.ledger` does the I/O (and writes
-each entry AHEAD of its removal).
+"""The deletion ledger: this watchdog's recent removals, kept in one small ConfigMap it owns (why, and why never
+Events: docs/safety.md "Deletion budgets"). Pure: encoding, trimming and the budget arithmetic;
+:mod:`watchdog.controller.ledger` does the I/O (and writes each entry AHEAD of its removal).
 
 The ConfigMap's ``data["deletions"]`` is a JSON list of ``{"t": unix seconds, "namespace", "pod", "uid"}``,
 oldest first, trimmed to the budget window on every write. It holds at most :data:`MAX_ENTRIES` entries, the
