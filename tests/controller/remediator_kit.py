@@ -20,7 +20,7 @@ from watchdog.core.detector import DetectorState, Verdict
 from watchdog.core.discovery import discover
 from watchdog.core.evidence import HistoryEntry
 from watchdog.core.model import NAMESPACE_LABEL, Target, WatchedPod
-from watchdog.core.parsing import EngineSnapshot
+from watchdog.core.parsing import EngineSnapshot, ParseResult
 from watchdog.core.policy import CycleFacts, DeletionPolicy
 from watchdog.core.profiles import Selector
 from watchdog.core.vocab import StallAction
@@ -42,17 +42,16 @@ WALL = dt.datetime(2026, 12, 1, 5, 14, 20, tzinfo=dt.UTC).timestamp()
 
 
 class Rescrape:
-    """A rescrape callable that returns ``answer`` (default: the same frozen snapshot) and counts calls."""
+    """Confirmation reads whose pod exports ``answer`` (default: the same frozen snapshot; None: no series), counted."""
 
     def __init__(self, answer: EngineSnapshot | None = SNAP, before: Callable[[], None] | None = None) -> None:
         self.answer, self.before, self.calls = answer, before, 0
 
-    def __call__(self, target: WatchedPod, key: str) -> EngineSnapshot | None:
+    def read(self, target: WatchedPod) -> ParseResult:
         self.calls += 1
-        assert key == SNAP.key
         if self.before is not None:
             self.before()
-        return self.answer
+        return ParseResult((self.answer,) if self.answer is not None else (), 0, frozenset())
 
 
 @pytest.fixture

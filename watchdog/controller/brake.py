@@ -1,14 +1,9 @@
-"""The run-time brake: one annotation, ``vllm-watchdog.io/paused: "true"``, on one ConfigMap in the watchdog's own
-namespace (the chart's config ConfigMap, named by the ``pauseConfigMap`` setting), read with one GET every cycle.
-
-While it holds, every deletion is deferred by the policy's one pause rule (``paused``,
-:meth:`watchdog.core.policy.DeletionPolicy.set_brake`); :func:`watchdog.core.policy.brake_from` says what the
-annotation's value means. No ``helm upgrade``, no restart: the warm-up and every stall clock are kept.
-
-When a read fails (API error, RBAC) the last state read stays in force: the brake is never released because the
-API did not answer. Until the first read succeeds the brake holds (fail closed, like the deletion budget before
-it is read back). A ConfigMap that does not exist is an answer: no brake. Every change, the first failure of a
-streak and the recovery are logged once.
+"""The run-time brake (docs/safety.md "The run-time brake"): one annotation, ``vllm-watchdog.io/paused``, on the
+ConfigMap in the watchdog's own namespace named by the ``pauseConfigMap`` setting, read with one GET every cycle;
+while it holds, every deletion is deferred by the policy's one pause rule (``paused``;
+:func:`watchdog.core.policy.brake_from` says what a value means). A failed read (API error, RBAC) keeps the last
+state read, and until the first read succeeds the brake holds (fail closed); a ConfigMap that does not exist is an
+answer: no brake. Every change, the first failure of a streak and the recovery are logged once.
 """
 
 from __future__ import annotations

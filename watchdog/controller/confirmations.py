@@ -19,16 +19,16 @@ from collections.abc import Mapping
 from watchdog.adapters.metrics import Metrics
 from watchdog.controller.ports import Clock, Source
 from watchdog.core.model import WatchedPod
-from watchdog.core.parsing import EngineSnapshot, ParseResult
+from watchdog.core.parsing import ParseResult
 
 #: The cycles a pod whose confirmation read failed is not read in: 1, doubled after each failure in a row, at most this.
 BACKOFF_MAX_CYCLES = 4
 
 
 class Confirmations:
-    """The remediator's confirmation read (a :data:`~watchdog.controller.remediator.Rescrape`: call it with a pod and
-    an engine series key), by ``sources`` (target name -> its source); ``budget_s``: each tenant's read time per
-    cycle; ``clock``: monotonic seconds."""
+    """The confirmation reads (the remediator's before a removal, the cycle's of a stall read from Prometheus), by
+    ``sources`` (target name -> its source); ``budget_s``: each tenant's read time per cycle; ``clock``: monotonic
+    seconds."""
 
     def __init__(self, sources: Mapping[str, Source], metrics: Metrics, clock: Clock, *, budget_s: float) -> None:
         self.sources, self.metrics, self.clock, self.budget_s = sources, metrics, clock, budget_s
@@ -43,14 +43,6 @@ class Confirmations:
 
     def forget_pods(self, live_uids: set[str]) -> None:
         self._failed = {uid: v for uid, v in self._failed.items() if uid in live_uids}
-
-    def __call__(self, target: WatchedPod, key: str) -> EngineSnapshot | str | None:
-        """Engine series ``key`` of ``target`` as this cycle's read of the pod found it (None: no such series), or
-        why there is no read (failed, backed off, its tenant's budget spent; never raises)."""
-        read = self.read(target)
-        if isinstance(read, str):
-            return read
-        return next((s for s in read.series if s.key == key), None)
 
     def read(self, target: WatchedPod) -> ParseResult | str:
         """This cycle's read of ``target`` (made on the first call of the cycle), or why there is none."""

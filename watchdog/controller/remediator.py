@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -22,6 +21,7 @@ from watchdog.adapters.kube import KubeError
 from watchdog.adapters.logs import facts
 from watchdog.adapters.metrics import Metrics
 from watchdog.controller.actuator import Actuator, Removal
+from watchdog.controller.confirmations import Confirmations
 from watchdog.controller.evidence import EvidenceKeeper
 from watchdog.controller.ports import Clock, Escalation, KubeApi
 from watchdog.controller.state import PodRecord
@@ -50,10 +50,6 @@ from watchdog.core.vocab import DecisionRule, RemediationResult, RemovalAction, 
 log = logging.getLogger("watchdog.controller.remediator")
 #: What a removal did, per action: its result and the Event's and the log's wording.
 _PAST: dict[RemovalAction, Literal["deleted", "evicted"]] = {"delete": "deleted", "evict": "evicted"}
-
-#: Re-read one engine series of a target now: its snapshot, None when the pod has no such series, or why the read
-#: failed (never raises).
-Rescrape = Callable[[WatchedPod, str], EngineSnapshot | str | None]
 
 
 @dataclass(frozen=True)
@@ -104,11 +100,11 @@ class Remediator:
     monotonic seconds; ``wall_clock``: Unix seconds (pod age, the Events' times); ``escalation``: node escalation or
     None."""
 
-    def __init__(self, kube: KubeApi, policy: DeletionPolicy, rescrape: Rescrape, metrics: Metrics, *,
+    def __init__(self, kube: KubeApi, policy: DeletionPolicy, confirmations: Confirmations, metrics: Metrics, *,
                  actuator: Actuator, events: EventRecorder, evidence: EvidenceKeeper,
                  grace_period_s: int | None, require_controller: bool, clock: Clock, wall_clock: Clock,
                  escalation: Escalation | None) -> None:
-        self.kube, self.policy, self.rescrape, self.metrics = kube, policy, rescrape, metrics
+        self.kube, self.policy, self.confirmations, self.metrics = kube, policy, confirmations, metrics
         self.actuator, self.events, self.evidence = actuator, events, evidence
         self.grace_period_s, self.require_controller = grace_period_s, require_controller
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
@@ -192,9 +188,10 @@ class Remediator:
         changed = recheck(pod, namespace, target, require_controller=self.require_controller)  # discovery's rules
         if changed:
             return Remediation("aborted", f"pod {target.ref} changed since the decision: {changed}")
-        fresh = self.rescrape(target, series.key)
-        if isinstance(fresh, str):  # unknown now: nothing is removed unconfirmed
-            return Remediation("aborted", f"not confirmed: {fresh}; retrying next cycle")
+        read = self.confirmations.read(target)  # once per pod per cycle, bounded per tenant
+        if isinstance(read, str):  # unknown now: nothing is removed unconfirmed
+            return Remediation("aborted", f"not confirmed: {read}; retrying next cycle")
+        fresh = next((s for s in read.series if s.key == series.key), None)
         if fresh is None:
             return Remediation("aborted",
                                f"re-scrape of {target.url} gave no evidence (no series); retrying next cycle")
