@@ -163,11 +163,10 @@ class Remediator:
             return Remediation("dry_run", f"would delete {target.ref}: {decision.why}", decision.rule)
         if decision.action == "defer":
             return self._defer(stall, decision, now)
-
-        if decision.action == "retry":
-            settled = self._settled(target, series.key)
-            if settled is not None:
-                return settled
+        unsettled = self.policy.unsettled.get((target.uid, key)) if decision.action == "retry" else None
+        if unsettled is not None and self.actuator.gone(target) is True:  # its lost answer's removal happened after all
+            lost, verb = unsettled
+            return self._removed(lost, verb, "its answer was lost and the pod is gone or terminating since")
         fresh = self._confirmed(target, series, engine.detector, policy.completion_only_window_s > 0)
         if isinstance(fresh, Remediation):
             return fresh
@@ -234,15 +233,6 @@ class Remediator:
         why = "already gone" if applied.outcome == "not_found" else "UID precondition failed: the name is a new pod"
         return Remediation("not_found" if applied.outcome == "not_found" else "conflict",
                           f"nothing {_PAST[verb]} for {target.ref}: {why}")
-
-    def _settled(self, target: WatchedPod, key: str) -> Remediation | None:
-        """Before a retry: the pod gone, terminating or replaced means the removal whose answer was lost happened
-        after all; reported as such (with its Events) instead of being sent again."""
-        unsettled = self.policy.unsettled.get((target.uid, key))
-        if unsettled is None or self.actuator.gone(target) is not True:
-            return None  # still there: sent again; unreadable: the fresh GET below says why
-        stall, verb = unsettled
-        return self._removed(stall, verb, "its answer was lost and the pod is gone or terminating since")
 
     def settle_gone(self, watched_uids: set[str]) -> None:
         """Pods whose removal's answer was lost and that are no longer watched: a GET says what became of them (gone,
