@@ -110,10 +110,8 @@ class Remediator:
         self.clock, self.wall_clock, self.escalation = clock, wall_clock, escalation
 
     def remediate(self, target: WatchedPod, pod: PodRecord, key: str, facts: CycleFacts) -> Remediation:
-        """Act on the stalled engine series ``key`` of ``target`` as its record ``pod`` holds it (the snapshot and
-        verdict judged, the detector's signals, the episode's history, the pod's effective policy, since when it is
-        watched); ``facts``: the cycle's (its reading of leadership, the only one). Every outcome but ``skip`` is
-        logged once, with its facts as fields."""
+        """Act on the stalled engine series ``key`` of ``target`` as its record ``pod`` holds it, with the cycle's
+        ``facts`` (its reading of leadership, the only one). Every outcome but ``skip`` is logged once."""
         outcome = self._remediate(target, pod, key, facts)
         self._tell(target, key, outcome, "stalled")
         return outcome
@@ -175,9 +173,8 @@ class Remediator:
 
     def _confirmed(self, target: WatchedPod, series: EngineSnapshot, detector: DetectorState, completion_only: bool,
                    ) -> EngineSnapshot | Remediation:
-        """The fresh GET and the confirmation scrape, judged as ``detector`` judges (its signals, busy rule; the
-        completion-only signals alone evidence when ``completion_only``): the fresh snapshot that confirms the
-        stall, or why not."""
+        """The fresh GET and the confirmation read, judged as ``detector`` judges (completion-only signals alone are
+        evidence when ``completion_only``): the fresh snapshot that confirms the stall, or why not."""
         try:
             pod = self.kube.get_pod(target.namespace, target.name)
             namespace = self.kube.get_namespace(target.namespace) if pod is not None else None

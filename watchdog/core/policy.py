@@ -191,11 +191,9 @@ class DeletionPolicy:
                     listed_at: float | None = None) -> CycleStatus:
         """Call once per cycle after a successful pod listing (at ``listed_at``; None: ``now``): ``watched`` voting
         pods (:func:`votes`), ``bad`` of them with a stalled engine (the fleet-wide breaker); ``spread``: the same two
-        counts per tenant (tenant -> (voting, stalled)): the fleet-wide breaker opens only if it would with any one
-        tenant left out (None: the fleet is judged as one whole, for callers that know no tenants);
-        ``namespaces``: namespace -> (watched, bad) over every watched pod, where bad also counts pods that could not
-        be judged (failed scrape, no usable series) — each namespace's own breaker, so one tenant's broken pods hold
-        back deletions in its namespace only."""
+        counts per tenant (None: the fleet judged as one whole, for callers that know no tenants); ``namespaces``:
+        namespace -> (watched, bad) over every watched pod, bad counting the pods that could not be judged too (each
+        namespace's own breaker)."""
         if self._first_sync is None:
             self._first_sync = now if listed_at is None else listed_at
         was_open = self.breaker_open(now)
@@ -223,9 +221,7 @@ class DeletionPolicy:
 
     def _fleet_over(self, watched: int, bad: int, spread: Mapping[str, tuple[int, int]] | None) -> bool:
         """The fleet-wide breaker's thresholds, met by the voting pods and by them without any one tenant that has a
-        stalled pod (its (voting, stalled) taken away): no single tenant — its pods serving a frozen "busy"
-        exposition, in one namespace or several — can open it, alone or with a genuine wedge elsewhere. A fleet of
-        one tenant never opens it; each namespace's own breaker (same thresholds) judges it."""
+        stalled pod (its (voting, stalled) taken away): no single tenant can open it (docs/safety.md says why)."""
         if not self._over(watched, bad):
             return False
         if spread is None:
