@@ -13,12 +13,12 @@ Rules, checked in this order by :meth:`DeletionPolicy.decide`, one ``_<name>_rul
 5. ``pdb``: a PodDisruptionBudget refused this episode's eviction: tried again after a backoff
    (:meth:`DeletionPolicy.refused`), nothing read or written for the stall in between.
 
-The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the voting pods, and
-at least ``breaker_min_pods``, look stalled at once **and still would with any one tenant left out**, and closes
-``breaker_cooldown_seconds`` after the last cycle that exceeded it; who votes is :func:`votes`, who is one tenant
-:func:`~watchdog.core.discovery.tenant_of` (docs/safety.md "Mass-stall breaker" says why). Each namespace has its
-own breaker (same thresholds, every watched pod, dry-run or not, and pods that cannot be judged: rule
-``namespace_breaker``): a tenant can hold back deletions in its own namespace, never blind the watchdog for others.
+The fleet-wide breaker (:meth:`begin_cycle`) trips when more than ``breaker_fraction`` of the voting pods, and at
+least ``breaker_min_pods``, look stalled at once **and still would with any one tenant left out**, and closes
+``breaker_cooldown_seconds`` after the last cycle that exceeded it; who votes: :func:`votes`, who is one tenant:
+:func:`~watchdog.core.discovery.tenant_of` (why: docs/safety.md "Mass-stall breaker", docs/tenancy.md). Each
+namespace has its own breaker (same thresholds, every watched pod, dry-run or not, and pods that cannot be judged:
+rule ``namespace_breaker``): a tenant can hold back deletions in its own namespaces, never in another's.
 
 All times are seconds on the caller's monotonic clock. State is keyed by pod UID, namespace and owner.
 """
