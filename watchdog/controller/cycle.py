@@ -343,9 +343,8 @@ class Watchdog:
         self._check_clock()
         now = self.clock()
         term = self.leader()
-        leader = bool(term)
-        this_cycle = CycleFacts(leader)
-        if leader and term != self._term:  # a new term (won, or lost and won back since the last cycle that ran):
+        this_cycle = CycleFacts(leader=bool(term))
+        if this_cycle.leader and term != self._term:  # a new term (won, or lost and won back since the last cycle):
             self.policy.forget_budget()   # the deletions of the leaders in between are read back
         self._term = term
         if not self.policy.budget_known:  # until it is read back: the policy's rule budget_unknown
@@ -366,7 +365,7 @@ class Watchdog:
                       self.config.breaker_min_pods,
                       self.config.breaker_cooldown_seconds, extra=facts(rule="breaker"))
         self.metrics.breaker_open.set(int(status.breaker_open))
-        self.metrics.leader.set(int(leader))
+        self.metrics.leader.set(int(this_cycle.leader))
         self.metrics.paused.set(int(self.policy.paused_by is not None))
         return this_cycle
 
