@@ -72,9 +72,9 @@ class Rig:
                             rails or quarantine_rails(quarantine_after_seconds=60.0), enabled=True,
                             clock=self.clock, wall_clock=lambda: 1.7e9)
 
-    def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[WatchedPod, PodRecord]]) -> list[str]:
+    def cycle(self, pods: list[dict[str, Any]], judged: list[tuple[WatchedPod, PodRecord]]) -> None:
         self.q.observe([(None, pods)])
-        return self.q.run(judged, self.policy, CycleFacts(self.is_leader))
+        self.q.run(judged, self.policy, CycleFacts(self.is_leader))
 
     def metric(self, name: str, **labels: str) -> float | None:
         return summed(self.metrics.registry, name, labels)
@@ -86,7 +86,7 @@ class Rig:
 def test_new_gated_pod_admitted_then_drained_then_released() -> None:
     rig = Rig()
     pods = [listed("a", gate=None, ready=False), listed("b"), listed("c")]
-    assert rig.cycle(pods, [(target("a"), record("progressing"))]) == ["ns/pod-a"]
+    rig.cycle(pods, [(target("a"), record("progressing"))])
     assert rig.patches[0][1] == "a" and rig.patches[0][2]["type"] == GATE_CONDITION
     assert rig.statuses() == [("pod-a", "True")]
     assert rig.events == []  # an admission is logged, not an Event (one per pod of every rollout)
@@ -209,7 +209,7 @@ def test_only_the_leader_writes() -> None:
 @pytest.mark.parametrize("result", ["not_found", "conflict"])
 def test_a_gone_or_replaced_pod_is_not_an_error(result: str) -> None:
     rig = Rig(patch=lambda *a: result)
-    assert rig.cycle([listed("a"), listed("b")], [(target("a"), record("stalled", 130.0))]) == []
+    rig.cycle([listed("a"), listed("b")], [(target("a"), record("stalled", 130.0))])
     assert rig.events == [] and rig.q.written == {}
     assert rig.metric("vllm_watchdog_quarantine_changes_total", to="quarantined") == 0
 
@@ -268,5 +268,5 @@ def test_a_standby_patches_nothing_even_if_the_cycle_thinks_it_leads() -> None:
 def test_off_does_nothing() -> None:
     rig = Rig()
     rig.q.enabled = False
-    assert rig.cycle([listed("a", gate=None)], [(target("a"), record("progressing"))]) == []
+    rig.cycle([listed("a", gate=None)], [(target("a"), record("progressing"))])
     assert rig.patches == []

@@ -75,22 +75,20 @@ class Quarantine:
         pod = self.fleet.gated.get(uid)
         return self.written.get(uid, pod.condition if pod is not None else None)
 
-    def run(self, judged: Sequence[tuple[WatchedPod, PodRecord]], policy: DeletionPolicy, facts: CycleFacts,
-            ) -> list[str]:
-        """Move each judged gated pod's condition towards what its engines ask for; return the refs changed.
-        ``facts``: the cycle's (whether this replica holds the Lease this cycle)."""
+    def run(self, judged: Sequence[tuple[WatchedPod, PodRecord]], policy: DeletionPolicy, facts: CycleFacts) -> None:
+        """Move each judged gated pod's condition towards what its engines ask for. ``facts``: the cycle's (whether
+        this replica holds the Lease this cycle)."""
         if not self.enabled:
-            return []
+            return
         if not facts.leader:  # a standby writes nothing; once leader again it starts from the LIST, not its memory
             self.written.clear()
             self.metrics.set_per_workload(self.metrics.quarantined, {})
-            return []
+            return
         self.written = {uid: s for uid, s in self.written.items() if uid in self.fleet.gated}
         self._held = {k for k in self._held if k[0] in self.fleet.gated}
         now = self.clock()
         drained = {uid: p.owner_key for uid, p in self.fleet.gated.items() if self.current(uid) == "False"}
         share = OwnerShare(self.fleet, self.rails.quarantine_max_owner_fraction, drained)
-        changed = []
         for target, pod in sorted(judged, key=lambda j: j[0].ref):
             gated = self.fleet.gated.get(target.uid)
             if gated is None:
@@ -110,14 +108,11 @@ class Quarantine:
             outcome = self._write(target, change, _evidence(pod))
             if outcome == "fenced":  # lost the Lease mid-cycle: write nothing more
                 break
-            if outcome == "done":
-                changed.append(target.ref)
             if change == "quarantined" and outcome in ("done", "lost"):  # a lost drain counts (fail closed)
                 share.drain(gated.owner_key, gated.ready)
         drained_now = Counter((t.namespace, t.target_name) for t, _ in judged if t.uid in self.fleet.gated
                               and self.current(t.uid) == "False")
         self.metrics.set_per_workload(self.metrics.quarantined, drained_now)
-        return changed
 
     def _hold(self, target: WatchedPod, rule: str, why: str) -> None:
         if (target.uid, rule) in self._held:
