@@ -66,8 +66,7 @@ class _Acting:
     evidence: str = ""
 
     def say(self, outcome: StallOutcome, rule: str, why: str, frees: str = "") -> str:
-        """The Event message for ``outcome``, with the deferral's rule and why (or a note) and, for a deferral, when
-        it may proceed (:func:`~watchdog.core.events.frees_phrase`)."""
+        """The Event message for ``outcome`` (:func:`~watchdog.core.events.stall_message` says what each part is)."""
         return stall_message(outcome, self.target.ref, self.key, self.verdict, self.since, rule=rule, why=why,
                              frees=frees, evidence=pointer(self.evidence) if self.evidence else "",
                              window_source=self.window_source)

@@ -16,11 +16,10 @@ age, and for how long it has been failing), its effective policy, ``paused_by`` 
 annotation holds its engines paused, else null); per engine series: the series key and labels, state, how long
 suspect or stalled, when last seen, the signal values by name (running, waiting, paused, each progress signal),
 how this stall episode was acted on, which rules deferred it and, while one holds it, ``held``: that rule and when
-it frees (``frees_in_s`` from the snapshot, None where time alone does not free it, and ``frees_when``, the
-phrase the Event says; the policy's Decision is their one source). Then the policy's view (budget left per scope,
-breakers and why, open deferrals per rule, owners waiting, warm-up, the pause and why), leadership, and
-``targets_conflict``: the pods not judged because targets with different engine profiles match them. Every
-time is in seconds, relative: ``*_s`` ages are as of the snapshot, ``snapshot_age_s`` says how old it is.
+it frees (``frees_in_s`` from the snapshot and ``frees_when``: the policy's Decision). Then the policy's view (budget
+left per scope, breakers and why, open deferrals per rule, owners waiting, warm-up, the pause and why), leadership,
+and ``targets_conflict``: the pods not judged because targets with different engine profiles match them. Every time
+is in seconds, relative: ``*_s`` ages are as of the snapshot, ``snapshot_age_s`` says how old it is.
 """
 
 from __future__ import annotations
