@@ -78,7 +78,8 @@ class PrometheusClient:
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
 
     def query_each(self, queries: Iterable[tuple[str, tuple[str, ...]] | None], at: float,
-                   deadline: float | None = None) -> Iterator[tuple[int, list[Series] | PrometheusError]]:
+                   deadline: float | None = None, query_s: float | None = None,
+                   ) -> Iterator[tuple[int, list[Series] | PrometheusError]]:
         """``(index, rows)`` of each of ``queries`` -- (PromQL, the label names whose values its rows carry) --
         as its answer arrives (at most 4 in flight), so the caller can fold one answer in and drop it before the
         next; ``index``: the query's place among those pulled. ``queries`` is pulled lazily, one query per free
@@ -86,8 +87,8 @@ class PrometheusClient:
         them); ``None`` from it: nothing to send until another answer arrives. A failed query's ``rows`` is its
         :class:`PrometheusError` (the others go on: one namespace's oversized answer is that namespace's). All of
         them together get ``timeout_s`` (one deadline for the batch, not one per query), or until ``deadline``
-        (monotonic) when given, which several batches can share; the credential files are read once per batch
-        (unreadable: every query fails with that)."""
+        (monotonic) when given, which several batches can share; ``query_s``: what one query may take at most. The
+        credential files are read once per batch (unreadable: every query fails with that)."""
         deadline = time.monotonic() + self.limits.timeout_s if deadline is None else deadline
         pulled = iter(queries)
         try:
@@ -99,7 +100,7 @@ class PrometheusClient:
             futures: dict[Future[bytes], tuple[int, tuple[str, ...]]] = {}
             numbers = itertools.count()
             try:
-                while self._fill(futures, pulled, numbers, pool, at, deadline, headers):
+                while self._fill(futures, pulled, numbers, pool, at, (deadline, query_s), headers):
                     done, _ = wait(futures, return_when=FIRST_COMPLETED)
                     for future in done:  # decoded here, one at a time: at most one answer's rows live besides
                         index, names = futures.pop(future)  # the bodies in flight (memory, not speed)
@@ -114,13 +115,18 @@ class PrometheusClient:
 
     def _fill(self, futures: dict[Future[bytes], tuple[int, tuple[str, ...]]],
               pulled: Iterator[tuple[str, tuple[str, ...]] | None], numbers: Iterator[int],
-              pool: ThreadPoolExecutor, at: float, deadline: float, headers: dict[str, str]) -> bool:
+              pool: ThreadPoolExecutor, at: float, limits: tuple[float, float | None], headers: dict[str, str],
+              ) -> bool:
         """Send queries pulled from ``pulled`` into the free slots; whether any is in flight."""
         while len(futures) < _MAX_PARALLEL:
             query = next(pulled, None)
             if query is None:  # none to send until an answer arrives (or none left)
                 break
-            futures[pool.submit(self._post, query[0], at, deadline, headers)] = (next(numbers), query[1])
+            deadline, query_s = limits
+            within = f"{self.limits.timeout_s:g} s"
+            if query_s is not None and time.monotonic() + query_s < deadline:
+                deadline, within = time.monotonic() + query_s, f"{query_s:g} s (one query's share of the cycle's)"
+            futures[pool.submit(self._post, query[0], at, deadline, headers, within)] = (next(numbers), query[1])
         return bool(futures)
 
     def query(self, promql: str, at: float) -> list[tuple[dict[str, str], float, float]]:
@@ -140,11 +146,12 @@ class PrometheusClient:
             headers["X-Scope-OrgID"] = limits.tenant
         return headers
 
-    def _post(self, promql: str, at: float, deadline: float, headers: dict[str, str]) -> bytes:
+    def _post(self, promql: str, at: float, deadline: float, headers: dict[str, str], within: str = "") -> bytes:
         limits = self.limits
+        late = PrometheusError(f"Prometheus {limits.url}: no answer within {within or f'{limits.timeout_s:g} s'}")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s")
+            raise late
         try:  # nothing is connected yet: only the CA file (https) is read here, and a bad one is named as such
             conn = connection(self._scheme, self._host, self._port, remaining, limits.ca_file)
         except (OSError, ssl.SSLError) as exc:
@@ -158,20 +165,20 @@ class PrometheusClient:
             form = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"}).encode()
             conn.request("POST", self._path, body=form, headers=headers, preload_content=False,
                          decode_content=False)
-            return self._read(conn.getresponse(), guard)
+            return self._read(conn.getresponse(), guard, late)
         except PrometheusError:
             raise
         except (urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
             timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(
                 exc, urllib3.exceptions.NewConnectionError)  # urllib3 files a refused connection under timeouts
             if guard.fired or timed_out:
-                raise PrometheusError(f"Prometheus {limits.url}: no answer within {limits.timeout_s:g} s") from None
+                raise late from None
             raise PrometheusError(f"Prometheus {limits.url} unreachable: {_why(exc)}") from None
         finally:
             guard.disarm()
             conn.close()
 
-    def _read(self, response: BaseHTTPResponse, guard: DeadlineGuard) -> bytes:
+    def _read(self, response: BaseHTTPResponse, guard: DeadlineGuard, late: PrometheusError) -> bytes:
         cap = self.limits.max_bytes
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("identity", ""):
@@ -180,7 +187,7 @@ class PrometheusClient:
         size = 0
         while True:
             if guard.fired or time.monotonic() >= guard.deadline:
-                raise PrometheusError(f"Prometheus {self.limits.url}: no answer within {self.limits.timeout_s:g} s")
+                raise late
             chunk = response.read1(_CHUNK, decode_content=False)
             if not chunk:
                 break
@@ -190,7 +197,7 @@ class PrometheusClient:
                                       f"{cap} bytes")
             parts.append(chunk)
         if guard.fired:
-            raise PrometheusError(f"Prometheus {self.limits.url}: no answer within {self.limits.timeout_s:g} s")
+            raise late
         body = b"".join(parts)
         if not 200 <= response.status < 300:
             detail = error_text(body)

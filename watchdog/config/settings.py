@@ -102,7 +102,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("prometheus_ca_file", "str", None, "CA bundle that verifies Prometheus' TLS certificate; unset: "
             "the system's", optional=True),
     Setting("prometheus_timeout_seconds", "float", 5.0, "total seconds a cycle's Prometheus queries may "
-            "take together (4 in flight, a free slot to the tenant with the fewest in flight), answers included",
+            "take together (4 in flight, a free slot to the tenant with the fewest in flight, one query at most "
+            "half of it), answers included",
             minimum=0.1, maximum=300.0),
     Setting("prometheus_max_bytes", "int", 32 * 1024 * 1024, "largest Prometheus answer accepted, bytes",
             minimum=1024, maximum=1024 ** 3),

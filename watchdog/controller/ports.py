@@ -86,7 +86,8 @@ class Querier(Protocol):
     rows, each with the values of those labels, or that query's PrometheusError."""
 
     def query_each(self, queries: Iterable[tuple[str, tuple[str, ...]] | None], at: float,
-                   deadline: float | None = None) -> Iterator[tuple[int, list[Series] | PrometheusError]]: ...
+                   deadline: float | None = None, query_s: float | None = None,
+                   ) -> Iterator[tuple[int, list[Series] | PrometheusError]]: ...
 
 
 class Escalation(Protocol):

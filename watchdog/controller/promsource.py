@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import insort
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -78,7 +79,7 @@ class PrometheusSource:
         """One pod's fresh reading (None: no series), or why the queries failed (one line); its instance is not
         checked (no pod IP here)."""
         job = self._job(profile, Scope(namespace, (name,)), None)
-        error = self._read([job], at, bracket=False)[0]
+        error = self._read([job], at, bracket=False).errors[0]
         return error or job.pods().get((namespace, name))
 
     def _job(self, profile: Profile, scope: Scope, ips: Mapping[PodKey, str] | None,
@@ -90,21 +91,24 @@ class PrometheusSource:
         return Answers(profile, queries, ips, self._names if names is not None else None, names)
 
     def _read(self, jobs: list[Answers], at: float, tenants: Sequence[str] | None = None,
-              bracket: bool = True) -> list[str]:
+              bracket: bool = True) -> _Schedule:
         """Run the queries of ``jobs`` (one per profile and scope; ``tenants``: each one's tenant), folding each
-        answer into its job (:class:`_Schedule` says in what order); per job, why it failed (one line) or ``""``.
-        ``bracket``: a job's time query before and after its others (module docstring), else all at once."""
+        answer into its job (:class:`_Schedule` says in what order); per job, why it failed (one line) or ``""``, in
+        the returned schedule's ``errors``. ``bracket``: a job's time query before and after its others (module
+        docstring), else all at once. One query may take at most half of the reading's timeout: a hanging one frees
+        its slot for the others' while there is time left."""
         schedule = _Schedule(jobs, tenants or [""] * len(jobs), bracket)
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        query_s = None if self.timeout_s is None else self.timeout_s / 2
         try:
-            for index, rows in self.client.query_each(schedule, at, deadline):  # each answer folded in, dropped
+            for index, rows in self.client.query_each(schedule, at, deadline, query_s):  # folded in, dropped
                 schedule.answered(index, rows)
                 del rows
         except Exception as exc:  # a bug reading one answer must not stop the cycle of every other pod: unknown
             log.exception("reading Prometheus' answers failed unexpectedly")
             why = f"unexpected {type(exc).__name__} reading Prometheus' answers: {exc}"[:400]
             schedule.errors = [e or why for e in schedule.errors]
-        return schedule.errors
+        return schedule
 
     # -- the Source ---------------------------------------------------------------------------------------------
     def start(self, pods: Sequence[tuple[WatchedPod, PodRecord]]) -> Callable[[], Mapping[str, Reading]]:
@@ -123,7 +127,7 @@ class PrometheusSource:
                   for profile, own in sorted(ips.items(), key=lambda item: item[0].name) for scope in scopes(own)]
         jobs = [job for _, job in scoped]
         tenants = {target.namespace: target.tenant for target, _ in pods}
-        errors = self._read(jobs, at, [tenants[scope.namespace] for scope, _ in scoped])
+        errors = self._read(jobs, at, [tenants[scope.namespace] for scope, _ in scoped]).errors
         dropped = sum(job.dropped for job in jobs)
         del jobs
         self._names = names  # bounded: what this reading's answers named
@@ -197,9 +201,9 @@ class _Schedule:
     query_each``). Each job goes through its stages in turn -- its time query, its value queries, its time query
     again -- a stage once every query of the one before was answered, independently of the other jobs: a slow or
     failing namespace delays only its own reading, never another's (one failed query ends its job: the rest of
-    its queries are not sent). A free slot goes to a ready query of the tenant with the fewest queries in flight
-    (then the fewest sent): one tenant's slow queries hold at most its share of the slots while others have
-    queries to send. ``None``: nothing to send until an answer arrives."""
+    its queries are not sent). A free slot goes to a ready query of the tenant with the fewest queries in flight,
+    then to the job first in ``jobs``. ``None``: nothing to send until an answer arrives. Work per pull: one pass
+    over the tenants with a ready job."""
 
     def __init__(self, jobs: Sequence[Answers], tenants: Sequence[str], bracket: bool) -> None:
         self.jobs, self.tenants = jobs, tenants
@@ -207,40 +211,48 @@ class _Schedule:
         self._stages = [deque(deque(stage) for stage in _stages(job.plan, bracket)) for job in jobs]
         self._flying = [0] * len(jobs)
         self._tenant_flying: Counter[str] = Counter()
-        self._tenant_sent: Counter[str] = Counter()
+        self._ready: dict[str, list[int]] = {}  # tenant -> its jobs with a query to send, in order
+        for i, tenant in enumerate(tenants):
+            self._ready.setdefault(tenant, []).append(i)
         self._sent: list[tuple[int, str]] = []  # by query_each's index: (job, query)
-
-    def _ready(self, i: int) -> bool:
-        stages = self._stages[i]
-        while stages and not stages[0] and not self._flying[i]:  # a stage answered in full: the next one
-            stages.popleft()
-        return not self.errors[i] and bool(stages) and bool(stages[0])
 
     def __iter__(self) -> Iterator[tuple[str, tuple[str, ...]] | None]:
         while True:
-            ready = [i for i in range(len(self.jobs)) if self._ready(i)]
-            if not ready:
-                if not any(self._flying):
+            tenant = min((t for t, ready in self._ready.items() if ready), default=None,
+                         key=lambda t: (self._tenant_flying[t], self._ready[t][0]))
+            if tenant is None:
+                if not self._tenant_flying.total():
                     return
                 yield None
                 continue
-            i = min(ready, key=lambda j: (self._tenant_flying[self.tenants[j]], self._tenant_sent[self.tenants[j]]))
+            i = self._ready[tenant][0]
             query = self._stages[i][0].popleft()
+            if not self._stages[i][0]:  # its stage all sent: ready again once it is answered
+                self._ready[tenant].pop(0)
             self._flying[i] += 1
-            self._tenant_flying[self.tenants[i]] += 1
-            self._tenant_sent[self.tenants[i]] += 1
+            self._tenant_flying[tenant] += 1
             self._sent.append((i, query))
             yield query, self.jobs[i].plan.labels_of(query)
 
     def answered(self, index: int, rows: list[Series] | PrometheusError) -> None:
         """Fold the answer to the ``index``-th query sent into its job (or end the job with its error)."""
         i, query = self._sent[index]
+        tenant = self.tenants[i]
         self._flying[i] -= 1
-        self._tenant_flying[self.tenants[i]] -= 1
+        self._tenant_flying[tenant] -= 1
         if isinstance(rows, PrometheusError):
+            if not self.errors[i] and i in self._ready[tenant]:
+                self._ready[tenant].remove(i)  # the rest of its queries are not sent
             self.errors[i] = self.errors[i] or str(rows)
-        elif not self.errors[i]:
-            self.jobs[i].add(query, rows)
+            return
+        if self.errors[i]:
+            return
+        self.jobs[i].add(query, rows)
+        stages = self._stages[i]
+        if not stages[0] and not self._flying[i]:  # its stage answered in full: the next one, if any
+            stages.popleft()
+            if stages:
+                insort(self._ready[tenant], i)
 
 
 def _stages(plan: Plan, bracket: bool) -> list[list[str]]:
