@@ -28,7 +28,7 @@ import itertools
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from http.client import HTTPException
@@ -97,10 +97,17 @@ class PrometheusClient:
             yield from enumerate(exc for query in iter(lambda: next(pulled, None), None) if query is not None)
             return
         with ThreadPoolExecutor(max_workers=_MAX_PARALLEL, thread_name_prefix="prometheus") as pool:
+
+            def send(promql: str) -> Future[bytes]:  # one query: until the batch's deadline or its own, the sooner
+                if query_s is not None and time.monotonic() + query_s < deadline:
+                    return pool.submit(self._post, promql, at, time.monotonic() + query_s, headers,
+                                       f"{query_s:g} s (one query's share of the cycle's)")
+                return pool.submit(self._post, promql, at, deadline, headers)
+
             futures: dict[Future[bytes], tuple[int, tuple[str, ...]]] = {}
             numbers = itertools.count()
             try:
-                while self._fill(futures, pulled, numbers, pool, at, (deadline, query_s), headers):
+                while _fill(futures, pulled, numbers, send):
                     done, _ = wait(futures, return_when=FIRST_COMPLETED)
                     for future in done:  # decoded here, one at a time: at most one answer's rows live besides
                         index, names = futures.pop(future)  # the bodies in flight (memory, not speed)
@@ -112,22 +119,6 @@ class PrometheusClient:
             finally:
                 for future in futures:
                     future.cancel()
-
-    def _fill(self, futures: dict[Future[bytes], tuple[int, tuple[str, ...]]],
-              pulled: Iterator[tuple[str, tuple[str, ...]] | None], numbers: Iterator[int],
-              pool: ThreadPoolExecutor, at: float, limits: tuple[float, float | None], headers: dict[str, str],
-              ) -> bool:
-        """Send queries pulled from ``pulled`` into the free slots; whether any is in flight."""
-        while len(futures) < _MAX_PARALLEL:
-            query = next(pulled, None)
-            if query is None:  # none to send until an answer arrives (or none left)
-                break
-            deadline, query_s = limits
-            within = f"{self.limits.timeout_s:g} s"
-            if query_s is not None and time.monotonic() + query_s < deadline:
-                deadline, within = time.monotonic() + query_s, f"{query_s:g} s (one query's share of the cycle's)"
-            futures[pool.submit(self._post, query[0], at, deadline, headers, within)] = (next(numbers), query[1])
-        return bool(futures)
 
     def query(self, promql: str, at: float) -> list[tuple[dict[str, str], float, float]]:
         """Run ``promql`` alone as an instant query at ``at`` (Unix seconds); the rows with all their labels."""
@@ -148,10 +139,10 @@ class PrometheusClient:
 
     def _post(self, promql: str, at: float, deadline: float, headers: dict[str, str], within: str = "") -> bytes:
         limits = self.limits
-        late = PrometheusError(f"Prometheus {limits.url}: no answer within {within or f'{limits.timeout_s:g} s'}")
+        no_answer = PrometheusError(f"Prometheus {limits.url}: no answer within {within or f'{limits.timeout_s:g} s'}")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise late
+            raise no_answer
         try:  # nothing is connected yet: only the CA file (https) is read here, and a bad one is named as such
             conn = connection(self._scheme, self._host, self._port, remaining, limits.ca_file)
         except (OSError, ssl.SSLError) as exc:
@@ -165,20 +156,20 @@ class PrometheusClient:
             form = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"}).encode()
             conn.request("POST", self._path, body=form, headers=headers, preload_content=False,
                          decode_content=False)
-            return self._read(conn.getresponse(), guard, late)
+            return self._read(conn.getresponse(), guard, no_answer)
         except PrometheusError:
             raise
         except (urllib3.exceptions.HTTPError, HTTPException, OSError, ValueError) as exc:
             timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(
                 exc, urllib3.exceptions.NewConnectionError)  # urllib3 files a refused connection under timeouts
             if guard.fired or timed_out:
-                raise late from None
+                raise no_answer from None
             raise PrometheusError(f"Prometheus {limits.url} unreachable: {_why(exc)}") from None
         finally:
             guard.disarm()
             conn.close()
 
-    def _read(self, response: BaseHTTPResponse, guard: DeadlineGuard, late: PrometheusError) -> bytes:
+    def _read(self, response: BaseHTTPResponse, guard: DeadlineGuard, no_answer: PrometheusError) -> bytes:
         cap = self.limits.max_bytes
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("identity", ""):
@@ -187,7 +178,7 @@ class PrometheusClient:
         size = 0
         while True:
             if guard.fired or time.monotonic() >= guard.deadline:
-                raise late
+                raise no_answer
             chunk = response.read1(_CHUNK, decode_content=False)
             if not chunk:
                 break
@@ -197,7 +188,7 @@ class PrometheusClient:
                                       f"{cap} bytes")
             parts.append(chunk)
         if guard.fired:
-            raise late
+            raise no_answer
         body = b"".join(parts)
         if not 200 <= response.status < 300:
             detail = error_text(body)
@@ -205,6 +196,18 @@ class PrometheusClient:
                                   + (f": {detail}" if detail else "")
                                   + (" (redirect not followed)" if 300 <= response.status < 400 else ""))
         return body
+
+
+def _fill(futures: dict[Future[bytes], tuple[int, tuple[str, ...]]],
+          pulled: Iterator[tuple[str, tuple[str, ...]] | None], numbers: Iterator[int],
+          send: Callable[[str], Future[bytes]]) -> bool:
+    """Send queries pulled from ``pulled`` into the free slots; whether any is in flight."""
+    while len(futures) < _MAX_PARALLEL:
+        query = next(pulled, None)
+        if query is None:  # none to send until an answer arrives (or none left)
+            break
+        futures[send(query[0])] = (next(numbers), query[1])
+    return bool(futures)
 
 
 def _secret(path: str, what: str) -> str:
